@@ -1,0 +1,23 @@
+"""Softmax kernel explorer: real CUDA kernels through CuPy, a faithful NumPy emulation, traces.
+
+    >>> import explorer
+    >>> x = explorer.make_input("normal", rows=4, cols=1000, dtype="float16")
+    >>> r = explorer.softmax(x, "online_warp", acc="float32", trace_row=0)
+    >>> explorer.errors(r.out, x).max_rel < 1e-3
+    True
+"""
+
+from .api import BACKENDS, SoftmaxResult, bytes_needed, check_fits, info, resolve_backend, softmax
+from .errors import ExplorerError, GPUContextLost, GPUUnavailable, InvalidInput, KernelFailed, TooLarge
+from .inputs import DISTRIBUTIONS, load_logits, make_input
+from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, ErrorReport, error_bound, errors, reference
+from .registry import VARIANTS, Launch, Variant
+from .trace import MergeLevel, Trace
+
+__all__ = [
+    "BACKENDS", "DISTRIBUTIONS", "DTYPES", "FORMATS", "MAX_REL_FP32_ACC", "VARIANTS",
+    "ErrorReport", "ExplorerError", "GPUContextLost", "GPUUnavailable", "InvalidInput", "KernelFailed",
+    "Launch", "MergeLevel", "SoftmaxResult", "TooLarge", "Trace", "Variant",
+    "bytes_needed", "check_fits", "error_bound", "errors", "info", "load_logits", "make_input",
+    "reference", "resolve_backend", "softmax",
+]

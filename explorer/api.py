@@ -1,0 +1,158 @@
+"""The public entry point: softmax() on the GPU or in emulation, with every check in one place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .backends import cuda, emulator
+from .errors import InvalidInput, TooLarge
+from .numerics import DTYPES, dtype_name
+from .registry import VARIANTS, Launch, Variant
+from .trace import Trace, build_trace, trace_shape
+
+BACKENDS = ("auto", "cuda", "emulator")
+# Operator cap on elements per run (a shared box sets it lower): EXPLORER_MAX_ELEMENTS.
+DEFAULT_MAX_ELEMENTS = 2**31 - 1
+
+
+@dataclass
+class SoftmaxResult:
+    out: np.ndarray  # same shape and dtype as x
+    trace: Trace | None
+    backend: str  # "cuda" or "emulator"
+    variant: str
+    acc: str
+    block_size: int
+    launch: Launch
+
+
+def max_elements() -> int:
+    raw = os.environ.get("EXPLORER_MAX_ELEMENTS", "")
+    try:
+        return int(raw) if raw else DEFAULT_MAX_ELEMENTS
+    except ValueError:
+        raise InvalidInput(f"EXPLORER_MAX_ELEMENTS must be a whole number, got {raw!r}") from None
+
+
+def resolve_backend(backend: str) -> str:
+    """"auto" is CUDA where a GPU is usable, else the emulator."""
+    if backend not in BACKENDS:
+        raise InvalidInput(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "auto":
+        return "cuda" if cuda.available() else "emulator"
+    return backend
+
+
+def bytes_needed(rows: int, cols: int, dtype: str, backend: str, variant: Variant | None = None,
+                 block_size: int = 0, traced: bool = False) -> int:
+    """Memory a run takes: input and output, the trace buffers, and the emulator's fp32/fp64 temporaries."""
+    itemsize = DTYPES[dtype].itemsize
+    total = 2 * rows * cols * itemsize
+    if backend == "emulator":
+        total += rows * cols * 4 * 8  # a padded copy, the fp32 view and fp64 exp temporaries of the normalise pass
+    if traced and variant is not None:
+        threads, steps, merges = trace_shape(variant, cols, block_size)
+        total += threads * steps * 12 + merges * 8
+    return total
+
+
+def free_bytes(backend: str) -> int:
+    if backend == "cuda":
+        return cuda.free_bytes()
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return 2**63 - 1  # unknown: let the allocation itself fail
+
+
+def check_fits(rows: int, cols: int, dtype: str, backend: str, variant: Variant | None = None,
+               block_size: int = 0, traced: bool = False) -> None:
+    """Refuse, with the numbers, a run larger than the operator cap or the backend's free memory."""
+    cap = max_elements()
+    if rows * cols > cap:
+        raise TooLarge(f"{rows}×{cols} = {rows * cols:,} elements is over this server's cap of {cap:,} "
+                       "(EXPLORER_MAX_ELEMENTS)")
+    need = bytes_needed(rows, cols, dtype, backend, variant, block_size, traced)
+    have = free_bytes(backend)
+    if need > have:
+        where = "GPU memory" if backend == "cuda" else "host memory"
+        raise TooLarge(f"{rows}×{cols} {dtype} needs about {need / 2**30:.2f} GiB but only "
+                       f"{have / 2**30:.2f} GiB of {where} is free")
+
+
+def get_variant(key: str) -> Variant:
+    if key not in VARIANTS:
+        raise InvalidInput(f"unknown variant {key!r}; choose one of {', '.join(VARIANTS)}")
+    return VARIANTS[key]
+
+
+def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "auto",
+            trace_row: int | None = None, block_size: int | None = None) -> SoftmaxResult:
+    """Softmax over the last axis of x with one of the registry's kernels.
+
+    Parameters
+    ----------
+    x : 1-D or 2-D array of float32, float16 or ml_dtypes.bfloat16 (rows × cols).
+    variant : a key of explorer.VARIANTS.
+    acc : accumulator type of the running max and denominator: "float32", "float16", "bfloat16".
+    backend : "cuda" (raises GPUUnavailable without a usable GPU), "emulator", or "auto".
+    trace_row : record this row's (m, d) states as the kernel computed them.
+    block_size : threads per row for block variants (a multiple of 32 up to 1024).
+
+    Raises
+    ------
+    InvalidInput, TooLarge, GPUUnavailable, KernelFailed (all explorer.ExplorerError).
+    """
+    v = get_variant(variant)
+    if not isinstance(x, np.ndarray):
+        raise InvalidInput(f"x must be a numpy array, got {type(x).__name__}")
+    try:
+        dtype = dtype_name(x.dtype)
+    except ValueError as exc:
+        raise InvalidInput(f"{exc} (convert with x.astype(...))") from None
+    if x.ndim not in (1, 2):
+        raise InvalidInput(f"x must be 1-D or 2-D (rows × cols), got shape {x.shape}")
+    if x.size == 0:
+        raise InvalidInput(f"x is empty (shape {x.shape}); softmax needs at least one element per row")
+    x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
+    rows, cols = x2.shape
+    if cols > 2**31 - 1 or rows > 2**31 - 1:
+        raise InvalidInput(f"rows and cols must each be below 2^31, got {rows}×{cols}")
+    if dtype not in v.dtypes:
+        raise InvalidInput(f"{variant} takes {', '.join(v.dtypes)} inputs, not {dtype}")
+    if acc not in DTYPES:
+        raise InvalidInput(f"unknown accumulator {acc!r}; choose one of {', '.join(DTYPES)}")
+    if acc not in v.accumulators:
+        raise InvalidInput(f"{variant} accumulates in {', '.join(v.accumulators)}, not {acc}")
+    try:
+        block = v.check_block_size(block_size)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    if trace_row is not None:
+        if not v.traceable:
+            raise InvalidInput(f"{variant} records no trace; trace one of "
+                               f"{', '.join(k for k, w in VARIANTS.items() if w.traceable)}")
+        if isinstance(trace_row, bool) or not isinstance(trace_row, (int, np.integer)) or not 0 <= trace_row < rows:
+            raise InvalidInput(f"trace_row must be a row index from 0 to {rows - 1}, got {trace_row!r}")
+        trace_row = int(trace_row)
+    used = resolve_backend(backend)
+    check_fits(rows, cols, dtype, used, v, block, trace_row is not None)
+    if used == "cuda":
+        out, raw = cuda.run(v, x2, dtype, acc, block, trace_row)
+    else:
+        out, raw = emulator.run(v, x2, acc, block, trace_row)
+    trace = build_trace(v, raw, x2[trace_row], trace_row, acc, block) if raw is not None else None
+    return SoftmaxResult(out=out.reshape(x.shape), trace=trace, backend=used, variant=variant, acc=acc,
+                         block_size=block, launch=v.launch(rows, cols, block))
+
+
+def info() -> dict:
+    """What would run: the GPU and its software, or why the emulator serves instead."""
+    if cuda.available():
+        return {"backend": "cuda", **cuda.device_info()}
+    return {"backend": "emulator", "reason": cuda.unavailable_reason()}

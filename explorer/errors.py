@@ -1,0 +1,25 @@
+"""The exceptions the explorer raises on purpose; anything else is a bug."""
+
+
+class ExplorerError(Exception):
+    """Base class: every message is meant to be shown to a user as is."""
+
+
+class InvalidInput(ExplorerError, ValueError):
+    """An argument or an uploaded array the explorer cannot take (the message says which and why)."""
+
+
+class GPUUnavailable(ExplorerError, RuntimeError):
+    """backend="cuda" was asked for, but no usable GPU (or CuPy, or NVRTC) is present."""
+
+
+class TooLarge(ExplorerError, MemoryError):
+    """The run would need more memory than the backend has free, or than the operator allows."""
+
+
+class KernelFailed(ExplorerError, RuntimeError):
+    """A CUDA launch failed or left output unwritten; the message names the variant and shape."""
+
+
+class GPUContextLost(KernelFailed):
+    """A fault poisoned the CUDA context: nothing more can run on the GPU until a restart."""

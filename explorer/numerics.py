@@ -1,0 +1,134 @@
+"""Number formats, the float64 reference, and how far an output is from it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import ml_dtypes
+import numpy as np
+
+DTYPES: dict[str, np.dtype] = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+}
+
+
+@dataclass(frozen=True)
+class Format:
+    """What rounding to a format costs: p significand bits (with the implicit one), exponent range."""
+
+    name: str
+    significand_bits: int
+    min_exponent: int  # exponent of the smallest normal number
+    max_value: float
+
+    @property
+    def unit_roundoff(self) -> float:
+        """u = 2^-p: the largest relative error of one round-to-nearest."""
+        return 2.0 ** -self.significand_bits
+
+    @property
+    def smallest_normal(self) -> float:
+        return 2.0**self.min_exponent
+
+
+FORMATS: dict[str, Format] = {
+    "float32": Format("float32", 24, -126, float(np.finfo(np.float32).max)),
+    "float16": Format("float16", 11, -14, 65504.0),
+    "bfloat16": Format("bfloat16", 8, -126, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)),
+}
+
+# Largest max_rel vs float64 for fp32 accumulation on normal inputs with cols <= 4096, by output type.
+MAX_REL_FP32_ACC = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    for name, dt in DTYPES.items():
+        if np.dtype(dtype) == dt:
+            return name
+    raise ValueError(f"unsupported dtype {dtype}; the kernels take float32, float16 or bfloat16")
+
+
+def error_bound(sequential_terms: int, acc: str, out: str) -> float:
+    """The seed's bound on the relative error: 3·n·u_acc + u_out, n = terms one accumulator folded in sequence."""
+    return 3 * sequential_terms * FORMATS[acc].unit_roundoff + FORMATS[out].unit_roundoff
+
+
+def ulp(values: np.ndarray, fmt: Format) -> np.ndarray:
+    """Spacing of `fmt` at |values| (float64), subnormal range included."""
+    magnitude = np.abs(np.asarray(values, dtype=np.float64))
+    with np.errstate(divide="ignore"):
+        exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, fmt.smallest_normal)))
+    exponent = np.maximum(exponent, fmt.min_exponent)
+    return np.exp2(exponent - (fmt.significand_bits - 1))
+
+
+def reference(x: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis in float64, max subtracted.
+
+    IEEE semantics, as torch.softmax and scipy: a NaN or +inf in a row makes the whole row NaN,
+    -inf entries give exactly 0, and a row of only -inf gives NaN.
+    """
+    x64 = np.asarray(x).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        shifted = x64 - x64.max(axis=-1, keepdims=True)
+        e = np.exp(shifted)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class ErrorReport:
+    """How far an output is from the float64 reference (over elements finite in both)."""
+
+    max_abs: float
+    max_rel: float  # |out - ref| / max(|ref|, smallest normal of out's type)
+    mean_rel: float
+    max_ulp: float  # in units of the last place of out's type, at the reference value
+    row_sum_dev: float  # max over finite rows of |sum(out) - 1|
+    nan_count: int
+    inf_count: int
+    nonfinite_mismatch: int  # elements whose NaN/inf pattern differs from the reference's
+    argmax_agreement: float  # fraction of finite rows where the reference's argmax is also out's max
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> ErrorReport:
+    """Compare a softmax output with the float64 reference of its input x."""
+    out = np.asarray(out)
+    if out.shape != np.shape(x):
+        raise ValueError(f"output shape {out.shape} differs from input shape {np.shape(x)}")
+    fmt = FORMATS[dtype_name(out.dtype)]
+    ref = reference(x) if ref is None else ref
+    got = out.astype(np.float64).reshape(-1, out.shape[-1]) if out.size else np.zeros((0, 1))
+    ref = ref.reshape(got.shape)
+    both_finite = np.isfinite(got) & np.isfinite(ref)
+    mismatch = int(np.sum((np.isnan(got) != np.isnan(ref)) | (np.isinf(got) != np.isinf(ref))))
+    diff = np.abs(np.where(both_finite, got - ref, 0.0))
+    rel = diff / np.maximum(np.abs(ref), fmt.smallest_normal, where=both_finite, out=np.ones_like(ref))
+    rel = np.where(both_finite, rel, 0.0)
+    ulps = np.where(both_finite, diff / ulp(np.where(both_finite, ref, 1.0), fmt), 0.0)
+
+    finite_rows = np.isfinite(ref).all(axis=1) & np.isfinite(got).all(axis=1)
+    row_sum_dev = float(np.max(np.abs(got[finite_rows].sum(axis=1) - 1.0), initial=0.0))
+    ref_rows = np.isfinite(ref).all(axis=1)
+    if ref_rows.any():
+        g, r = got[ref_rows], ref[ref_rows]
+        at_ref_max = g[np.arange(len(r)), np.argmax(r, axis=1)]
+        agree = float(np.mean(at_ref_max >= np.max(np.where(np.isnan(g), np.inf, g), axis=1)))
+    else:
+        agree = 1.0
+    count = max(int(both_finite.sum()), 1)
+    return ErrorReport(
+        max_abs=float(diff.max(initial=0.0)),
+        max_rel=float(rel.max(initial=0.0)),
+        mean_rel=float(rel.sum() / count),
+        max_ulp=float(ulps.max(initial=0.0)),
+        row_sum_dev=row_sum_dev,
+        nan_count=int(np.isnan(got).sum()),
+        inf_count=int(np.isinf(got).sum()),
+        nonfinite_mismatch=mismatch,
+        argmax_agreement=agree,
+    )

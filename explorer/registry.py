@@ -1,0 +1,160 @@
+"""The one registry of softmax variants: the app, the CLI, the tests and the README read it.
+
+Adding a variant is adding one entry here, its kernel in kernels/, and its emulation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+DTYPE_NAMES = ("float32", "float16", "bfloat16")
+THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Launch geometry, decided in Python, visibly."""
+
+    grid: int
+    block: int
+    shared_bytes: int
+    threads_per_row: int  # threads that fold elements of one row (the trace has one lane each)
+
+
+@dataclass(frozen=True)
+class Variant:
+    key: str
+    title: str
+    family: str  # "thread", "warp" or "block": what works on one row
+    method: str  # "naive", "safe" (max pass, then sum with the final max) or "online" (running max)
+    seed: str  # where the idea comes from
+    kernel: str  # CUDA template name in kernel_file
+    kernel_file: str
+    reads_per_element: int  # global memory reads of x per element
+    writes_per_element: int
+    lesson: str  # one sentence: what it teaches
+    launch_rule: Callable[[int, int, int], Launch]
+    dtypes: tuple[str, ...] = DTYPE_NAMES
+    accumulators: tuple[str, ...] = DTYPE_NAMES
+    traceable: bool = True
+    takes_block_size: bool = False
+    default_block_size: int = 0
+
+    def launch(self, rows: int, cols: int, block_size: int | None = None) -> Launch:
+        return self.launch_rule(rows, cols, block_size or self.default_block_size)
+
+    def check_block_size(self, block_size: int | None) -> int:
+        """The block size this variant will use; raises ValueError for one it cannot take."""
+        if block_size is None:
+            return self.default_block_size
+        if not self.takes_block_size:
+            raise ValueError(f"variant {self.key!r} has a fixed launch shape and takes no block size")
+        if block_size % 32 or not 32 <= block_size <= 1024:
+            raise ValueError(f"block size must be a multiple of 32 from 32 to 1024, got {block_size}")
+        return block_size
+
+
+def _thread_per_row(rows: int, cols: int, block: int) -> Launch:
+    return Launch(grid=-(-rows // THREADS_PER_BLOCK), block=THREADS_PER_BLOCK, shared_bytes=0, threads_per_row=1)
+
+
+def _warp_per_row(rows: int, cols: int, block: int) -> Launch:
+    rows_per_block = THREADS_PER_BLOCK // 32
+    return Launch(grid=-(-rows // rows_per_block), block=THREADS_PER_BLOCK, shared_bytes=0, threads_per_row=32)
+
+
+def _block_per_row(rows: int, cols: int, block: int) -> Launch:
+    # 2 x 32 floats of static shared memory for the cross-warp merge
+    return Launch(grid=rows, block=block, shared_bytes=256, threads_per_row=block)
+
+
+VARIANTS: dict[str, Variant] = {
+    v.key: v
+    for v in [
+        Variant(
+            key="naive",
+            method="naive",
+            title="Naive exp / sum",
+            family="thread",
+            seed="textbook",
+            kernel="naive",
+            kernel_file="softmax.cu",
+            reads_per_element=2,
+            writes_per_element=1,
+            lesson="e^x overflows for x > 88.7 in fp32 (11.1 in fp16): without the max subtracted, large logits give inf/inf = NaN.",
+            launch_rule=_thread_per_row,
+            traceable=False,
+        ),
+        Variant(
+            key="safe_thread",
+            method="safe",
+            title="Safe softmax, 3 passes, thread per row",
+            family="thread",
+            seed="V0",
+            kernel="safe_thread",
+            kernel_file="softmax.cu",
+            reads_per_element=3,
+            writes_per_element=1,
+            lesson="Subtracting the row max keeps every exponent <= 0, at the price of an extra pass over the row.",
+            launch_rule=_thread_per_row,
+        ),
+        Variant(
+            key="online_thread",
+            method="online",
+            title="Online softmax, thread per row",
+            family="thread",
+            seed="V1",
+            kernel="online_thread",
+            kernel_file="softmax.cu",
+            reads_per_element=2,
+            writes_per_element=1,
+            lesson="The max and the denominator in one pass: d_j = d_{j-1} e^{m_{j-1}-m_j} + e^{x_j-m_j} rescales the sum whenever the max grows.",
+            launch_rule=_thread_per_row,
+        ),
+        Variant(
+            key="online_warp",
+            method="online",
+            title="Online softmax, warp per row",
+            family="warp",
+            seed="V2",
+            kernel="online_warp",
+            kernel_file="softmax.cu",
+            reads_per_element=2,
+            writes_per_element=1,
+            lesson="(m, d) pairs merge like single elements, so 32 lanes fold strided parts of a row and a shuffle butterfly combines them.",
+            launch_rule=_warp_per_row,
+        ),
+        Variant(
+            key="online_block",
+            method="online",
+            title="Online softmax, block per row",
+            family="block",
+            seed="V2 + block merge",
+            kernel="online_block",
+            kernel_file="softmax.cu",
+            reads_per_element=2,
+            writes_per_element=1,
+            lesson="For long rows a whole block works on one row: warps merge their lanes, then shared memory merges the warps.",
+            launch_rule=_block_per_row,
+            takes_block_size=True,
+            default_block_size=256,
+        ),
+        Variant(
+            key="safe_block",
+            method="safe",
+            title="Safe softmax, 3 passes, block per row",
+            family="block",
+            seed="V0, online_block's shape",
+            kernel="safe_block",
+            kernel_file="softmax.cu",
+            reads_per_element=3,
+            writes_per_element=1,
+            lesson="online_block's parallel shape with the 3-pass method: 4 memory accesses per element against 3, the paper's online-vs-safe comparison on equal footing.",
+            launch_rule=_block_per_row,
+            traceable=False,
+            takes_block_size=True,
+            default_block_size=256,
+        ),
+    ]
+}

@@ -1,0 +1,182 @@
+"""Traces: the (m, d) states a kernel recorded for one row, beside the exact float64 values.
+
+Both backends fill the same raw buffers (RawTrace, laid out as kernels/common.cuh describes);
+build_trace turns them into a Trace and computes the float64 states along the same order of
+operations, so the kernel's numbers can be put beside the exact ones step by step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .registry import Variant
+
+NODES_PER_BUTTERFLY = 31  # 16 + 8 + 4 + 2 + 1
+OFFSETS = (16, 8, 4, 2, 1)
+
+
+@dataclass
+class RawTrace:
+    """The buffers a traced launch writes (float32 holds every fp16/bf16 state exactly)."""
+
+    step_m: np.ndarray  # (threads, steps) float32
+    step_d: np.ndarray
+    step_index: np.ndarray  # (threads, steps) int32, -1 where the thread had no element
+    merge_m: np.ndarray  # (levels * 31,) float32
+    merge_d: np.ndarray
+
+    @classmethod
+    def empty(cls, threads: int, steps: int, merge_nodes: int) -> RawTrace:
+        return cls(
+            np.full((threads, steps), np.nan, np.float32),
+            np.full((threads, steps), np.nan, np.float32),
+            np.full((threads, steps), -1, np.int32),
+            np.full(max(merge_nodes, 1), np.nan, np.float32),
+            np.full(max(merge_nodes, 1), np.nan, np.float32),
+        )
+
+
+def trace_shape(variant: Variant, cols: int, block_size: int) -> tuple[int, int, int]:
+    """(threads on the row, steps per thread, merge nodes) of a traced launch."""
+    threads = variant.launch(1, cols, block_size).threads_per_row
+    steps = -(-cols // threads)
+    butterflies = {"thread": 0, "warp": 1, "block": threads // 32 + 1}[variant.family]
+    return threads, steps, butterflies * NODES_PER_BUTTERFLY
+
+
+@dataclass
+class MergeLevel:
+    """One level of a butterfly: node i merged ids left[i] and right[i] into (m[i], d[i])."""
+
+    stage: str  # "lanes" (a warp's 32 lanes, ids are thread indices) or "warps" (ids are warp indices)
+    warp: int  # which warp, for a "lanes" stage; -1 for "warps"
+    offset: int
+    left: np.ndarray
+    right: np.ndarray
+    m: np.ndarray
+    d: np.ndarray
+    exact_m: np.ndarray
+    exact_d: np.ndarray
+
+
+@dataclass
+class Trace:
+    variant: str
+    row: int
+    acc: str
+    kind: str  # "online" (d_j against the running max) or "safe" (d_j against the row's final max)
+    x: np.ndarray  # the traced row's inputs, as float64
+    index: np.ndarray  # (threads, steps): element folded at each step, -1 = none
+    m: np.ndarray  # (threads, steps) the kernel's running max, in the accumulator's precision
+    d: np.ndarray
+    exact_m: np.ndarray  # float64 along the same order of operations
+    exact_d: np.ndarray
+    merges: list[MergeLevel]
+    final_m: float
+    final_d: float
+    exact_final_m: float
+    exact_final_d: float
+
+    @property
+    def threads(self) -> int:
+        return self.index.shape[0]
+
+    @property
+    def d_rel_error(self) -> np.ndarray:
+        """Relative error of the kernel's d_j against float64, per (thread, step)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.abs(self.d - self.exact_d) / np.abs(self.exact_d)
+
+
+def _exact_merge(m1, d1, m2, d2):
+    """The merge rule in float64, with common.cuh's guards (equal maxima rescale by exactly 1)."""
+    m = np.where(m2 > m1, m2, m1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s1 = np.where(m1 == m, 1.0, np.exp(m1 - m))
+        s2 = np.where(m2 == m, 1.0, np.exp(m2 - m))
+        return m, d1 * s1 + d2 * s2
+
+
+def _exact_steps(x: np.ndarray, index: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 running (m, d) per thread along its own elements, vectorised across threads."""
+    threads, steps = index.shape
+    exact_m = np.full((threads, steps), np.nan)
+    exact_d = np.full((threads, steps), np.nan)
+    if kind == "safe":
+        valid = index[0] >= 0
+        xs = x[index[0, valid]]
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact_m[0, valid] = np.fmax.accumulate(xs)
+            exact_d[0, valid] = np.cumsum(np.exp(xs - np.max(xs)))
+        return exact_m, exact_d
+    m = np.full(threads, -np.inf)
+    d = np.zeros(threads)
+    for s in range(steps):
+        valid = index[:, s] >= 0
+        xs = np.where(valid, x[np.maximum(index[:, s], 0)], -np.inf)
+        with np.errstate(invalid="ignore", over="ignore"):
+            new_m = np.where(xs > m, xs, m)
+            scale = np.where(m == new_m, 1.0, np.exp(m - new_m))
+            term = np.where(xs == -np.inf, 0.0, np.exp(xs - new_m))
+        m, d = np.where(valid, new_m, m), np.where(valid, d * scale + term, d)
+        exact_m[:, s], exact_d[:, s] = m, d
+    return exact_m, exact_d
+
+
+def _butterfly(raw: RawTrace, base: int, state_m, state_d, stage: str, warp: int, id_offset: int, width: int):
+    """Replay one 32-lane butterfly exactly; return its levels and the lane-0 (= every lane's) state."""
+    levels = []
+    m, d = state_m.copy(), state_d.copy()
+    lanes = np.arange(32)
+    for offset in OFFSETS:
+        m, d = _exact_merge(m, d, m[lanes ^ offset], d[lanes ^ offset])
+        nodes = base + 32 - 2 * offset + np.arange(offset)
+        keep = np.arange(offset) + offset < width  # merges with an empty partner only pad the tree
+        levels.append(MergeLevel(
+            stage=stage, warp=warp, offset=offset,
+            left=np.arange(offset)[keep] + id_offset, right=np.arange(offset)[keep] + offset + id_offset,
+            m=raw.merge_m[nodes][keep].astype(np.float64), d=raw.merge_d[nodes][keep].astype(np.float64),
+            exact_m=m[:offset][keep], exact_d=d[:offset][keep],
+        ))
+    return levels, m[0], d[0]
+
+
+def build_trace(variant: Variant, raw: RawTrace, x_row: np.ndarray, row: int, acc: str, block_size: int) -> Trace:
+    x = np.asarray(x_row).astype(np.float64)
+    index = raw.step_index.astype(np.int64)
+    exact_m, exact_d = _exact_steps(x, index, variant.method)
+    kernel_m, kernel_d = raw.step_m.astype(np.float64), raw.step_d.astype(np.float64)
+    threads = index.shape[0]
+
+    count = (index >= 0).sum(axis=1)
+
+    def last(a, empty):  # each thread's state after its last element (the empty state if it had none)
+        return np.where(count > 0, a[np.arange(threads), np.maximum(count - 1, 0)], empty)
+
+    merges: list[MergeLevel] = []
+    if variant.family == "thread":
+        final = (kernel_m[0, -1], kernel_d[0, -1], exact_m[0, -1], exact_d[0, -1])
+    elif variant.family == "warp":
+        merges, em, ed = _butterfly(raw, 0, last(exact_m, -np.inf), last(exact_d, 0.0), "lanes", 0, 0, min(threads, 32))
+        final = (merges[-1].m[0], merges[-1].d[0], em, ed)
+    else:
+        warps = threads // 32
+        warp_m, warp_d = np.full(32, -np.inf), np.zeros(32)
+        lane_m, lane_d = last(exact_m, -np.inf), last(exact_d, 0.0)
+        for w in range(warps):
+            levels, warp_m[w], warp_d[w] = _butterfly(
+                raw, w * NODES_PER_BUTTERFLY, lane_m[w * 32:(w + 1) * 32], lane_d[w * 32:(w + 1) * 32],
+                "lanes", w, w * 32, 32)
+            merges += levels
+        levels, em, ed = _butterfly(raw, warps * NODES_PER_BUTTERFLY, warp_m, warp_d, "warps", -1, 0, warps)
+        merges += levels
+        top = NODES_PER_BUTTERFLY * warps + NODES_PER_BUTTERFLY - 1
+        final = (float(raw.merge_m[top]), float(raw.merge_d[top]), em, ed)
+    return Trace(
+        variant=variant.key, row=row, acc=acc, kind=variant.method, x=x, index=index,
+        m=kernel_m, d=kernel_d, exact_m=exact_m, exact_d=exact_d, merges=merges,
+        final_m=float(final[0]), final_d=float(final[1]),
+        exact_final_m=float(final[2]), exact_final_d=float(final[3]),
+    )
