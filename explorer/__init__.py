@@ -7,7 +7,17 @@
     True
 """
 
-from .api import BACKENDS, SoftmaxResult, bytes_needed, check_fits, info, resolve_backend, softmax
+from .api import (
+    BACKENDS,
+    SoftmaxResult,
+    bytes_needed,
+    check_fits,
+    info,
+    kernel_resources,
+    kernel_source,
+    resolve_backend,
+    softmax,
+)
 from .errors import ExplorerError, GPUContextLost, GPUUnavailable, InvalidInput, KernelFailed, TooLarge
 from .inputs import DISTRIBUTIONS, load_logits, make_input
 from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, ErrorReport, error_bound, errors, reference
@@ -18,6 +28,7 @@ __all__ = [
     "BACKENDS", "DISTRIBUTIONS", "DTYPES", "FORMATS", "MAX_REL_FP32_ACC", "VARIANTS",
     "ErrorReport", "ExplorerError", "GPUContextLost", "GPUUnavailable", "InvalidInput", "KernelFailed",
     "Launch", "MergeLevel", "SoftmaxResult", "TooLarge", "Trace", "Variant",
-    "bytes_needed", "check_fits", "error_bound", "errors", "info", "load_logits", "make_input",
+    "bytes_needed", "check_fits", "error_bound", "errors", "info", "kernel_resources", "kernel_source",
+    "load_logits", "make_input",
     "reference", "resolve_backend", "softmax",
 ]

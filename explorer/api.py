@@ -156,3 +156,16 @@ def info() -> dict:
     if cuda.available():
         return {"backend": "cuda", **cuda.device_info()}
     return {"backend": "emulator", "reason": cuda.unavailable_reason()}
+
+
+def kernel_source(variant: str) -> str:
+    """The CUDA source file that holds a variant's kernel (with common.cuh inlined)."""
+    return cuda.kernel_source(get_variant(variant).kernel_file)
+
+
+def kernel_resources(variant: str, dtype: str = "float32", acc: str = "float32") -> dict | None:
+    """Registers, shared and local (spill) bytes of the compiled kernel; None where no GPU can compile it."""
+    v = get_variant(variant)
+    if dtype not in v.dtypes or acc not in v.accumulators:
+        raise InvalidInput(f"{variant} has no {dtype}/{acc} instantiation")
+    return cuda.resources(v, dtype, acc) if cuda.available() else None

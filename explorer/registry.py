@@ -5,8 +5,8 @@ Adding a variant is adding one entry here, its kernel in kernels/, and its emula
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block

@@ -75,7 +75,7 @@ def _name(variant: Variant, dtype: str, acc: str, traced: bool) -> str:
     return f"{variant.kernel}<{', '.join(args)}>"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(filename: str, dtype: str, acc: str):
     names = []
     for v in VARIANTS.values():
@@ -109,7 +109,7 @@ def from_device(y, dtype: np.dtype) -> np.ndarray:
     return cp.asnumpy(y).view(dtype)
 
 
-def _poison(dtype: np.dtype):
+def poison_value(dtype: np.dtype):
     return np.full(1, POISON, dtype).view(np.uint16 if dtype.itemsize == 2 else dtype)[0]
 
 
@@ -144,14 +144,14 @@ def run(variant: Variant, x: np.ndarray, dtype: str, acc: str, block_size: int, 
     rows, cols = x.shape
     try:
         x_dev = to_device(x)
-        y_dev = cp.full(x_dev.shape, _poison(x.dtype), x_dev.dtype)
+        y_dev = cp.full(x_dev.shape, poison_value(x.dtype), x_dev.dtype)
         trace = None
         if trace_row is not None:
             blank = RawTrace.empty(*trace_shape(variant, cols, block_size))
             trace = [cp.asarray(a) for a in (blank.step_m, blank.step_d, blank.step_index, blank.merge_m, blank.merge_d)]
         launch(variant, x_dev, y_dev, rows, cols, dtype, acc, block_size, trace, -1 if trace_row is None else trace_row)
         cp.cuda.get_current_stream().synchronize()
-        unwritten = int((y_dev == _poison(x.dtype)).sum())
+        unwritten = int((y_dev == poison_value(x.dtype)).sum())
         out = from_device(y_dev, x.dtype)
         raw = RawTrace(*[cp.asnumpy(a) for a in trace]) if trace is not None else None
     except (GPUUnavailable, KernelFailed):

@@ -1,0 +1,145 @@
+"""python -m explorer {info, run, bench, show}: the explorer without a browser."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import api, bench
+from .errors import ExplorerError
+from .inputs import DISTRIBUTIONS, make_input
+from .numerics import DTYPES, errors
+from .registry import VARIANTS
+
+
+def _shape(text: str) -> tuple[int, int]:
+    try:
+        rows, cols = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must look like 4096x1024, got {text!r}") from None
+    return rows, cols
+
+
+def _param(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"parameter must look like name=value, got {text!r}")
+    try:
+        return name, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"parameter {name} must be a number, got {value!r}") from None
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    def cell(v):
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.0f}"
+        return "—" if v is None else str(v)
+
+    body = [[cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(b[i]) for b in body)) if body else len(c) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(b, widths)) for b in body]
+    return "\n".join(lines)
+
+
+def cmd_info(args) -> int:
+    info = api.info()
+    if info["backend"] == "cuda":
+        print(f"GPU: {info['gpu']} (sm_{info['compute_capability'].replace('.', '')}, "
+              f"{info['multiprocessors']} SMs, {info['memory_total_bytes'] / 2**30:.0f} GiB, L2 {info['l2_bytes'] / 2**20:.0f} MiB)")
+        print(f"driver CUDA {info['cuda_driver']}, runtime CUDA {info['cuda_runtime']}, CuPy {info['cupy']}")
+    else:
+        print(f"no GPU: emulation ({info['reason']})")
+    return 0
+
+
+def cmd_run(args) -> int:
+    x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed, **dict(args.param or []))
+    rows = []
+    for key in args.variant:
+        block_size = args.block_size if VARIANTS[key].takes_block_size else None
+        result = api.softmax(x, key, acc=args.acc, backend=args.backend, block_size=block_size)
+        report = errors(result.out, x).as_dict()
+        rows.append({"variant": key, "backend": result.backend, **report})
+    print(f"{args.dist} {args.rows}×{args.cols} {args.dtype}, accumulator {args.acc}; error vs float64")
+    print(_table(rows, ["variant", "backend", "max_rel", "mean_rel", "max_ulp", "row_sum_dev", "nan_count",
+                        "inf_count", "nonfinite_mismatch", "argmax_agreement"]))
+    return 0
+
+
+def _print_results(doc: dict) -> None:
+    meta = doc["meta"]
+    print(f"{meta['gpu']}, CUDA {meta['cuda_runtime']}, CuPy {meta['cupy']}, torch {meta['torch']}, {meta['date']}")
+    print(_table(doc["results"], ["name", "dtype", "rows", "cols", "block_size", "median_us", "p10_us", "p90_us",
+                                  "gbps", "pct_copy", "max_rel"]))
+
+
+def cmd_bench(args) -> int:
+    shapes = args.shapes or []
+    for sweep in args.sweep or []:
+        shapes += bench.sweep_shapes(sweep)
+    if not shapes:
+        raise ExplorerError("give --shapes or --sweep")
+    doc = bench.run(args.variants or list(VARIANTS), shapes, args.dtypes, args.acc, args.block_size,
+                    peers=not args.no_peers,
+                    progress=lambda f, text: print(f"[{f:4.0%}] {text}", file=sys.stderr, flush=True))
+    if args.json:
+        Path(args.json).write_text(bench.dumps(doc))
+    _print_results(doc)
+    return 0
+
+
+def cmd_show(args) -> int:
+    for path in args.files:
+        _print_results(bench.load(Path(path).read_bytes()))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m explorer", description="Softmax kernel explorer")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="the GPU, driver, CUDA and CuPy, or why emulation is used").set_defaults(fn=cmd_info)
+
+    r = sub.add_parser("run", help="run variants and print the error table against float64")
+    r.add_argument("--variant", action="append", required=True, choices=list(VARIANTS))
+    r.add_argument("--dist", default="normal", choices=list(DISTRIBUTIONS))
+    r.add_argument("--param", action="append", type=_param, help="distribution parameter, name=value")
+    r.add_argument("--rows", type=int, default=64)
+    r.add_argument("--cols", type=int, default=4096)
+    r.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    r.add_argument("--acc", default="float32", choices=list(DTYPES))
+    r.add_argument("--block-size", type=int)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--backend", default="auto", choices=api.BACKENDS)
+    r.set_defaults(fn=cmd_run)
+
+    b = sub.add_parser("bench", help="time variants and peers on the GPU, write a results JSON")
+    b.add_argument("--variants", nargs="+", choices=list(VARIANTS))
+    b.add_argument("--dtypes", nargs="+", default=["float32"], choices=list(DTYPES))
+    b.add_argument("--acc", default="float32", choices=list(DTYPES))
+    b.add_argument("--shapes", nargs="+", type=_shape, help="ROWSxCOLS ...")
+    b.add_argument("--sweep", nargs="+", choices=["cols", "rows"])
+    b.add_argument("--block-size", type=int)
+    b.add_argument("--no-peers", action="store_true")
+    b.add_argument("--json", help="write the results document here")
+    b.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("show", help="print results files written by bench (or downloaded from the app)")
+    s.add_argument("files", nargs="+")
+    s.set_defaults(fn=cmd_show)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ExplorerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
