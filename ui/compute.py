@@ -1,0 +1,56 @@
+"""Cached computations. Each depends only on its arguments: the input is named by a hashable spec.
+
+spec is ("dist", name, params, rows, cols, dtype, seed) or ("upload", filename, data, dtype): the
+uploaded bytes travel in the argument, so the cache key is the data itself, never a global.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import streamlit as st
+
+import explorer
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def get_input(spec: tuple) -> np.ndarray:
+    if spec[0] == "upload":
+        _, filename, data, dtype = spec
+        return explorer.load_logits(data, filename, dtype)
+    _, dist, params, rows, cols, dtype, seed = spec
+    return explorer.make_input(dist, rows, cols, dtype=dtype, seed=seed, **dict(params))
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def get_reference(spec: tuple) -> np.ndarray:
+    return explorer.reference(get_input(spec))
+
+
+@st.cache_data(show_spinner=False, max_entries=24)
+def run_variant(spec: tuple, variant: str, acc: str, block_size: int | None) -> dict:
+    """One variant over the whole input: output, backend, launch, wall seconds (not a benchmark)."""
+    x = get_input(spec)
+    start = time.perf_counter()
+    r = explorer.softmax(x, variant, acc=acc, block_size=block_size)
+    return {"out": r.out, "backend": r.backend, "block_size": r.block_size, "launch": r.launch,
+            "seconds": time.perf_counter() - start}
+
+
+@st.cache_data(show_spinner=False, max_entries=24)
+def error_report(spec: tuple, variant: str, acc: str, block_size: int | None) -> dict:
+    out = run_variant(spec, variant, acc, block_size)["out"]
+    return explorer.errors(out, get_input(spec), ref=get_reference(spec)).as_dict()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def trace_row(spec: tuple, row: int, variant: str, acc: str, block_size: int | None):
+    """The traced row, run alone (rows are independent): cheap whatever the number of rows."""
+    x = get_input(spec)[row:row + 1]
+    return explorer.softmax(x, variant, acc=acc, block_size=block_size, trace_row=0).trace
+
+
+@st.cache_data(show_spinner=False, ttl=300)
+def backend_info() -> dict:
+    return explorer.info()

@@ -1,0 +1,145 @@
+"""The Timing view: run explorer.bench on a GPU, or load results files (several GPUs side by side).
+
+explorer.bench is imported lazily: without it the page still loads results files, checked by a small
+local validator of the same schema ("softmax-explorer-bench/1").
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import json
+
+import streamlit as st
+
+import explorer
+
+from . import compute, figures
+
+SCHEMA = "softmax-explorer-bench/1"
+RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "median_us", "p10_us", "p90_us", "gbps")
+TABLE_COLUMNS = ["source", "name", "kind", "dtype", "acc", "rows", "cols", "block_size", "median_us", "p10_us",
+                 "p90_us", "gbps", "pct_copy", "bytes_moved", "reads_per_element", "writes_per_element", "max_rel"]
+ss = st.session_state
+
+
+def bench_module():
+    try:
+        return importlib.import_module("explorer.bench")
+    except ImportError:
+        return None
+
+
+def validate(data) -> dict:
+    """The local stand-in for explorer.bench.load: the schema's shape, with words for what is wrong."""
+    if isinstance(data, (bytes, str)):
+        try:
+            data = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise explorer.InvalidInput(f"not a JSON file: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise explorer.InvalidInput(f"not a benchmark results file (its \"schema\" must be {SCHEMA!r})")
+    results = data.get("results")
+    if not isinstance(results, list) or not results:
+        raise explorer.InvalidInput("the file holds no results")
+    for i, r in enumerate(results):
+        missing = [f for f in RESULT_FIELDS if not isinstance(r, dict) or f not in r]
+        if missing:
+            raise explorer.InvalidInput(f"result {i} lacks {', '.join(missing)}")
+        for f in ("median_us", "p10_us", "p90_us", "gbps", "rows", "cols"):
+            if not isinstance(r[f], (int, float)) or isinstance(r[f], bool):
+                raise explorer.InvalidInput(f"result {i}: {f} must be a number, got {r[f]!r}")
+    if not isinstance(data.get("meta", {}), dict):
+        raise explorer.InvalidInput("\"meta\" must be an object")
+    return data
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def load_results(data: bytes) -> dict:
+    mod = bench_module()
+    if mod is not None and hasattr(mod, "load"):
+        return mod.load(data)
+    return validate(data)
+
+
+def meta_stamp(meta: dict) -> str:
+    return figures.stamp_text({"backend": "cuda", **meta}, str(meta.get("date", "?"))[:10])
+
+
+def _label(meta: dict, filename: str, taken: set) -> str:
+    label = str(meta.get("gpu") or filename)
+    if label in taken:
+        label = f"{label} ({filename})"
+    taken.add(label)
+    return label
+
+
+def _run_benchmark(cfg, mod) -> None:
+    peers = st.toggle("Include peers (cupyx, torch) and the copy baseline", value=True, key="bench_peers")
+    if not st.button(f"Run the benchmark: {len(cfg.variants)} variant(s) on {cfg.rows}×{cfg.cols} {cfg.dtype}",
+                     key="bench_run", icon=":material/timer:", type="primary"):
+        return
+    bar = st.progress(0.0, text="Validating, warming up and timing…")
+    try:
+        result = mod.run(list(cfg.variants), [(cfg.rows, cfg.cols)], [cfg.dtype], acc=cfg.acc,
+                         block_size=cfg.block if any(explorer.VARIANTS[k].takes_block_size for k in cfg.variants)
+                         else None, peers=peers, progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
+    finally:
+        bar.empty()
+    ss["_bench_results"] = result
+
+
+def render(cfg) -> None:
+    info = compute.backend_info()
+    mod = bench_module()
+    gpu = info.get("backend") == "cuda"
+    if not gpu:
+        st.info("Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
+                "Load results files measured on a GPU (written by `explorer.bench`) to see and compare them.",
+                icon=":material/timer_off:")
+    elif mod is None or not hasattr(mod, "run"):
+        st.warning("This version of the explorer has no benchmark module (explorer.bench); load results files below.")
+    elif cfg is not None and cfg.variants and not ss.get("_fit_problem"):
+        _run_benchmark(cfg, mod)
+
+    files = st.file_uploader("Benchmark results (JSON, one file per GPU)", type=["json"], accept_multiple_files=True,
+                             key="bench_files", help=f"Files with schema {SCHEMA!r}; several files show side by side.")
+    sources, metas, taken = {}, {}, set()
+    if ss.get("_bench_results"):
+        data = ss["_bench_results"]
+        label = _label(data.get("meta", {}), "this run", taken)
+        sources[label], metas[label] = data, data.get("meta", {})
+        st.download_button("Download this run's results (JSON)", json.dumps(data, indent=1),
+                           file_name=f"bench_{datetime.date.today().isoformat()}.json", mime="application/json",
+                           key="json_bench", on_click="ignore", icon=":material/download:")
+    for f in files or []:
+        try:
+            data = load_results(f.getvalue())
+        except explorer.ExplorerError as exc:
+            st.error(f"{f.name}: {exc}")
+            continue
+        label = _label(data.get("meta", {}), f.name, taken)
+        sources[label], metas[label] = data, data.get("meta", {})
+    if not sources:
+        return
+    df = figures.results_frame(sources)
+    df["shape"] = df.apply(figures.shape_label, axis=1)
+    shapes = list(dict.fromkeys(df["shape"]))
+    if ss.get("tshape") not in shapes:
+        ss["tshape"] = shapes[0]
+    st.selectbox("Shape and dtype", shapes, key="tshape")
+    part = df[df["shape"] == ss["tshape"]]
+    selected = set(cfg.variants) if cfg is not None else set()
+    chosen = part[(part["kind"] != "variant") | part["name"].isin(selected)]
+    if not (chosen["kind"] == "variant").any():
+        st.caption("None of the sidebar's variants is in these results; showing every variant measured.")
+        chosen = part
+    stamp = " | ".join(meta_stamp(metas[s]) for s in dict.fromkeys(chosen["source"]))
+    t, g = figures.timing_figures(chosen, ss["tshape"], stamp)
+    slug = f"softmax_timing_{ss['tshape'].replace(' ', '_').replace('×', 'x')}"
+    st.plotly_chart(t, config=figures.chart_config(slug + "_time"), key="chart_time", width="stretch")
+    st.plotly_chart(g, config=figures.chart_config(slug + "_bandwidth"), key="chart_bandwidth", width="stretch")
+    table = chosen[[c for c in TABLE_COLUMNS if c in chosen.columns]].reset_index(drop=True)
+    st.dataframe(table, width="stretch", hide_index=True, key="table_timing")
+    st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
+                       mime="text/csv", key="csv_timing", on_click="ignore", icon=":material/download:")
