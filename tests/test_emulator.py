@@ -1,0 +1,454 @@
+"""Every variant × dtype × accumulator on the NumPy emulator, against float64 and against a scalar model
+of kernels/softmax.cu written from the CUDA source (one element, one lane, one shuffle at a time)."""
+
+from __future__ import annotations
+
+import time
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import explorer
+from explorer.backends import emulator
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": BF16}
+COMBOS = [(v, dt, acc) for v, var in explorer.VARIANTS.items() for dt in var.dtypes for acc in var.accumulators]
+NON_NAIVE = [c for c in COMBOS if c[0] != "naive"]
+BLOCK_VARIANTS = [k for k, v in explorer.VARIANTS.items() if v.takes_block_size]
+BLOCK_SIZES = [32, 96, 256, 1024]
+
+
+def run(x, variant, acc="float32", block_size=None):
+    return explorer.softmax(x, variant, acc=acc, backend="emulator", block_size=block_size).out
+
+
+def sequential_terms(variant: str, cols: int, block_size: int | None = None) -> int:
+    """Elements one accumulator folds in sequence: the n of error_bound."""
+    v = explorer.VARIANTS[variant]
+    threads = {"thread": 1, "warp": 32, "block": block_size or v.default_block_size}[v.family]
+    return -(-cols // threads)
+
+
+def tolerance(variant: str, out: str, acc: str, cols: int, block_size: int | None = None) -> float:
+    """Per-(out dtype, acc) tolerance on max_rel vs float64 for in-range inputs."""
+    if acc == "float32" and cols <= 4096 and variant != "naive":
+        return explorer.MAX_REL_FP32_ACC[out]
+    return explorer.error_bound(sequential_terms(variant, cols, block_size), acc, out)
+
+
+def same_pattern_and_bits(a: np.ndarray, b: np.ndarray) -> None:
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(np.isnan(a64), np.isnan(b64))
+    keep = ~np.isnan(a64)
+    assert a[keep].tobytes() == b[keep].tobytes(), np.argwhere((a64 != b64) & keep)[:5]
+
+
+# ---------------------------------------------------------------- accuracy against float64
+
+
+SHAPES_THREAD = [(1, 1), (3, 33), (17, 1000), (2, 4097)]
+SHAPES_WIDE = [(1, 1), (3, 33), (1823, 781), (2, 4097)]
+
+
+def accuracy_cases():
+    for v, dt, acc in COMBOS:
+        shapes = SHAPES_THREAD if explorer.VARIANTS[v].family == "thread" else SHAPES_WIDE
+        for shape in shapes:
+            yield pytest.param(v, dt, acc, shape, id=f"{v}-{dt}-acc_{acc}-{shape[0]}x{shape[1]}")
+
+
+@pytest.mark.parametrize(("variant", "dtype", "acc", "shape"), list(accuracy_cases()))
+def test_accuracy_on_normal_inputs(variant, dtype, acc, shape):
+    rows, cols = shape
+    seed = hash((variant, dtype, acc, shape)) % 2**32
+    x = explorer.make_input("normal", rows, cols, dtype=dtype, seed=seed)
+    out = run(x, variant, acc)
+    assert out.shape == x.shape and out.dtype == x.dtype
+    r = explorer.errors(out, x)
+    tol = tolerance(variant, dtype, acc, cols)
+    assert r.nonfinite_mismatch == 0 and r.nan_count == 0 and r.inf_count == 0
+    assert r.max_rel <= tol, (r.max_rel, tol)
+    # sum |out - ref| <= tol * sum |ref| = tol (tiny outputs are measured against the smallest normal)
+    assert r.row_sum_dev <= tol * (1 + 1e-9) + cols * tol * explorer.FORMATS[dtype].smallest_normal
+
+
+@pytest.mark.parametrize(("variant", "dtype", "acc"), COMBOS)
+def test_fp16_range_inputs_within_bound(variant, dtype, acc):
+    """Inputs spread wide but exactly representable in every accumulator (integers |x| <= 64)."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(-64, 7, (9, 77)).astype(np.float64).astype(DT[dtype])  # 77 e^6 < 65504: naive's fp16 sum stays finite
+    out = run(x, variant, acc)
+    r = explorer.errors(out, x)
+    assert r.nonfinite_mismatch == 0
+    assert r.max_rel <= tolerance(variant, dtype, acc, 77)
+
+
+@pytest.mark.parametrize("variant", BLOCK_VARIANTS)
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+@pytest.mark.parametrize("acc", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 33), (5, 1000), (2, 4097)])
+def test_block_sizes(variant, block_size, acc, shape):
+    x = explorer.make_input("normal", *shape, dtype="float32", seed=block_size + shape[1])
+    res = explorer.softmax(x, variant, acc=acc, backend="emulator", block_size=block_size)
+    assert res.block_size == block_size and res.launch.threads_per_row == block_size
+    r = explorer.errors(res.out, x)
+    assert r.nonfinite_mismatch == 0
+    assert r.max_rel <= tolerance(variant, "float32", acc, shape[1], block_size), r.max_rel
+
+
+def test_block_size_changes_the_summation_order():
+    """Different block sizes are genuinely different reductions (the block size reaches the emulation)."""
+    x = explorer.make_input("normal", 64, 3000, seed=3)
+    outs = {b: run(x, "online_block", "bfloat16", b) for b in BLOCK_SIZES}
+    assert len({o.tobytes() for o in outs.values()}) > 1
+
+
+# ---------------------------------------------------------------- non-finite patterns
+
+
+def edge_matrix(dtype: str, acc: str, cols: int = 70, seed: int = 0) -> np.ndarray:
+    """Named edge rows; huge values stay inside both the input's and the accumulator's range, and the
+    largest of them (a power of two) is exact in both."""
+    rng = np.random.default_rng(seed)
+    huge = 2.0 ** np.floor(np.log2(0.9 * min(explorer.FORMATS[dtype].max_value, explorer.FORMATS[acc].max_value)))
+    rows = []
+
+    def base():
+        return rng.normal(0.0, 1.0, cols)
+
+    def put(row, value, k=1):
+        row[rng.choice(cols, min(k, cols), replace=False)] = value
+        return row
+
+    rows.append(base())                                   # plain
+    rows.append(put(base(), np.inf))                      # +inf -> NaN row
+    rows.append(put(base(), np.inf, 3))
+    rows.append(put(base(), -np.inf, 5))                  # -inf -> exactly 0
+    rows.append(put(base(), np.nan))                      # NaN -> NaN row
+    rows.append(np.full(cols, -np.inf))                   # all -inf -> NaN row
+    r = np.full(cols, -np.inf)
+    r[cols - 1] = 0.5
+    rows.append(r)                                        # only the last element survives (lane cols-1 % 32)
+    r = np.full(cols, -np.inf)
+    r[0] = -3.0
+    rows.append(r)
+    rows.append(np.full(cols, np.inf))                    # all +inf
+    rows.append(put(put(base(), np.inf), -np.inf))        # +inf and -inf
+    rows.append(put(put(base(), np.nan), np.inf))
+    rows.append(put(base() * huge / 4, huge))             # huge magnitudes, both signs
+    rows.append(np.full(cols, -huge))                     # all equal, hugely negative: uniform
+    rows.append(np.full(cols, huge))
+    r = base()
+    r[::2] = -huge
+    rows.append(r)
+    rows.append(np.where(np.arange(cols) > 35, -np.inf, base()))  # a causal-style row
+    return np.array(rows).astype(DT[dtype])
+
+
+@pytest.mark.parametrize(("variant", "dtype", "acc"), NON_NAIVE)
+@pytest.mark.parametrize("cols", [1, 33, 70])
+def test_nonfinite_pattern_matches_reference(variant, dtype, acc, cols):
+    x = edge_matrix(dtype, acc, cols, seed=cols)
+    out = run(x, variant, acc)
+    ref = explorer.reference(x)
+    got = out.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    assert explorer.errors(out, x).nonfinite_mismatch == 0
+    # -inf entries of a row that is otherwise fine give exactly 0
+    fine = np.isfinite(ref).all(axis=1)
+    x64 = x.astype(np.float64)
+    assert np.all(got[fine & (x64 == -np.inf).any(axis=1)][x64[fine & (x64 == -np.inf).any(axis=1)] == -np.inf] == 0)
+    # rows that are finite: close to float64, including the huge ones
+    if fine.any():
+        r = explorer.errors(out[fine], x[fine])
+        assert r.max_rel <= tolerance(variant, dtype, acc, cols), r.max_rel
+
+
+@pytest.mark.parametrize(("variant", "dtype", "acc"), NON_NAIVE)
+@pytest.mark.parametrize("dist", ["causal_mask", "nonfinite", "large"])
+def test_nonfinite_pattern_on_distributions(variant, dtype, acc, dist):
+    params = {"causal_mask": {"masked_rows": 3}, "nonfinite": {"rate": 0.02}, "large": {}}[dist]
+    shape = (40, 45) if explorer.VARIANTS[variant].family == "thread" else (70, 300)
+    x = explorer.make_input(dist, *shape, dtype=dtype, seed=2, **params)
+    r = explorer.errors(run(x, variant, acc), x)
+    assert r.nonfinite_mismatch == 0
+    if dist == "causal_mask":
+        assert r.nan_count == 3 * shape[1]  # the masked rows, and only they
+
+
+@pytest.mark.parametrize("variant", BLOCK_VARIANTS)
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+@pytest.mark.parametrize("acc", ["float32", "float16", "bfloat16"])
+def test_block_sizes_nonfinite(variant, block_size, acc):
+    x = edge_matrix("float32", acc, cols=1100, seed=block_size)
+    assert explorer.errors(run(x, variant, acc, block_size), x).nonfinite_mismatch == 0
+
+
+@pytest.mark.parametrize("dtype", list(DT))
+@pytest.mark.parametrize("acc", list(DT))
+def test_naive_overflows_visibly_on_large(dtype, acc):
+    x = explorer.make_input("large", 8, 64, dtype=dtype, seed=1)
+    out = run(x, "naive", acc)
+    assert np.isfinite(explorer.reference(x)).all()
+    assert np.isnan(out.astype(np.float64)).any()
+    assert explorer.errors(out, x).nonfinite_mismatch > 0
+    # the safe and online variants on the same input do not
+    for v in ("safe_thread", "online_thread", "online_warp", "online_block", "safe_block"):
+        if acc == "float16" and dtype != "float16" and np.abs(x.astype(np.float64)).max() > 65504:
+            continue
+        assert explorer.errors(run(x, v, acc), x).nonfinite_mismatch == 0, v
+
+
+def test_naive_overflow_threshold_in_fp16_accumulator():
+    """e^x overflows fp16 (65504) above x = ln 65504 ≈ 11.09: naive's sum turns inf."""
+    x = np.array([[11.0, 0.0], [11.2, 0.0]], np.float32)
+    out = run(x, "naive", "float16").astype(np.float64)
+    ref = explorer.reference(x)
+    np.testing.assert_allclose(out[0], ref[0], rtol=explorer.error_bound(2, "float16", "float32"))
+    assert np.isfinite(ref[1]).all()
+    assert not np.isfinite(out[1]).all() or np.abs(out[1] - ref[1]).max() > 0.5
+
+
+# ---------------------------------------------------------------- shapes, dtypes, 1-D, performance
+
+
+@pytest.mark.parametrize(("variant", "dtype", "acc"), COMBOS)
+def test_output_shape_dtype_and_one_dimensional_input(variant, dtype, acc):
+    x2 = explorer.make_input("normal", 1, 45, dtype=dtype, seed=4)
+    x1 = x2[0]
+    out1 = run(x1, variant, acc)
+    out2 = run(x2, variant, acc)
+    assert out1.shape == (45,) and out1.dtype == DT[dtype]
+    assert out2.shape == (1, 45) and out2.dtype == DT[dtype]
+    assert out1.tobytes() == out2[0].tobytes()
+
+
+@pytest.mark.parametrize("variant", list(explorer.VARIANTS))
+def test_non_contiguous_input_same_as_contiguous(variant):
+    big = explorer.make_input("normal", 6, 80, seed=5)
+    view = big[::2, 1::2]
+    assert not view.flags.c_contiguous
+    assert run(view, variant).tobytes() == run(np.ascontiguousarray(view), variant).tobytes()
+    # the input is not modified
+    assert big.tobytes() == explorer.make_input("normal", 6, 80, seed=5).tobytes()
+
+
+def test_rows_are_independent():
+    x = explorer.make_input("nonfinite", 50, 100, seed=6, rate=0.01)
+    for v in explorer.VARIANTS:
+        full = run(x, v)
+        for i in (0, 17, 49):
+            assert full[i].tobytes() == run(x[i:i + 1], v)[0].tobytes(), (v, i)
+
+
+def test_performance_64x4096_every_variant():
+    x = explorer.make_input("normal", 64, 4096, seed=7)
+    run(x[:1, :64], "online_warp")  # warm-up imports
+    start = time.perf_counter()
+    for v in explorer.VARIANTS:
+        run(x, v)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.5, f"{elapsed:.2f} s for {len(explorer.VARIANTS)} variants on 64×4096"
+
+
+# ---------------------------------------------------------------- a scalar model of the CUDA source
+
+
+class Model:
+    """common.cuh, one scalar at a time: values held as float32 that the accumulator type holds exactly."""
+
+    def __init__(self, acc: str):
+        self.dt = DT[acc]
+
+    def r(self, v) -> np.float32:  # from_float<Acc>, then to_float
+        return np.float32(np.array(np.float32(v)).astype(self.dt).astype(np.float32))
+
+    @staticmethod
+    def expf(v) -> np.float32:  # the emulator's expf: exp in float64 rounded once (documented)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.float32(np.exp(np.float64(v)))
+
+    @staticmethod
+    def sub(a, b) -> np.float32:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.float32(a) - np.float32(b)
+
+    def mul(self, a, b):
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self.r(np.float32(a) * np.float32(b))
+
+    def add(self, a, b):
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self.r(np.float32(a) + np.float32(b))
+
+    @staticmethod
+    def max(a, b):
+        return b if b > a else a
+
+    def exp_diff(self, a, b):
+        return self.r(self.expf(self.sub(a, b)))
+
+    def rescale(self, m_from, m_to):
+        return self.r(1.0) if m_from == m_to else self.exp_diff(m_from, m_to)
+
+    def online_step(self, s, x):
+        m = self.max(s[0], x)
+        term = self.r(0.0) if x == -np.inf else self.exp_diff(x, m)
+        return (m, self.add(self.mul(s[1], self.rescale(s[0], m)), term))
+
+    def merge(self, a, b):
+        m = self.max(a[0], b[0])
+        return (m, self.add(self.mul(a[1], self.rescale(a[0], m)), self.mul(b[1], self.rescale(b[0], m))))
+
+    def empty(self):
+        return (self.r(-np.inf), self.r(0.0))
+
+    def butterfly(self, states, op):
+        for offset in (16, 8, 4, 2, 1):
+            states = [op(states[lane], states[lane ^ offset]) for lane in range(32)]
+        return states
+
+
+def normalise(x, s, dtype):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        y = Model.expf(Model.sub(x, s[0])) / np.float32(s[1])
+    return np.array(np.float32(y)).astype(dtype)
+
+
+def model_row(variant: str, row: np.ndarray, acc: str, block: int) -> np.ndarray:
+    """One row through the kernel of softmax.cu, thread by thread."""
+    M = Model(acc)
+    xs = [np.float32(v) for v in row.astype(np.float32)]  # to_float(x[j])
+    xa = [M.r(v) for v in xs]  # from_float<Acc>(to_float(x[j]))
+    cols, dtype = len(xs), row.dtype
+    out = np.empty(cols, dtype)
+    if variant == "naive":
+        d = M.r(0.0)
+        for v in xs:
+            d = M.add(d, M.r(M.expf(v)))
+        for j, v in enumerate(xs):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[j] = np.array(np.float32(M.expf(v) / np.float32(d))).astype(dtype)
+        return out
+    if variant in ("safe_thread", "online_thread"):
+        s = M.empty()
+        if variant == "safe_thread":
+            m = s[0]
+            for v in xa:
+                m = M.max(m, v)
+            d = s[1]
+            for v in xa:
+                d = M.add(d, M.exp_diff(v, m))
+            s = (m, d)
+        else:
+            for v in xa:
+                s = M.online_step(s, v)
+        for j, v in enumerate(xs):
+            out[j] = normalise(v, s, dtype)
+        return out
+    threads = 32 if variant == "online_warp" else block
+    if variant == "safe_block":
+        ms = []
+        for t in range(threads):
+            m = M.r(-np.inf)
+            for j in range(t, cols, threads):
+                m = M.max(m, xa[j])
+            ms.append(m)
+        warps = threads // 32
+        wm = [M.butterfly(ms[w * 32:(w + 1) * 32], M.max)[0] for w in range(warps)]
+        top = [wm[lane] if lane < warps else M.r(-np.inf) for lane in range(32)]
+        m = M.butterfly(top, M.max)[0]
+        ds = []
+        for t in range(threads):
+            d = M.r(0.0)
+            for j in range(t, cols, threads):
+                d = M.add(d, M.exp_diff(xa[j], m))
+            ds.append(d)
+        wd = [M.butterfly(ds[w * 32:(w + 1) * 32], M.add)[0] for w in range(warps)]
+        top = [wd[lane] if lane < warps else M.r(0.0) for lane in range(32)]
+        s = (m, M.butterfly(top, M.add)[0])
+        for j, v in enumerate(xs):
+            out[j] = normalise(v, s, dtype)
+        return out
+    states = []
+    for t in range(threads):
+        s = M.empty()
+        for j in range(t, cols, threads):
+            s = M.online_step(s, xa[j])
+        states.append(s)
+    if variant == "online_warp":
+        lane_states = M.butterfly(states, M.merge)
+        for j, v in enumerate(xs):
+            out[j] = normalise(v, lane_states[j % 32], dtype)  # each lane normalises with its own state
+        return out
+    warps = threads // 32
+    warp_states = [M.butterfly(states[w * 32:(w + 1) * 32], M.merge)[0] for w in range(warps)]
+    top = [warp_states[lane] if lane < warps else M.empty() for lane in range(32)]
+    s = M.butterfly(top, M.merge)[0]
+    for j, v in enumerate(xs):
+        out[j] = normalise(v, s, dtype)
+    return out
+
+
+def model_cases():
+    for v, dt, acc in COMBOS:
+        blocks = [64, 96] if explorer.VARIANTS[v].takes_block_size else [None]
+        for b in blocks:
+            yield pytest.param(v, dt, acc, b, id=f"{v}-{dt}-acc_{acc}-b{b}")
+
+
+@pytest.mark.parametrize(("variant", "dtype", "acc", "block_size"), list(model_cases()))
+def test_emulator_matches_scalar_model_of_the_cuda_source(variant, dtype, acc, block_size):
+    rng = np.random.default_rng(abs(hash((variant, dtype, acc, block_size))) % 2**32)
+    cols = 101
+    x = rng.normal(0.0, 2.0, (5, cols))
+    x[1, rng.choice(cols, 4, replace=False)] = -np.inf
+    x[2, 7] = np.nan
+    x[3, 50] = np.inf
+    x[4] = np.round(x[4], 1) * 3  # values that round differently in fp16 / bf16 accumulators
+    x = x.astype(DT[dtype])
+    got = run(x, variant, acc, block_size)
+    expected = np.stack([model_row(variant, x[i], acc, block_size or 256) for i in range(x.shape[0])])
+    same_pattern_and_bits(got, expected)
+
+
+def test_acc_class_rounds_every_operation_to_the_accumulator():
+    """Acc: the emulator's accumulator arithmetic, against the model on random pairs."""
+    rng = np.random.default_rng(9)
+    for name in DT:
+        acc, model = emulator.Acc(name), Model(name)
+        a = rng.normal(0, 4, 200).astype(np.float32).astype(DT[name])
+        b = rng.normal(0, 4, 200).astype(np.float32).astype(DT[name])
+        for i in range(200):
+            for op in ("mul", "add", "max", "exp_diff"):
+                got = np.float32(np.asarray(getattr(acc, op)(a[i:i + 1], b[i:i + 1])).astype(np.float32)[0])
+                want = getattr(model, op)(np.float32(a[i].astype(np.float32)), np.float32(b[i].astype(np.float32)))
+                assert got.tobytes() == np.float32(want).tobytes(), (name, op, a[i], b[i])
+
+
+# ---------------------------------------------------------------- known defect
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: normalise uses the original x while m and d use x rounded to the "
+                   "accumulator, so a 1-element row [100.25] (fp32) with a bfloat16 accumulator gives 1.284, not 1")
+@pytest.mark.parametrize("variant", [v for v in explorer.VARIANTS if v != "naive"])
+def test_single_element_row_is_one_with_a_coarser_accumulator(variant):
+    x = np.array([[100.25]], np.float32)  # bf16 holds 100.0 and 100.5 around it, not 100.25
+    out = run(x, variant, "bfloat16").astype(np.float64)
+    assert abs(out[0, 0] - 1.0) <= explorer.error_bound(1, "bfloat16", "float32"), out
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: same root cause at large magnitude: fp16 row [60000, 0] with a bfloat16 "
+                   "accumulator gives [inf, 0] (reference [1, 0]): exp(x - round_bf16(x)) = exp(96) overflows")
+@pytest.mark.parametrize("variant", [v for v in explorer.VARIANTS if v != "naive"])
+def test_large_in_range_value_with_a_coarser_accumulator(variant):
+    x = np.array([[60000.0, 0.0]], np.float16)  # exact in fp16; bf16 holds 59904 and 60160, not 60000
+    assert np.abs(x.astype(np.float64)).max() < explorer.FORMATS["bfloat16"].max_value
+    out = run(x, variant, "bfloat16")
+    r = explorer.errors(out, x)
+    assert r.nonfinite_mismatch == 0, out
+    assert r.max_rel <= explorer.error_bound(sequential_terms(variant, 2), "bfloat16", "float16"), out
