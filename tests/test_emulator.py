@@ -14,9 +14,12 @@ from explorer.backends import emulator
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": BF16}
-COMBOS = [(v, dt, acc) for v, var in explorer.VARIANTS.items() for dt in var.dtypes for acc in var.accumulators]
+# The core's teaching kernels (softmax.cu): variants of other families are tested by their own suites.
+CORE = {k: v for k, v in explorer.VARIANTS.items()
+        if v.family in ("thread", "warp", "block") and v.method in ("naive", "safe", "online")}
+COMBOS = [(v, dt, acc) for v, var in CORE.items() for dt in var.dtypes for acc in var.accumulators]
 NON_NAIVE = [c for c in COMBOS if c[0] != "naive"]
-BLOCK_VARIANTS = [k for k, v in explorer.VARIANTS.items() if v.takes_block_size]
+BLOCK_VARIANTS = [k for k, v in CORE.items() if v.takes_block_size]
 BLOCK_SIZES = [32, 96, 256, 1024]
 
 
@@ -26,7 +29,7 @@ def run(x, variant, acc="float32", block_size=None):
 
 def sequential_terms(variant: str, cols: int, block_size: int | None = None) -> int:
     """Elements one accumulator folds in sequence: the n of error_bound."""
-    v = explorer.VARIANTS[variant]
+    v = CORE[variant]
     threads = {"thread": 1, "warp": 32, "block": block_size or v.default_block_size}[v.family]
     return -(-cols // threads)
 
@@ -197,7 +200,7 @@ def test_naive_overflows_visibly_on_large(dtype, acc):
     assert np.isnan(out.astype(np.float64)).any()
     assert explorer.errors(out, x).nonfinite_mismatch > 0
     # the safe and online variants on the same input do not
-    for v in ("safe_thread", "online_thread", "online_warp", "online_block", "safe_block"):
+    for v in (k for k in CORE if k != "naive"):
         if acc == "float16" and dtype != "float16" and np.abs(x.astype(np.float64)).max() > 65504:
             continue
         assert explorer.errors(run(x, v, acc), x).nonfinite_mismatch == 0, v
@@ -227,7 +230,7 @@ def test_output_shape_dtype_and_one_dimensional_input(variant, dtype, acc):
     assert out1.tobytes() == out2[0].tobytes()
 
 
-@pytest.mark.parametrize("variant", list(explorer.VARIANTS))
+@pytest.mark.parametrize("variant", list(CORE))
 def test_non_contiguous_input_same_as_contiguous(variant):
     big = explorer.make_input("normal", 6, 80, seed=5)
     view = big[::2, 1::2]
@@ -239,7 +242,7 @@ def test_non_contiguous_input_same_as_contiguous(variant):
 
 def test_rows_are_independent():
     x = explorer.make_input("nonfinite", 50, 100, seed=6, rate=0.01)
-    for v in explorer.VARIANTS:
+    for v in CORE:
         full = run(x, v)
         for i in (0, 17, 49):
             assert full[i].tobytes() == run(x[i:i + 1], v)[0].tobytes(), (v, i)
@@ -249,10 +252,10 @@ def test_performance_64x4096_every_variant():
     x = explorer.make_input("normal", 64, 4096, seed=7)
     run(x[:1, :64], "online_warp")  # warm-up imports
     start = time.perf_counter()
-    for v in explorer.VARIANTS:
+    for v in CORE:
         run(x, v)
     elapsed = time.perf_counter() - start
-    assert elapsed < 1.5, f"{elapsed:.2f} s for {len(explorer.VARIANTS)} variants on 64×4096"
+    assert elapsed < 1.5, f"{elapsed:.2f} s for {len(CORE)} variants on 64×4096"
 
 
 # ---------------------------------------------------------------- a scalar model of the CUDA source
@@ -264,8 +267,9 @@ class Model:
     def __init__(self, acc: str):
         self.dt = DT[acc]
 
-    def r(self, v) -> np.float32:  # from_float<Acc>, then to_float
-        return np.float32(np.array(np.float32(v)).astype(self.dt).astype(np.float32))
+    def r(self, v) -> np.float32:  # from_float<Acc>, then to_float (overflow to inf is the point)
+        with np.errstate(over="ignore"):
+            return np.float32(np.array(np.float32(v)).astype(self.dt).astype(np.float32))
 
     @staticmethod
     def expf(v) -> np.float32:  # the emulator's expf: exp in float64 rounded once (documented)
@@ -435,7 +439,7 @@ def test_acc_class_rounds_every_operation_to_the_accumulator():
 
 @pytest.mark.xfail(strict=True, reason="BUG: normalise uses the original x while m and d use x rounded to the "
                    "accumulator, so a 1-element row [100.25] (fp32) with a bfloat16 accumulator gives 1.284, not 1")
-@pytest.mark.parametrize("variant", [v for v in explorer.VARIANTS if v != "naive"])
+@pytest.mark.parametrize("variant", [v for v in CORE if v != "naive"])
 def test_single_element_row_is_one_with_a_coarser_accumulator(variant):
     x = np.array([[100.25]], np.float32)  # bf16 holds 100.0 and 100.5 around it, not 100.25
     out = run(x, variant, "bfloat16").astype(np.float64)
@@ -444,7 +448,7 @@ def test_single_element_row_is_one_with_a_coarser_accumulator(variant):
 
 @pytest.mark.xfail(strict=True, reason="BUG: same root cause at large magnitude: fp16 row [60000, 0] with a bfloat16 "
                    "accumulator gives [inf, 0] (reference [1, 0]): exp(x - round_bf16(x)) = exp(96) overflows")
-@pytest.mark.parametrize("variant", [v for v in explorer.VARIANTS if v != "naive"])
+@pytest.mark.parametrize("variant", [v for v in CORE if v != "naive"])
 def test_large_in_range_value_with_a_coarser_accumulator(variant):
     x = np.array([[60000.0, 0.0]], np.float16)  # exact in fp16; bf16 holds 59904 and 60160, not 60000
     assert np.abs(x.astype(np.float64)).max() < explorer.FORMATS["bfloat16"].max_value
