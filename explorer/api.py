@@ -47,14 +47,14 @@ def resolve_backend(backend: str) -> str:
 
 
 def bytes_needed(rows: int, cols: int, dtype: str, backend: str, variant: Variant | None = None,
-                 block_size: int = 0, traced: bool = False) -> int:
+                 block_size: int | None = None, traced: bool = False) -> int:
     """Memory a run takes: input and output, the trace buffers, and the emulator's fp32/fp64 temporaries."""
     itemsize = DTYPES[dtype].itemsize
     total = 2 * rows * cols * itemsize
     if backend == "emulator":
         total += rows * cols * 4 * 8  # a padded copy, the fp32 view and fp64 exp temporaries of the normalise pass
     if traced and variant is not None:
-        threads, steps, merges = trace_shape(variant, cols, block_size)
+        threads, steps, merges = trace_shape(variant, variant.launch(rows, cols, block_size, dtype), cols)
         total += threads * steps * 12 + merges * 8
     return total
 
@@ -71,7 +71,7 @@ def free_bytes(backend: str) -> int:
 
 
 def check_fits(rows: int, cols: int, dtype: str, backend: str, variant: Variant | None = None,
-               block_size: int = 0, traced: bool = False) -> None:
+               block_size: int | None = None, traced: bool = False) -> None:
     """Refuse, with the numbers, a run larger than the operator cap or the backend's free memory."""
     cap = max_elements()
     if rows * cols > cap:
@@ -142,13 +142,14 @@ def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "a
         trace_row = int(trace_row)
     used = resolve_backend(backend)
     check_fits(rows, cols, dtype, used, v, block, trace_row is not None)
+    launch = v.launch(rows, cols, block, dtype)
     if used == "cuda":
-        out, raw = cuda.run(v, x2, dtype, acc, block, trace_row)
+        out, raw = cuda.run(v, launch, x2, dtype, acc, trace_row)
     else:
-        out, raw = emulator.run(v, x2, acc, block, trace_row)
-    trace = build_trace(v, raw, x2[trace_row], trace_row, acc, block) if raw is not None else None
+        out, raw = emulator.run(v, launch, x2, acc, trace_row)
+    trace = build_trace(v, launch, raw, x2[trace_row], trace_row, acc) if raw is not None else None
     return SoftmaxResult(out=out.reshape(x.shape), trace=trace, backend=used, variant=variant, acc=acc,
-                         block_size=block, launch=v.launch(rows, cols, block))
+                         block_size=block, launch=launch)
 
 
 def info() -> dict:
@@ -163,9 +164,13 @@ def kernel_source(variant: str) -> str:
     return cuda.kernel_source(get_variant(variant).kernel_file)
 
 
-def kernel_resources(variant: str, dtype: str = "float32", acc: str = "float32") -> dict | None:
-    """Registers, shared and local (spill) bytes of the compiled kernel; None where no GPU can compile it."""
+def kernel_resources(variant: str, dtype: str = "float32", acc: str = "float32", rows: int = 1024,
+                     cols: int = 4096, block_size: int | None = None) -> list[dict] | None:
+    """Per kernel the launch runs for this shape: registers, shared and local (spill) bytes of the
+    compiled code. None where no GPU can compile it."""
     v = get_variant(variant)
     if dtype not in v.dtypes or acc not in v.accumulators:
         raise InvalidInput(f"{variant} has no {dtype}/{acc} instantiation")
-    return cuda.resources(v, dtype, acc) if cuda.available() else None
+    if not cuda.available():
+        return None
+    return cuda.resources(v, v.launch(rows, cols, v.check_block_size(block_size), dtype), dtype, acc)

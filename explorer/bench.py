@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from .backends import cuda
-from .errors import GPUUnavailable, InvalidInput
+from .errors import GPUUnavailable, InvalidInput, KernelFailed
 from .numerics import DTYPES, FORMATS
 from .registry import VARIANTS
 
@@ -74,7 +74,7 @@ def _time_launches(launch: Callable[[int], None], buffers: int, min_repeats: int
     return np.array([cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in events])
 
 
-def _row(name, kind, dtype, acc, rows, cols, block, times_us, copy_gbps, reads, writes, max_rel) -> dict:
+def _row(name, kind, dtype, acc, rows, cols, block, times_us, copy_gbps, reads, writes, max_rel, launch="") -> dict:
     moved = 2 * rows * cols * DTYPES[dtype].itemsize  # the floor: read x once, write y once
     median = float(np.median(times_us))
     gbps = moved / median / 1e3
@@ -82,7 +82,7 @@ def _row(name, kind, dtype, acc, rows, cols, block, times_us, copy_gbps, reads, 
         "name": name, "kind": kind, "dtype": dtype, "acc": acc, "rows": rows, "cols": cols, "block_size": block,
         "median_us": median, "p10_us": float(np.percentile(times_us, 10)), "p90_us": float(np.percentile(times_us, 90)),
         "gbps": gbps, "pct_copy": 100 * gbps / copy_gbps if copy_gbps else None, "bytes_moved": moved,
-        "reads_per_element": reads, "writes_per_element": writes, "max_rel": max_rel,
+        "reads_per_element": reads, "writes_per_element": writes, "max_rel": max_rel, "launch": launch,
     }
 
 
@@ -142,14 +142,18 @@ def bench_shape(variants: Iterable[str], rows: int, cols: int, dtype: str, acc: 
         if dtype not in v.dtypes or acc not in v.accumulators:
             continue
         block = v.check_block_size(block_size if v.takes_block_size else None)
+        geometry = v.launch(rows, cols, block, dtype)
         y = ys[0]
         y.fill(cuda.poison_value(DTYPES[dtype]))
-        cuda.launch(v, xs[0], y, rows, cols, dtype, acc, block)
+        cuda.launch(v, geometry, xs[0], y, rows, cols, dtype, acc)
         max_rel = _max_rel_device(y, ref64, dtype)
-        times = _time_launches(lambda i, v=v, block=block: cuda.launch(v, xs[i], ys[i], rows, cols, dtype, acc, block),
-                               buffers)
+        unwritten = int((y == cuda.poison_value(DTYPES[dtype])).sum())
+        if unwritten:
+            raise KernelFailed(f"{key} left {unwritten} outputs unwritten on {rows}×{cols} {dtype}")
+        times = _time_launches(
+            lambda i, v=v, g=geometry: cuda.launch(v, g, xs[i], ys[i], rows, cols, dtype, acc), buffers)
         results.append(_row(key, "variant", dtype, acc, rows, cols, block, times, copy_gbps,
-                            v.reads_per_element, v.writes_per_element, max_rel))
+                            v.reads_per_element, v.writes_per_element, max_rel, geometry.describe()))
     if peers:
         for name, fn in _peers(dtype):
             y = ys[0]

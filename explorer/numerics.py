@@ -89,6 +89,7 @@ class ErrorReport:
     nan_count: int
     inf_count: int
     nonfinite_mismatch: int  # elements whose NaN/inf pattern differs from the reference's
+    underflow_count: int  # outputs exactly 0 where the reference is not (below the type's range, or flushed)
     argmax_agreement: float  # fraction of finite rows where the reference's argmax is also out's max
 
     def as_dict(self) -> dict:
@@ -130,5 +131,6 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> Err
         nan_count=int(np.isnan(got).sum()),
         inf_count=int(np.isinf(got).sum()),
         nonfinite_mismatch=mismatch,
+        underflow_count=int(np.sum(both_finite & (got == 0) & (ref != 0))),
         argmax_agreement=agree,
     )

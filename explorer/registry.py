@@ -9,7 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block
+SMS = 132  # multiprocessors of the H200 the fast rules were tuned on; only steers kernel choice
+ELEMENTS_PER_THREAD = 32  # registers of row data per thread in fast_warp / fast_block
+MAX_CLUSTER = 8  # portable Hopper cluster size
+SPLIT_BLOCK = 512
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,16 @@ class Launch:
     block: int
     shared_bytes: int
     threads_per_row: int  # threads that fold elements of one row (the trace has one lane each)
+    kernel: str = ""  # the kernel this shape uses, where a variant chooses among several
+    template_args: tuple[int, ...] = ()  # compile-time arguments after <T, Acc>: vector width, packs per thread, cluster
+    chunks: int = 1  # blocks per row (split kernels)
+    cluster: int = 1  # blocks per Hopper thread-block cluster
+
+    def describe(self) -> str:
+        extra = f", {self.chunks} blocks per row" if self.chunks > 1 else ""
+        extra += f", clusters of {self.cluster}" if self.cluster > 1 else ""
+        name = f"{self.kernel}<{', '.join(map(str, self.template_args))}>" if self.template_args else self.kernel
+        return f"{name}: grid {self.grid} × block {self.block}{extra}"
 
 
 @dataclass(frozen=True)
@@ -34,15 +49,15 @@ class Variant:
     reads_per_element: int  # global memory reads of x per element
     writes_per_element: int
     lesson: str  # one sentence: what it teaches
-    launch_rule: Callable[[int, int, int], Launch]
+    launch_rule: Callable[[int, int, int, str], Launch]
     dtypes: tuple[str, ...] = DTYPE_NAMES
     accumulators: tuple[str, ...] = DTYPE_NAMES
     traceable: bool = True
     takes_block_size: bool = False
     default_block_size: int = 0
 
-    def launch(self, rows: int, cols: int, block_size: int | None = None) -> Launch:
-        return self.launch_rule(rows, cols, block_size or self.default_block_size)
+    def launch(self, rows: int, cols: int, block_size: int | None = None, dtype: str = "float32") -> Launch:
+        return self.launch_rule(rows, cols, block_size or self.default_block_size, dtype)
 
     def check_block_size(self, block_size: int | None) -> int:
         """The block size this variant will use; raises ValueError for one it cannot take."""
@@ -55,18 +70,47 @@ class Variant:
         return block_size
 
 
-def _thread_per_row(rows: int, cols: int, block: int) -> Launch:
+def _thread_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:
     return Launch(grid=-(-rows // THREADS_PER_BLOCK), block=THREADS_PER_BLOCK, shared_bytes=0, threads_per_row=1)
 
 
-def _warp_per_row(rows: int, cols: int, block: int) -> Launch:
+def _warp_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:
     rows_per_block = THREADS_PER_BLOCK // 32
     return Launch(grid=-(-rows // rows_per_block), block=THREADS_PER_BLOCK, shared_bytes=0, threads_per_row=32)
 
 
-def _block_per_row(rows: int, cols: int, block: int) -> Launch:
+def _block_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:
     # 2 x 32 floats of static shared memory for the cross-warp merge
     return Launch(grid=rows, block=block, shared_bytes=256, threads_per_row=block)
+
+
+def _split(rows: int, cols: int, block: int, dtype: str) -> Launch:
+    """Enough chunks per row to give the GPU ~4 blocks per SM, each thread folding >= 4 elements."""
+    chunks = max(1, min(-(-cols // (4 * block)), -(-4 * SMS // rows)))
+    return Launch(grid=rows * chunks, block=block, shared_bytes=256, threads_per_row=chunks * block,
+                  kernel="split", chunks=chunks)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _fast(rows: int, cols: int, block: int, dtype: str) -> Launch:
+    """Registers hold the row: a warp for short rows, a block or cluster for longer ones, else split."""
+    itemsize = ITEMSIZE[dtype]
+    vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)  # 16-byte packs if aligned
+    packs = cols // vec
+    per_thread = ELEMENTS_PER_THREAD // vec
+    if packs <= 32 * per_thread:
+        per_lane = _pow2_at_least(-(-packs // 32))
+        return Launch(grid=-(-rows // (THREADS_PER_BLOCK // 32)), block=THREADS_PER_BLOCK, shared_bytes=0,
+                      threads_per_row=32, kernel="fast_warp", template_args=(vec, per_lane))
+    cluster = _pow2_at_least(-(-packs // (per_thread * 1024)))
+    if cluster <= MAX_CLUSTER and rows * cluster >= SMS:
+        threads = 32 * -(-packs // (cluster * per_thread * 32))
+        return Launch(grid=rows * cluster, block=threads, shared_bytes=264, threads_per_row=threads * cluster,
+                      kernel="fast_block", template_args=(vec, per_thread, cluster), cluster=cluster)
+    return _split(rows, cols, SPLIT_BLOCK, dtype)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -155,6 +199,36 @@ VARIANTS: dict[str, Variant] = {
             traceable=False,
             takes_block_size=True,
             default_block_size=256,
+        ),
+        Variant(
+            key="split_row",
+            method="online",
+            title="Split row: several blocks per row, merged",
+            family="split",
+            seed="the merge rule, across blocks",
+            kernel="split",
+            kernel_file="fast.cu",
+            reads_per_element=2,
+            writes_per_element=1,
+            lesson="A row too long for one block is cut into chunks folded by separate blocks; their (m, d) states merge exactly like lanes do, so a few huge rows still fill the GPU.",
+            launch_rule=_split,
+            takes_block_size=True,
+            default_block_size=256,
+        ),
+        Variant(
+            key="fast",
+            method="fast",
+            title="Fast: registers, 16-byte loads, clusters",
+            family="dispatch",
+            seed="the fastest we could write",
+            kernel="fast",
+            kernel_file="fast.cu",
+            reads_per_element=1,
+            writes_per_element=1,
+            lesson="Memory-bound: cache the row on chip (registers of a warp, a block or a Hopper cluster) so x is read once and y written once, with 16-byte loads; split very long rows across blocks.",
+            launch_rule=_fast,
+            accumulators=("float32",),
+            traceable=False,
         ),
     ]
 }

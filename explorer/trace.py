@@ -11,10 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .registry import Variant
+from .registry import Launch, Variant
 
 NODES_PER_BUTTERFLY = 31  # 16 + 8 + 4 + 2 + 1
 OFFSETS = (16, 8, 4, 2, 1)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 @dataclass
@@ -38,20 +42,23 @@ class RawTrace:
         )
 
 
-def trace_shape(variant: Variant, cols: int, block_size: int) -> tuple[int, int, int]:
+def trace_shape(variant: Variant, launch: Launch, cols: int) -> tuple[int, int, int]:
     """(threads on the row, steps per thread, merge nodes) of a traced launch."""
-    threads = variant.launch(1, cols, block_size).threads_per_row
-    steps = -(-cols // threads)
-    butterflies = {"thread": 0, "warp": 1, "block": threads // 32 + 1}[variant.family]
-    return threads, steps, butterflies * NODES_PER_BUTTERFLY
+    threads, chunks = launch.threads_per_row, launch.chunks
+    steps = cdiv(cdiv(cols, chunks), threads // chunks)
+    per_chunk = {"thread": 0, "warp": 1, "block": threads // 32 + 1, "split": launch.block // 32 + 1}[variant.family]
+    return threads, steps, chunks * per_chunk * NODES_PER_BUTTERFLY + chunks - 1
 
 
 @dataclass
 class MergeLevel:
-    """One level of a butterfly: node i merged ids left[i] and right[i] into (m[i], d[i])."""
+    """One level of a butterfly: node i merged ids left[i] and right[i] into (m[i], d[i]).
 
-    stage: str  # "lanes" (a warp's 32 lanes, ids are thread indices) or "warps" (ids are warp indices)
-    warp: int  # which warp, for a "lanes" stage; -1 for "warps"
+    A "chunks" level is a sequential fold instead: node i merged chunks 0..i (left) with chunk i+1.
+    """
+
+    stage: str  # "lanes" (a warp's 32 lanes; ids are threads), "warps" (ids are warps) or "chunks" (split rows)
+    warp: int  # which warp, for a "lanes" stage; -1 otherwise
     offset: int
     left: np.ndarray
     right: np.ndarray
@@ -59,6 +66,7 @@ class MergeLevel:
     d: np.ndarray
     exact_m: np.ndarray
     exact_d: np.ndarray
+    chunk: int = -1  # which chunk of a split row
 
 
 @dataclass
@@ -125,7 +133,8 @@ def _exact_steps(x: np.ndarray, index: np.ndarray, kind: str) -> tuple[np.ndarra
     return exact_m, exact_d
 
 
-def _butterfly(raw: RawTrace, base: int, state_m, state_d, stage: str, warp: int, id_offset: int, width: int):
+def _butterfly(raw: RawTrace, base: int, state_m, state_d, stage: str, warp: int, id_offset: int, width: int,
+               chunk: int = -1):
     """Replay one 32-lane butterfly exactly; return its levels and the lane-0 (= every lane's) state."""
     levels = []
     m, d = state_m.copy(), state_d.copy()
@@ -138,12 +147,27 @@ def _butterfly(raw: RawTrace, base: int, state_m, state_d, stage: str, warp: int
             stage=stage, warp=warp, offset=offset,
             left=np.arange(offset)[keep] + id_offset, right=np.arange(offset)[keep] + offset + id_offset,
             m=raw.merge_m[nodes][keep].astype(np.float64), d=raw.merge_d[nodes][keep].astype(np.float64),
-            exact_m=m[:offset][keep], exact_d=d[:offset][keep],
+            exact_m=m[:offset][keep], exact_d=d[:offset][keep], chunk=chunk,
         ))
     return levels, m[0], d[0]
 
 
-def build_trace(variant: Variant, raw: RawTrace, x_row: np.ndarray, row: int, acc: str, block_size: int) -> Trace:
+def _block(raw: RawTrace, base: int, lane_m, lane_d, threads: int, chunk: int = -1):
+    """Replay common.cuh's block_merge: a butterfly per warp, then one over the warps."""
+    warps = threads // 32
+    merges = []
+    warp_m, warp_d = np.full(32, -np.inf), np.zeros(32)
+    for w in range(warps):
+        levels, warp_m[w], warp_d[w] = _butterfly(
+            raw, base + w * NODES_PER_BUTTERFLY, lane_m[w * 32:(w + 1) * 32], lane_d[w * 32:(w + 1) * 32],
+            "lanes", w, w * 32, 32, chunk)
+        merges += levels
+    levels, em, ed = _butterfly(raw, base + warps * NODES_PER_BUTTERFLY, warp_m, warp_d, "warps", -1, 0, warps, chunk)
+    top = base + NODES_PER_BUTTERFLY * warps + NODES_PER_BUTTERFLY - 1
+    return merges + levels, (float(raw.merge_m[top]), float(raw.merge_d[top]), em, ed)
+
+
+def build_trace(variant: Variant, launch: Launch, raw: RawTrace, x_row: np.ndarray, row: int, acc: str) -> Trace:
     x = np.asarray(x_row).astype(np.float64)
     index = raw.step_index.astype(np.int64)
     exact_m, exact_d = _exact_steps(x, index, variant.method)
@@ -161,19 +185,31 @@ def build_trace(variant: Variant, raw: RawTrace, x_row: np.ndarray, row: int, ac
     elif variant.family == "warp":
         merges, em, ed = _butterfly(raw, 0, last(exact_m, -np.inf), last(exact_d, 0.0), "lanes", 0, 0, min(threads, 32))
         final = (merges[-1].m[0], merges[-1].d[0], em, ed)
-    else:
-        warps = threads // 32
-        warp_m, warp_d = np.full(32, -np.inf), np.zeros(32)
+    elif variant.family == "block":
+        merges, final = _block(raw, 0, last(exact_m, -np.inf), last(exact_d, 0.0), threads)
+    else:  # split: a block merge per chunk, then the chunks merged in order
+        chunks = launch.chunks
+        block = threads // chunks
+        per_chunk = (block // 32 + 1) * NODES_PER_BUTTERFLY
         lane_m, lane_d = last(exact_m, -np.inf), last(exact_d, 0.0)
-        for w in range(warps):
-            levels, warp_m[w], warp_d[w] = _butterfly(
-                raw, w * NODES_PER_BUTTERFLY, lane_m[w * 32:(w + 1) * 32], lane_d[w * 32:(w + 1) * 32],
-                "lanes", w, w * 32, 32)
+        chunk_states = []
+        for c in range(chunks):
+            levels, state = _block(raw, c * per_chunk, lane_m[c * block:(c + 1) * block],
+                                   lane_d[c * block:(c + 1) * block], block, c)
             merges += levels
-        levels, em, ed = _butterfly(raw, warps * NODES_PER_BUTTERFLY, warp_m, warp_d, "warps", -1, 0, warps)
-        merges += levels
-        top = NODES_PER_BUTTERFLY * warps + NODES_PER_BUTTERFLY - 1
-        final = (float(raw.merge_m[top]), float(raw.merge_d[top]), em, ed)
+            chunk_states.append(state)
+        final = chunk_states[0]
+        seq_m, seq_d, seq_exact_m, seq_exact_d = [], [], [], []
+        for k in range(1, chunks):
+            em, ed = _exact_merge(final[2], final[3], chunk_states[k][2], chunk_states[k][3])
+            node = chunks * per_chunk + k - 1
+            final = (float(raw.merge_m[node]), float(raw.merge_d[node]), float(em), float(ed))
+            for column, value in zip((seq_m, seq_d, seq_exact_m, seq_exact_d), final):
+                column.append(value)
+        if chunks > 1:
+            merges.append(MergeLevel(
+                stage="chunks", warp=-1, offset=0, left=np.zeros(chunks - 1, np.int64), right=np.arange(1, chunks),
+                m=np.array(seq_m), d=np.array(seq_d), exact_m=np.array(seq_exact_m), exact_d=np.array(seq_exact_d)))
     return Trace(
         variant=variant.key, row=row, acc=acc, kind=variant.method, x=x, index=index,
         m=kernel_m, d=kernel_d, exact_m=exact_m, exact_d=exact_d, merges=merges,

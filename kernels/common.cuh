@@ -84,6 +84,10 @@ struct Trace {
     float* merge_d;
 };
 
+// The trailing parameters of every traced kernel, and the Trace they make.
+#define TRACE_ARGS long long trace_row, float* step_m, float* step_d, int* step_index, float* merge_m, float* merge_d
+#define MAKE_TRACE Trace trace = {trace_row, step_m, step_d, step_index, merge_m, merge_d}
+
 template <typename Acc> __device__ __forceinline__ void record_step(
     const Trace& t, long long slot, State<Acc> s, int index) {
     t.step_m[slot] = to_float(s.m);

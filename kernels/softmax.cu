@@ -16,9 +16,6 @@
 // merge_m, merge_d); see common.cuh for the trace layout.
 #include "common.cuh"
 
-#define TRACE_ARGS long long trace_row, float* step_m, float* step_d, int* step_index, float* merge_m, float* merge_d
-#define MAKE_TRACE Trace trace = {trace_row, step_m, step_d, step_index, merge_m, merge_d}
-
 // naive: the textbook formula. Reads x twice (sum, then normalise), writes y once.
 // e^x overflows fp32 for x > 88.7 (fp16: x > 11.1), giving inf / inf = NaN: that is the lesson.
 template <typename T, typename Acc>

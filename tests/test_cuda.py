@@ -25,11 +25,15 @@ def seed():
     return int(np.random.SeedSequence().entropy % 2**31)
 
 
-def sequential_terms(key: str, cols: int, block_size: int | None = None) -> int:
-    """Elements one accumulator folds in sequence: the n of the 3·n·u bound."""
-    v = explorer.VARIANTS[key]
-    threads = v.launch(1, cols, block_size).threads_per_row
-    return -(-cols // threads) + (threads.bit_length() if threads > 1 else 0)
+def sequential_terms(key: str, rows: int, cols: int, block_size: int | None = None) -> int:
+    """Terms one accumulator folds in sequence (the n of the 3·n·u bound): its elements, then the merges."""
+    launch = explorer.VARIANTS[key].launch(rows, cols, block_size)
+    threads = launch.threads_per_row
+    return -(-cols // threads) + (threads.bit_length() if threads > 1 else 0) + launch.chunks + launch.cluster
+
+
+def combos(keys, accs=DTYPES):
+    return [(k, a) for k in keys for a in accs if a in explorer.VARIANTS[k].accumulators]
 
 
 def run_both(x, key, acc, **kw):
@@ -49,14 +53,13 @@ def test_fp32_accumulation_meets_dtype_tolerance(key, dtype, seed):
     assert report.nonfinite_mismatch == 0 and report.argmax_agreement == 1.0, (seed, report)
 
 
-@pytest.mark.parametrize("acc", ("float16", "bfloat16"))
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("key", NOT_NAIVE)
+@pytest.mark.parametrize(("key", "acc"), combos(NOT_NAIVE, ("float16", "bfloat16")))
 def test_low_precision_accumulation_within_seed_bound(key, dtype, acc, seed):
     cols = 8192
     x = explorer.make_input("normal", 64, cols, dtype, seed)
     report = explorer.errors(explorer.softmax(x, key, acc=acc, backend="cuda").out, x)
-    bound = explorer.error_bound(sequential_terms(key, cols), acc, dtype)
+    bound = explorer.error_bound(sequential_terms(key, 64, cols), acc, dtype)
     assert report.max_rel <= bound, (seed, report, bound)
 
 
@@ -65,7 +68,8 @@ def test_low_precision_accumulation_within_seed_bound(key, dtype, acc, seed):
 def test_odd_shapes(key, shape, seed):
     x = explorer.make_input("normal", *shape, "float32", seed)
     report = explorer.errors(explorer.softmax(x, key, backend="cuda").out, x)
-    assert report.max_rel <= max(1e-5, explorer.error_bound(sequential_terms(key, shape[1]), "float32", "float32")), (seed, report)
+    bound = explorer.error_bound(sequential_terms(key, *shape), "float32", "float32")
+    assert report.max_rel <= max(1e-5, bound), (seed, report)
 
 
 @pytest.mark.parametrize("block_size", (32, 96, 256, 1024))
@@ -92,7 +96,9 @@ def test_naive_overflows_where_safe_variants_do_not(seed):
     naive = explorer.errors(explorer.softmax(x, "naive", backend="cuda").out, x)
     online = explorer.errors(explorer.softmax(x, "online_warp", backend="cuda").out, x)
     assert naive.nan_count > 0
-    assert online.nan_count == 0 and online.max_rel <= 1e-5
+    # Probabilities below 2^-126 flush to 0 under CuPy's -ftz=true: tiny absolute error, no NaN.
+    assert online.nan_count == 0 and online.max_abs <= 1e-6 and online.argmax_agreement == 1.0
+    assert online.underflow_count > 0
 
 
 # Agreement of the GPU with the emulation (measured: README "Emulation vs GPU"). They differ only
@@ -102,22 +108,25 @@ def emulation_bound(dtype: str, acc: str) -> float:
     return 8 * FORMATS[acc].unit_roundoff + 2 * FORMATS[dtype].unit_roundoff
 
 
-@pytest.mark.parametrize("acc", DTYPES)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("key", list(explorer.VARIANTS))
-def test_gpu_agrees_with_emulation(key, dtype, acc, seed):
-    x = explorer.make_input("normal", 48, 1500, dtype, seed)
+@pytest.mark.parametrize(("key", "acc"), combos(explorer.VARIANTS))
+@pytest.mark.parametrize("dist", ("normal", "large"))
+def test_gpu_agrees_with_emulation(key, dtype, acc, dist, seed):
+    x = explorer.make_input(dist, 48, 1500, dtype, seed, **({"scale": 30.0} if dist == "large" else {}))
     gpu, emu = run_both(x, key, acc)
     got, want = gpu.out.astype(np.float64), emu.out.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = np.abs(got - want) / np.maximum(np.abs(want), FORMATS[dtype].smallest_normal)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), seed
     assert np.nanmax(rel) <= emulation_bound(dtype, acc), (seed, float(np.nanmax(rel)))
 
 
-@pytest.mark.parametrize("acc", DTYPES)
-@pytest.mark.parametrize("key", TRACEABLE)
-def test_traces_agree_with_emulation(key, acc, seed):
-    x = explorer.make_input("normal", 5, 999, "float32", seed)
+@pytest.mark.parametrize("cols", (999, 50000))
+@pytest.mark.parametrize(("key", "acc"), combos(TRACEABLE))
+def test_traces_agree_with_emulation(key, acc, cols, seed):
+    if cols > 999 and explorer.VARIANTS[key].family not in ("block", "split"):
+        pytest.skip("long traced rows only for block and split variants")
+    x = explorer.make_input("normal", 5, cols, "float32", seed)
     gpu, emu = run_both(x, key, acc, trace_row=3)
     assert np.array_equal(gpu.trace.index, emu.trace.index)
     assert np.array_equal(gpu.trace.m, emu.trace.m, equal_nan=True)  # max is exact in any precision
@@ -125,9 +134,11 @@ def test_traces_agree_with_emulation(key, acc, seed):
     valid = gpu.trace.index >= 0
     rel = np.abs(gpu.trace.d - emu.trace.d)[valid] / np.abs(emu.trace.d)[valid]
     assert rel.max() <= tol, (seed, float(rel.max()))
+    assert len(gpu.trace.merges) == len(emu.trace.merges)
     for g, e in zip(gpu.trace.merges, emu.trace.merges):
         assert np.array_equal(g.left, e.left) and np.array_equal(g.right, e.right)
         assert np.allclose(g.d, e.d, rtol=tol, atol=0), seed
+    assert gpu.trace.final_d == pytest.approx(emu.trace.final_d, rel=tol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -156,14 +167,16 @@ def test_every_output_written_after_poison(seed):
             x = explorer.make_input("normal", rows, cols, "float16", seed)
             x_dev = cuda.to_device(x)
             y_dev = cp.full(x_dev.shape, cuda.poison_value(x.dtype), x_dev.dtype)
-            cuda.launch(v, x_dev, y_dev, rows, cols, "float16", "float32", v.default_block_size)
+            geometry = v.launch(rows, cols, v.default_block_size, "float16")
+            cuda.launch(v, geometry, x_dev, y_dev, rows, cols, "float16", "float32")
             assert int((y_dev == cuda.poison_value(x.dtype)).sum()) == 0, (key, rows, cols)
 
 
 def test_kernel_resources_are_reported():
     for key in explorer.VARIANTS:
-        res = explorer.kernel_resources(key, "float16", "float32")
-        assert 0 < res["registers"] <= 255 and res["local_bytes"] >= 0, (key, res)
+        for rows, cols in ((4096, 1024), (512, 262144), (2, 2**20)):
+            for res in explorer.kernel_resources(key, "float16", "float32", rows, cols):
+                assert 0 < res["registers"] <= 255 and res["local_bytes"] >= 0, (key, res)
 
 
 def test_bench_validates_then_times():

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GPUContextLost, GPUUnavailable, KernelFailed
-from ..registry import VARIANTS, Variant
+from ..registry import VARIANTS, Launch, Variant
 from ..trace import RawTrace, trace_shape
 
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
@@ -68,36 +68,59 @@ def kernel_source(filename: str) -> str:
     return re.sub(r'#include "(\w+\.cuh)"', lambda m: (KERNEL_DIR / m.group(1)).read_text(), text)
 
 
-def _name(variant: Variant, dtype: str, acc: str, traced: bool) -> str:
+# Kernels whose signature ends in TRACE_ARGS (and whose template takes the TRACE switch).
+TRACED_KERNELS = {"safe_thread", "online_thread", "online_warp", "online_block", "split_partial", "split_finish"}
+
+
+def _name(kernel_name: str, dtype: str, acc: str, traced: bool = False, extra: tuple[int, ...] = ()) -> str:
     args = [C_TYPES[dtype], C_TYPES[acc]]
-    if variant.traceable:
+    if kernel_name in TRACED_KERNELS:
         args.append("true" if traced else "false")
-    return f"{variant.kernel}<{', '.join(args)}>"
+    return f"{kernel_name}<{', '.join(args + [str(a) for a in extra])}>"
+
+
+def _fixed_names(filename: str, dtype: str, acc: str) -> tuple[str, ...]:
+    """Every shape-independent instantiation of a file: compiled together, once."""
+    names = []
+    for v in VARIANTS.values():
+        if v.kernel_file == filename and v.method != "fast" and dtype in v.dtypes and acc in v.accumulators:
+            kernels = ("split_partial", "split_finish") if v.kernel == "split" else (v.kernel,)
+            for k in kernels:
+                names += [_name(k, dtype, acc, traced) for traced in ((False, True) if k in TRACED_KERNELS else (False,))]
+    return tuple(names)
 
 
 @functools.cache
-def _module(filename: str, dtype: str, acc: str):
-    names = []
-    for v in VARIANTS.values():
-        if v.kernel_file == filename and dtype in v.dtypes and acc in v.accumulators:
-            names += [_name(v, dtype, acc, False)] + ([_name(v, dtype, acc, True)] if v.traceable else [])
-    module = cp.RawModule(code=kernel_source(filename), options=("-std=c++17",), name_expressions=names)
+def _module(filename: str, names: tuple[str, ...]):
+    module = cp.RawModule(code=kernel_source(filename), options=("-std=c++17",), name_expressions=list(names))
     module.compile()
     return module
 
 
-def kernel(variant: Variant, dtype: str, acc: str, traced: bool = False):
+def _function(filename: str, dtype: str, acc: str, name: str):
+    """A compiled kernel; shape-specific instantiations (fast's) get a module of their own."""
     _require_gpu()
+    fixed = _fixed_names(filename, dtype, acc)
     with _compile_lock:
-        module = _module(variant.kernel_file, dtype, acc)
-    return module.get_function(_name(variant, dtype, acc, traced))
+        module = _module(filename, fixed if name in fixed else (name,))
+    return module.get_function(name)
 
 
-def resources(variant: Variant, dtype: str, acc: str) -> dict:
-    """Registers, static shared memory and spill (local) bytes of the compiled, untraced kernel."""
-    k = kernel(variant, dtype, acc)
-    return {"registers": k.num_regs, "shared_bytes": k.shared_size_bytes, "local_bytes": k.local_size_bytes,
-            "max_threads_per_block": k.max_threads_per_block}
+def kernel_names(variant: Variant, launch: Launch, dtype: str, acc: str, traced: bool = False) -> list[str]:
+    """The instantiations a launch runs, in order (split rows run two kernels)."""
+    kernel_name = launch.kernel or variant.kernel
+    names = ["split_partial", "split_finish"] if kernel_name == "split" else [kernel_name]
+    return [_name(k, dtype, acc, traced, launch.template_args) for k in names]
+
+
+def resources(variant: Variant, launch: Launch, dtype: str, acc: str) -> list[dict]:
+    """Registers, static shared memory and spill (local) bytes of each compiled, untraced kernel."""
+    rows = []
+    for name in kernel_names(variant, launch, dtype, acc):
+        k = _function(variant.kernel_file, dtype, acc, name)
+        rows.append({"kernel": name, "registers": k.num_regs, "shared_bytes": k.shared_size_bytes,
+                     "local_bytes": k.local_size_bytes, "max_threads_per_block": k.max_threads_per_block})
+    return rows
 
 
 def to_device(x: np.ndarray):
@@ -113,14 +136,23 @@ def poison_value(dtype: np.dtype):
     return np.full(1, POISON, dtype).view(np.uint16 if dtype.itemsize == 2 else dtype)[0]
 
 
-def launch(variant: Variant, x_dev, y_dev, rows: int, cols: int, dtype: str, acc: str, block_size: int,
+def launch(variant: Variant, geometry: Launch, x_dev, y_dev, rows: int, cols: int, dtype: str, acc: str,
            trace=None, trace_row: int = -1) -> None:
-    """Launch one variant on device arrays (no checks, no sync): the path bench.py times."""
-    geometry = variant.launch(rows, cols, block_size)
+    """Launch a variant on device arrays (no checks, no sync): the path bench.py times."""
+    traced = trace is not None
+    trace_args = [np.int64(trace_row), *trace] if traced else [np.int64(-1), *_null_trace()]
+    kernels = [_function(variant.kernel_file, dtype, acc, name)
+               for name in kernel_names(variant, geometry, dtype, acc, traced)]
+    grid, block = (geometry.grid,), (geometry.block,)
+    if len(kernels) == 2:  # split: chunk states, then merge and normalise
+        partial = cp.empty(2 * geometry.grid, np.float32)
+        chunks = np.int32(geometry.chunks)
+        kernels[0](grid, block, (x_dev, partial, np.int32(rows), np.int32(cols), chunks, *trace_args))
+        kernels[1](grid, block, (x_dev, y_dev, partial, np.int32(rows), np.int32(cols), chunks, *trace_args))
+        return
     args = [x_dev, y_dev, np.int32(rows), np.int32(cols)]
-    if variant.traceable:
-        args += [np.int64(trace_row), *trace] if trace is not None else [np.int64(-1), *_null_trace()]
-    kernel(variant, dtype, acc, traced=trace is not None)((geometry.grid,), (geometry.block,), tuple(args))
+    kernel_name = geometry.kernel or variant.kernel
+    kernels[0](grid, block, tuple(args + (trace_args if kernel_name in TRACED_KERNELS else [])))
 
 
 @functools.lru_cache(maxsize=1)
@@ -138,7 +170,7 @@ def _fail(exc: Exception, variant: Variant, shape) -> KernelFailed:
     return KernelFailed(message)
 
 
-def run(variant: Variant, x: np.ndarray, dtype: str, acc: str, block_size: int, trace_row: int | None):
+def run(variant: Variant, geometry: Launch, x: np.ndarray, dtype: str, acc: str, trace_row: int | None):
     """Run on the GPU with a poisoned output; returns (out, RawTrace or None)."""
     _require_gpu()
     rows, cols = x.shape
@@ -147,9 +179,9 @@ def run(variant: Variant, x: np.ndarray, dtype: str, acc: str, block_size: int, 
         y_dev = cp.full(x_dev.shape, poison_value(x.dtype), x_dev.dtype)
         trace = None
         if trace_row is not None:
-            blank = RawTrace.empty(*trace_shape(variant, cols, block_size))
+            blank = RawTrace.empty(*trace_shape(variant, geometry, cols))
             trace = [cp.asarray(a) for a in (blank.step_m, blank.step_d, blank.step_index, blank.merge_m, blank.merge_d)]
-        launch(variant, x_dev, y_dev, rows, cols, dtype, acc, block_size, trace, -1 if trace_row is None else trace_row)
+        launch(variant, geometry, x_dev, y_dev, rows, cols, dtype, acc, trace, -1 if trace_row is None else trace_row)
         cp.cuda.get_current_stream().synchronize()
         unwritten = int((y_dev == poison_value(x.dtype)).sum())
         out = from_device(y_dev, x.dtype)

@@ -1,27 +1,40 @@
 """NumPy emulation of every kernel, following its order of operations.
 
 Same lane striding, same merge butterflies, every accumulator operation done in fp32 and rounded
-to the accumulator type, as kernels/common.cuh does. Vectorised across rows and lanes; only the
-steps along a row are a Python loop. The one known difference from the GPU: expf there is within
-2 ulp of exp, here exp is computed in float64 and rounded once (see the README for the measured
-agreement).
+to the accumulator type, as kernels/common.cuh does, and fp32 results below 2^-126 flushed to zero
+as CuPy's NVRTC build does (-ftz=true). Vectorised across rows and lanes; only the steps along a
+row are a Python loop. The one known difference from the GPU: expf there is within 2 ulp of exp,
+here exp is computed in float64 and rounded once (see the README for the measured agreement).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..numerics import DTYPES
-from ..registry import Variant
-from ..trace import NODES_PER_BUTTERFLY, OFFSETS, RawTrace, trace_shape
+from ..registry import Launch, Variant
+from ..trace import NODES_PER_BUTTERFLY, OFFSETS, RawTrace, cdiv, trace_shape
 
 F32 = np.float32
+FP32_SMALLEST_NORMAL = np.float32(2.0**-126)
+
+
+def _ftz(v: np.ndarray) -> np.ndarray:
+    """Flush fp32 subnormal results to zero, as the GPU does under -ftz=true."""
+    return np.where(np.abs(v) < FP32_SMALLEST_NORMAL, np.zeros((), F32), v)
 
 
 def _exp_f32(v: np.ndarray) -> np.ndarray:
-    """expf, as closely as NumPy gets: exp in float64, rounded once to fp32."""
+    """expf, as closely as NumPy gets: exp in float64, rounded once to fp32, subnormals flushed."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.exp(v.astype(np.float64)).astype(F32)
+        return _ftz(np.exp(v.astype(np.float64)).astype(F32))
+
+
+def _div_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore", under="ignore"):
+        return _ftz(a / b)
 
 
 class Acc:
@@ -64,53 +77,71 @@ class Acc:
 
 def _normalise(x: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
     """y = expf(x - m) / d in fp32 from the original x, rounded once to x's type; m, d are (rows, 1)."""
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        return (_exp_f32(x.astype(F32) - m.astype(F32)) / d.astype(F32)).astype(x.dtype)
+    with np.errstate(invalid="ignore"):
+        return _div_f32(_exp_f32(x.astype(F32) - m.astype(F32)), d.astype(F32)).astype(x.dtype)
+
+
+@dataclass
+class _Recorder:
+    """Where a traced row's states go: its pseudo-rows (one per chunk of a split row) in the batch,
+    and for each the thread and merge-node offsets and the element range it covers."""
+
+    raw: RawTrace
+    rows: list[int]
+    thread_offsets: list[int]
+    node_bases: list[int]
+    starts: list[int]
+    lengths: list[int]
+
+    @classmethod
+    def single(cls, raw: RawTrace | None, row: int | None, cols: int) -> _Recorder | None:
+        return None if raw is None else cls(raw, [row], [0], [0], [0], [cols])
 
 
 def _strided(x: np.ndarray, lanes: int) -> tuple[np.ndarray, int]:
     """x as (rows, steps, lanes) with element j = step * lanes + lane (padded with -inf)."""
     rows, cols = x.shape
-    steps = -(-cols // lanes)
+    steps = cdiv(cols, lanes)
     padded = np.full((rows, steps * lanes), -np.inf, F32).astype(x.dtype)
     padded[:, :cols] = x
     return padded.reshape(rows, steps, lanes), steps
 
 
-def _fold(acc: Acc, x: np.ndarray, lanes: int, trace_row: int | None, raw: RawTrace | None):
-    """Each lane folds elements lane, lane + lanes, ... with the online rule; returns (rows, lanes) states."""
-    rows, cols = x.shape
+def _fold(acc: Acc, x: np.ndarray, lanes: int, rec: _Recorder | None):
+    """Each lane folds elements lane, lane + lanes, ... with the online rule; returns (rows, lanes) states.
+
+    Padding is -inf, which online_step leaves the state exactly unchanged for, so no masking is needed.
+    """
+    rows = x.shape[0]
     xs, steps = _strided(x, lanes)
     m = acc.const(-np.inf, (rows, lanes))
     d = acc.const(0.0, (rows, lanes))
     lane_ids = np.arange(lanes)
     for s in range(steps):
-        xa = acc.round(xs[:, s, :].astype(F32))
-        new_m, new_d = acc.online_step(m, d, xa)
-        valid = s * lanes + lane_ids < cols
-        if valid.all():
-            m, d = new_m, new_d
-        else:
-            m, d = np.where(valid, new_m, m), np.where(valid, new_d, d)
-        if raw is not None:
-            raw.step_m[valid, s] = m[trace_row, valid]
-            raw.step_d[valid, s] = d[trace_row, valid]
-            raw.step_index[valid, s] = s * lanes + lane_ids[valid]
+        m, d = acc.online_step(m, d, acc.round(xs[:, s, :].astype(F32)))
+        if rec is not None:
+            for row, offset, start, length in zip(rec.rows, rec.thread_offsets, rec.starts, rec.lengths):
+                valid = s * lanes + lane_ids < length
+                threads = offset + lane_ids[valid]
+                rec.raw.step_m[threads, s] = m[row, valid]
+                rec.raw.step_d[threads, s] = d[row, valid]
+                rec.raw.step_index[threads, s] = start + s * lanes + lane_ids[valid]
     return m, d
 
 
-def _butterfly(acc: Acc, m, d, trace_row, raw: RawTrace | None, base: int):
-    """The 5-level shuffle-xor butterfly over (rows, 32) states; every lane ends with the total."""
+def _butterfly(acc: Acc, m, d, rec: _Recorder | None, base: int):
+    """The 5-level shuffle-xor butterfly over the last axis (32 lanes); every lane ends with the total."""
     lanes = np.arange(32)
     for offset in OFFSETS:
         m, d = acc.merge(m, d, m[..., lanes ^ offset], d[..., lanes ^ offset])
-        if raw is not None:
-            nodes = base + 32 - 2 * offset + np.arange(offset)
-            raw.merge_m[nodes], raw.merge_d[nodes] = m[trace_row, :offset], d[trace_row, :offset]
+        if rec is not None:
+            for row, node_base in zip(rec.rows, rec.node_bases):
+                nodes = node_base + base + 32 - 2 * offset + np.arange(offset)
+                rec.raw.merge_m[nodes], rec.raw.merge_d[nodes] = m[row, :offset], d[row, :offset]
     return m, d
 
 
-def _block_merge(acc: Acc, m, d, trace_row, raw: RawTrace | None):
+def _block_merge(acc: Acc, m, d, rec: _Recorder | None):
     """common.cuh's block_merge: a butterfly per warp, then one over the warps' states in warp 0."""
     rows, threads = m.shape
     warps = threads // 32
@@ -118,26 +149,58 @@ def _block_merge(acc: Acc, m, d, trace_row, raw: RawTrace | None):
     lanes = np.arange(32)
     for offset in OFFSETS:
         wm, wd = acc.merge(wm, wd, wm[..., lanes ^ offset], wd[..., lanes ^ offset])
-        if raw is not None:
-            for w in range(warps):
-                nodes = w * NODES_PER_BUTTERFLY + 32 - 2 * offset + np.arange(offset)
-                raw.merge_m[nodes] = wm[trace_row, w, :offset]
-                raw.merge_d[nodes] = wd[trace_row, w, :offset]
+        if rec is not None:
+            for row, node_base in zip(rec.rows, rec.node_bases):
+                for w in range(warps):
+                    nodes = node_base + w * NODES_PER_BUTTERFLY + 32 - 2 * offset + np.arange(offset)
+                    rec.raw.merge_m[nodes], rec.raw.merge_d[nodes] = wm[row, w, :offset], wd[row, w, :offset]
     top_m = acc.const(-np.inf, (rows, 32))
     top_d = acc.const(0.0, (rows, 32))
     top_m[:, :warps], top_d[:, :warps] = wm[:, :, 0], wd[:, :, 0]
-    top_m, top_d = _butterfly(acc, top_m, top_d, trace_row, raw, warps * NODES_PER_BUTTERFLY)
+    top_m, top_d = _butterfly(acc, top_m, top_d, rec, warps * NODES_PER_BUTTERFLY)
     return top_m[:, :1], top_d[:, :1]
 
 
-def _online(x, acc, lanes, family, trace_row, raw):
-    m, d = _fold(acc, x, lanes, trace_row, raw)
+def _online(x, acc, lanes, family, rec):
+    m, d = _fold(acc, x, lanes, rec)
     if family == "warp":
-        m, d = _butterfly(acc, m, d, trace_row, raw, 0)
+        m, d = _butterfly(acc, m, d, rec, 0)
         m, d = m[:, :1], d[:, :1]
     elif family == "block":
-        m, d = _block_merge(acc, m, d, trace_row, raw)
+        m, d = _block_merge(acc, m, d, rec)
     return _normalise(x, m, d)
+
+
+def _chunks(x: np.ndarray, chunks: int) -> np.ndarray:
+    """(rows, cols) -> (rows * chunks, ceil(cols / chunks)) pseudo-rows, padded with -inf."""
+    rows, cols = x.shape
+    size = cdiv(cols, chunks)
+    padded = np.full((rows, chunks * size), -np.inf, F32).astype(x.dtype)
+    padded[:, :cols] = x
+    return padded.reshape(rows * chunks, size)
+
+
+def _split_row(x, acc, launch, trace_row, raw):
+    """split_partial then split_finish: a block merge per chunk, then the chunks merged in order."""
+    rows, cols = x.shape
+    chunks, block = launch.chunks, launch.block
+    size = cdiv(cols, chunks)
+    rec = None
+    if raw is not None:
+        per_chunk = (block // 32 + 1) * NODES_PER_BUTTERFLY
+        rec = _Recorder(raw, [trace_row * chunks + c for c in range(chunks)], [c * block for c in range(chunks)],
+                        [c * per_chunk for c in range(chunks)], [c * size for c in range(chunks)],
+                        [max(0, min(size, cols - c * size)) for c in range(chunks)])
+    m, d = _fold(acc, _chunks(x, chunks), block, rec)
+    m, d = _block_merge(acc, m, d, rec)
+    m, d = m.reshape(rows, chunks), d.reshape(rows, chunks)
+    row_m, row_d = m[:, :1], d[:, :1]
+    for k in range(1, chunks):
+        row_m, row_d = acc.merge(row_m, row_d, m[:, k:k + 1], d[:, k:k + 1])
+        if raw is not None:
+            node = chunks * (block // 32 + 1) * NODES_PER_BUTTERFLY + k - 1
+            raw.merge_m[node], raw.merge_d[node] = row_m[trace_row, 0], row_d[trace_row, 0]
+    return _normalise(x, row_m, row_d)
 
 
 def _safe_thread(x, acc, trace_row, raw):
@@ -184,23 +247,83 @@ def _naive(x, acc):
     d = acc.const(0.0, (rows, 1))
     for j in range(cols):
         d = acc.add(d, e[:, j:j + 1])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (_exp_f32(x.astype(F32)) / d.astype(F32)).astype(x.dtype)
+    return _div_f32(_exp_f32(x.astype(F32)), d.astype(F32)).astype(x.dtype)
 
 
-def run(variant: Variant, x: np.ndarray, acc_name: str, block_size: int, trace_row: int | None):
-    """Emulate `variant` on a 2-D array x; returns (out, RawTrace or None)."""
+LOG2E = np.float32(1.4426950408889634)
+
+
+def _exp_shifted(x: np.ndarray, m_log2e: np.ndarray) -> np.ndarray:
+    """fast.cu's exp2f(fmaf(x, LOG2E, -m·LOG2E)): the fma in float64 (exact product), rounded once."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        t = (x.astype(np.float64) * np.float64(LOG2E) - m_log2e.astype(np.float64)).astype(F32)
+        return _ftz(np.exp2(t.astype(np.float64)).astype(F32))
+
+
+def _register_states(xg: np.ndarray, valid: np.ndarray):
+    """fast.cu's register_state for every thread: xg (rows, threads, slots) fp32, valid (threads, slots)."""
+    m = np.fmax.reduce(np.where(valid, xg, -np.inf), axis=2).astype(F32)  # fmaxf skips NaN, as the kernel
+    m_log2e = m * LOG2E
+    d = np.zeros(m.shape, F32)
+    for slot in range(xg.shape[2]):
+        term = np.where(xg[..., slot] == -np.inf, np.zeros((), F32), _exp_shifted(xg[..., slot], m_log2e))
+        d = np.where(valid[:, slot], d + term, d)
+    return m, d
+
+
+def _fast(x: np.ndarray, launch: Launch) -> np.ndarray:
+    """fast_warp / fast_block (or the split kernels), with the same thread-to-element map."""
+    acc = Acc("float32")
+    if launch.kernel == "split":
+        return _split_row(x, acc, launch, None, None)
+    rows, cols = x.shape
+    vec, per = launch.template_args[:2]
+    packs = cols // vec
+    if launch.kernel == "fast_warp":
+        pack = np.arange(per)[None, :] * 32 + np.arange(32)[:, None]  # (lane, k)
+        valid_pack = pack < packs
+    else:
+        cluster, threads = launch.cluster, launch.block
+        chunk = cdiv(packs, cluster)
+        rank, t = np.divmod(np.arange(cluster * threads), threads)
+        pack = (rank * chunk)[:, None] + np.arange(per)[None, :] * threads + t[:, None]
+        valid_pack = pack < np.minimum(packs, (rank + 1) * chunk)[:, None]
+    element = (pack[:, :, None] * vec + np.arange(vec)).reshape(pack.shape[0], -1)  # slot = k * vec + i
+    valid = np.repeat(valid_pack, vec, axis=1)
+    x32 = x.astype(F32)
+    m, d = _register_states(x32[:, np.where(valid, element, 0)], valid)
+    if launch.kernel == "fast_warp":
+        m, d = _butterfly(acc, m, d, None, 0)
+        m, d = m[:, :1], d[:, :1]
+    else:
+        m, d = _block_merge(acc, m.reshape(rows * cluster, threads), d.reshape(rows * cluster, threads), None)
+        m, d = m.reshape(rows, cluster), d.reshape(rows, cluster)
+        row_m, row_d = m[:, :1], d[:, :1]
+        for r in range(1, cluster):
+            row_m, row_d = acc.merge(row_m, row_d, m[:, r:r + 1], d[:, r:r + 1])
+        m, d = row_m, row_d
+    inv_d = _div_f32(np.ones((), F32), d)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _ftz(_exp_shifted(x32, m * LOG2E) * inv_d).astype(x.dtype)
+
+
+def run(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, trace_row: int | None):
+    """Emulate `variant` launched as `launch` on a 2-D array x; returns (out, RawTrace or None)."""
     acc = Acc(acc_name)
+    cols = x.shape[1]
     raw = None
     if trace_row is not None:
-        raw = RawTrace.empty(*trace_shape(variant, x.shape[1], block_size))
-    lanes = variant.launch(x.shape[0], x.shape[1], block_size).threads_per_row
+        raw = RawTrace.empty(*trace_shape(variant, launch, cols))
     if variant.method == "naive":
         out = _naive(x, acc)
+    elif variant.method == "fast":
+        out = _fast(x, launch)
+    elif variant.family == "split":
+        out = _split_row(x, acc, launch, trace_row, raw)
     elif variant.method == "safe" and variant.family == "thread":
         out = _safe_thread(x, acc, trace_row, raw)
     elif variant.method == "safe" and variant.family == "block":
-        out = _safe_block(x, acc, lanes)
+        out = _safe_block(x, acc, launch.threads_per_row)
     else:
-        out = _online(x, acc, lanes, variant.family, trace_row, raw)
+        out = _online(x, acc, launch.threads_per_row, variant.family, _Recorder.single(raw, trace_row, cols))
     return out, raw
