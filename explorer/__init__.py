@@ -20,7 +20,7 @@ from .api import (
 )
 from .errors import ExplorerError, GPUContextLost, GPUUnavailable, InvalidInput, KernelFailed, TooLarge
 from .inputs import DISTRIBUTIONS, load_logits, make_input
-from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, ErrorReport, error_bound, errors, reference
+from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, ErrorReport, error_bound, errors, reference, rounds_input
 from .registry import VARIANTS, Launch, Variant
 from .trace import MergeLevel, Trace
 
@@ -30,5 +30,5 @@ __all__ = [
     "Launch", "MergeLevel", "SoftmaxResult", "TooLarge", "Trace", "Variant",
     "bytes_needed", "check_fits", "error_bound", "errors", "info", "kernel_resources", "kernel_source",
     "load_logits", "make_input",
-    "reference", "resolve_backend", "softmax",
+    "reference", "resolve_backend", "rounds_input", "softmax",
 ]

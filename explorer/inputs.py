@@ -150,6 +150,8 @@ def make_input(distribution: str, rows: int, cols: int, dtype: str = "float32", 
         if not spec.low <= value <= spec.high:
             raise InvalidInput(f"parameter {name}={value} is outside [{spec.low}, {spec.high}]")
         values[name] = value
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise InvalidInput(f"seed must be a whole number >= 0, got {seed!r}")
     rng = np.random.default_rng(seed)
     with np.errstate(over="ignore"):
         return dist.generate(rng, rows, cols, **values).astype(DTYPES[dtype])
@@ -173,6 +175,8 @@ def load_logits(data: bytes, filename: str, dtype: str = "float32", max_bytes: i
         raise
     except (ValueError, UnicodeDecodeError, EOFError, OSError) as exc:
         raise InvalidInput(f"{filename} could not be read as numbers: {exc}") from None
+    if not isinstance(array, np.ndarray):  # an .npz archive, say
+        raise InvalidInput(f"{filename} holds {type(array).__name__}, not one array; save it with np.save")
     if array.dtype.kind not in "fiub":
         raise InvalidInput(f"{filename} holds {array.dtype} values; numbers are needed")
     if array.ndim == 1:

@@ -50,9 +50,19 @@ def dtype_name(dtype: np.dtype) -> str:
     raise ValueError(f"unsupported dtype {dtype}; the kernels take float32, float16 or bfloat16")
 
 
-def error_bound(sequential_terms: int, acc: str, out: str) -> float:
-    """The seed's bound on the relative error: 3·n·u_acc + u_out, n = terms one accumulator folded in sequence."""
-    return 3 * sequential_terms * FORMATS[acc].unit_roundoff + FORMATS[out].unit_roundoff
+def rounds_input(dtype: str, acc: str) -> bool:
+    """Whether x changes when it enters an accumulator of type acc (every value of dtype is not one of acc)."""
+    return dtype != acc and not (acc == "float32")
+
+
+def error_bound(sequential_terms: int, acc: str, out: str, max_abs_x: float = 0.0) -> float:
+    """The seed's bound on the relative error: 3·n·u_acc + u_out, n = terms one accumulator folded in sequence.
+
+    Where x is rounded to a coarser accumulator on entry (rounds_input), pass max |x|: x and m then
+    each carry up to |x|·u_acc of error into the exponent, adding 2·max|x|·u_acc.
+    """
+    u_acc = FORMATS[acc].unit_roundoff
+    return 3 * sequential_terms * u_acc + FORMATS[out].unit_roundoff + 2 * max_abs_x * u_acc
 
 
 def ulp(values: np.ndarray, fmt: Format) -> np.ndarray:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block
@@ -65,6 +67,9 @@ class Variant:
             return self.default_block_size
         if not self.takes_block_size:
             raise ValueError(f"variant {self.key!r} has a fixed launch shape and takes no block size")
+        if isinstance(block_size, bool) or not isinstance(block_size, int | np.integer):
+            raise ValueError(f"block size must be a whole multiple of 32 from 32 to 1024, got {block_size!r}")
+        block_size = int(block_size)
         if block_size % 32 or not 32 <= block_size <= 1024:
             raise ValueError(f"block size must be a multiple of 32 from 32 to 1024, got {block_size}")
         return block_size

@@ -5,7 +5,7 @@
 //   * every accumulator operation (max, *, +, exp) is done in fp32 and rounded once to Acc,
 //     with __fmul_rn/__fadd_rn so the compiler cannot fuse a*b+c into one fma;
 //   * exp(a - b) subtracts in fp32 and calls expf (not __expf), then rounds to Acc;
-//   * the normalising pass computes expf(x - m) / d in fp32 from the ORIGINAL x and rounds once to T.
+//   * the normalising pass computes expf(to_acc(x) - m) / d in fp32 and rounds once to T.
 // Non-finite inputs behave like the float64 reference: a NaN or +inf in a row makes the row NaN,
 // -inf entries give exactly 0, an all -inf row gives NaN.
 #pragma once
@@ -31,9 +31,11 @@ template <typename Acc> __device__ __forceinline__ Acc acc_mul(Acc a, Acc b) {
 template <typename Acc> __device__ __forceinline__ Acc acc_add(Acc a, Acc b) {
     return from_float<Acc>(__fadd_rn(to_float(a), to_float(b)));
 }
-// max that ignores a NaN candidate: NaN instead reaches d through exp(NaN - m) = NaN.
+// max that ignores a NaN candidate (NaN reaches d instead, through exp(NaN - m) = NaN) and
+// prefers +0 to -0, so that acc_max(a, b) and acc_max(b, a) agree bit for bit.
 template <typename Acc> __device__ __forceinline__ Acc acc_max(Acc a, Acc b) {
-    return to_float(b) > to_float(a) ? b : a;
+    const float fa = to_float(a), fb = to_float(b);
+    return fb > fa || (fb == fa && signbit(fa)) ? b : a;
 }
 template <typename Acc> __device__ __forceinline__ Acc acc_exp_diff(Acc a, Acc b) {
     return from_float<Acc>(expf(__fsub_rn(to_float(a), to_float(b))));
@@ -66,9 +68,11 @@ template <typename Acc> __device__ __forceinline__ State<Acc> merge(State<Acc> a
     return {m, acc_add(acc_mul(a.d, rescale(a.m, m)), acc_mul(b.d, rescale(b.m, m)))};
 }
 
-// y = e^{x - m} / d, in fp32 from the original x, rounded once to the output type.
+// y = e^{x - m} / d in fp32, rounded once to the output type. x is rounded to Acc first, as it
+// was when it entered the state: otherwise x - m could be > 0 (even overflow) for a coarse Acc.
 template <typename T, typename Acc> __device__ __forceinline__ T normalise(T x, State<Acc> s) {
-    return from_float<T>(__fdiv_rn(expf(__fsub_rn(to_float(x), to_float(s.m))), to_float(s.d)));
+    const float xa = to_float(from_float<Acc>(to_float(x)));
+    return from_float<T>(__fdiv_rn(expf(__fsub_rn(xa, to_float(s.m))), to_float(s.d)));
 }
 
 // Trace buffers for one row (all null in an untraced launch, which never touches them).

@@ -55,8 +55,9 @@ class Acc:
     def add(self, a, b):
         return self.round(a.astype(F32) + b.astype(F32))
 
-    def max(self, a, b):  # ignores a NaN candidate, as acc_max
-        return np.where(b.astype(F32) > a.astype(F32), b, a)
+    def max(self, a, b):  # ignores a NaN candidate and prefers +0 to -0, as acc_max
+        fa, fb = a.astype(F32), b.astype(F32)
+        return np.where((fb > fa) | ((fb == fa) & np.signbit(fa)), b, a)
 
     def exp_diff(self, a, b):
         with np.errstate(invalid="ignore"):
@@ -75,10 +76,11 @@ class Acc:
         return m, self.add(self.mul(d1, self.rescale(m1, m)), self.mul(d2, self.rescale(m2, m)))
 
 
-def _normalise(x: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """y = expf(x - m) / d in fp32 from the original x, rounded once to x's type; m, d are (rows, 1)."""
+def _normalise(x: np.ndarray, acc: Acc, m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """y = expf(to_acc(x) - m) / d in fp32, rounded once to x's type; m, d are (rows, 1)."""
     with np.errstate(invalid="ignore"):
-        return _div_f32(_exp_f32(x.astype(F32) - m.astype(F32)), d.astype(F32)).astype(x.dtype)
+        xa = acc.round(x.astype(F32)).astype(F32)
+        return _div_f32(_exp_f32(xa - m.astype(F32)), d.astype(F32)).astype(x.dtype)
 
 
 @dataclass
@@ -168,7 +170,7 @@ def _online(x, acc, lanes, family, rec):
         m, d = m[:, :1], d[:, :1]
     elif family == "block":
         m, d = _block_merge(acc, m, d, rec)
-    return _normalise(x, m, d)
+    return _normalise(x, acc, m, d)
 
 
 def _chunks(x: np.ndarray, chunks: int) -> np.ndarray:
@@ -200,7 +202,7 @@ def _split_row(x, acc, launch, trace_row, raw):
         if raw is not None:
             node = chunks * (block // 32 + 1) * NODES_PER_BUTTERFLY + k - 1
             raw.merge_m[node], raw.merge_d[node] = row_m[trace_row, 0], row_d[trace_row, 0]
-    return _normalise(x, row_m, row_d)
+    return _normalise(x, acc, row_m, row_d)
 
 
 def _safe_thread(x, acc, trace_row, raw):
@@ -216,7 +218,7 @@ def _safe_thread(x, acc, trace_row, raw):
         d = acc.add(d, acc.exp_diff(xa[:, j:j + 1], m))
         if raw is not None:
             raw.step_d[0, j], raw.step_index[0, j] = d[trace_row, 0], j
-    return _normalise(x, m, d)
+    return _normalise(x, acc, m, d)
 
 
 def _safe_block(x, acc, lanes):
@@ -238,7 +240,7 @@ def _safe_block(x, acc, lanes):
     top[:, : lanes // 32] = wd[:, :, 0]
     for offset in OFFSETS:
         top = acc.add(top, top[:, lane_ids ^ offset])
-    return _normalise(x, m, top[:, :1])
+    return _normalise(x, acc, m, top[:, :1])
 
 
 def _naive(x, acc):
