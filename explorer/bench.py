@@ -128,9 +128,7 @@ def bench_shape(variants: Iterable[str], rows: int, cols: int, dtype: str, acc: 
     l2 = cuda.device_info()["l2_bytes"]
     buffers = max(1, min(64, math.ceil(4 * l2 / bytes_in)))  # the rotation covers 4x L2
     rng = cp.random.default_rng(seed)
-    xs = [rng.standard_normal((rows, cols), dtype=cp.float32) for _ in range(buffers)]
-    if dtype != "float32":
-        xs = [cuda.to_device(cp.asnumpy(x).astype(DTYPES[dtype])) for x in xs]
+    xs = [_round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32), dtype) for _ in range(buffers)]
     ys = [cp.empty_like(x) for x in xs]
     ref64 = _reference_device(xs[0], dtype)
 
@@ -163,6 +161,17 @@ def bench_shape(variants: Iterable[str], rows: int, cols: int, dtype: str, acc: 
             times = _time_launches(lambda i, fn=fn: fn(xs[i], ys[i]), buffers)
             results.append(_row(name, "peer", dtype, acc, rows, cols, 0, times, copy_gbps, None, None, max_rel))
     return results
+
+
+def _round_on_device(x32, dtype: str):
+    """fp32 -> dtype on the GPU, round to nearest even; bfloat16 as its uint16 bits."""
+    cp = cuda.cp
+    if dtype == "float32":
+        return x32
+    if dtype == "float16":
+        return x32.astype(cp.float16)
+    bits = x32.view(cp.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(cp.uint16)
 
 
 def _reference_device(x, dtype: str):

@@ -60,7 +60,7 @@ def header(title: str, cfg: Config | None) -> None:
 
 
 def chart(fig, cfg: Config, name: str, key: str) -> None:
-    st.plotly_chart(fig, config=figures.chart_config(cfg.slug(name)), key=key, width="stretch")
+    st.plotly_chart(fig, config=figures.chart_config(cfg.slug(name)), key=key, width="stretch", theme=None)
 
 
 def csv_download(df: pd.DataFrame, cfg: Config, name: str, key: str, label: str = "Download table (CSV)") -> None:

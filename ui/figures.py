@@ -21,6 +21,8 @@ KERNEL_COLOR = "#1f77b4"
 ERR_FLOOR = 1e-10  # an exact value (error 0) is drawn here on log axes, and the axis title says so
 MAX_FRAMES = 200  # a step-through window holds at most this many steps (one plotly frame each)
 MAX_HEAT_STEPS = 1024  # the lanes × steps heatmap shows at most this many step columns
+SYMBOLS = ["circle-open", "square-open", "diamond-open", "cross-thin-open", "x-thin-open", "triangle-up-open",
+           "star-open", "hexagon-open"]
 GL_POINTS = 5000  # above this many points per trace, use WebGL traces
 FONT = dict(size=13)
 
@@ -84,6 +86,11 @@ MARK_SYMBOLS = {"NaN": "x", "+inf": "triangle-up", "−inf": "triangle-down", "0
 def _strip(fig: go.Figure, series: dict[str, np.ndarray], log: bool, row: int, colors: dict[str, str]) -> int:
     """A strip under the main plot marking every non-finite (and, on log axes, zero) value per series."""
     count = 0
+    names = list(series)
+    n = max((np.size(v) for v in series.values()), default=1)
+    # an invisible frame so the strip's axes are drawn even when nothing is marked
+    fig.add_trace(go.Scatter(x=[0, max(n - 1, 1)], y=[names[0], names[-1]], mode="markers", opacity=0,
+                             hoverinfo="skip", showlegend=False), row=row, col=1)
     for name, values in series.items():
         for kind, idx in nonfinite_marks(values, log).items():
             count += idx.size
@@ -92,11 +99,17 @@ def _strip(fig: go.Figure, series: dict[str, np.ndarray], log: bool, row: int, c
                 marker=dict(symbol=MARK_SYMBOLS[kind], size=9, color=colors.get(name, REF_COLOR)),
                 hovertemplate=f"{name}<br>element %{{x}}: {kind}<extra></extra>"), row=row, col=1)
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=list(series), row=row, col=1,
-                     title_text="", tickfont=dict(size=11))
+                     title_text="", tickfont=dict(size=11), dtick=1, showgrid=True)
     return count
 
 
 # --- 1. outputs ---------------------------------------------------------------------------------------
+
+def _strip_rows(series: int, main_px: int = 400) -> tuple[list[float], int]:
+    """Row heights and figure height so the strip gives every series a readable line."""
+    strip_px = 24 * series + 16
+    return [main_px / (main_px + strip_px), strip_px / (main_px + strip_px)], main_px + strip_px + 200
+
 
 def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: bool, title: str,
                    stamp: str) -> go.Figure:
@@ -106,14 +119,16 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
     marks each one by element, so nothing disappears silently.
     """
     n = ref_row.size
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.8, 0.2], vertical_spacing=0.06)
+    heights, height = _strip_rows(len(outputs) + 1)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.06)
     colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(outputs)}
     colors["float64 reference"] = REF_COLOR
     j = np.arange(n)
-    for name, y in outputs.items():
+    for i, (name, y) in enumerate(outputs.items()):
         y64 = np.asarray(y, dtype=np.float64)
         fig.add_trace(_scatter(n)(x=j, y=np.where(np.isfinite(y64), y64, np.nan), mode="markers", name=name,
-                                  marker=dict(size=6, color=colors[name], opacity=0.75),
+                                  marker=dict(size=max(11 - 1.5 * i, 4), color=colors[name], opacity=0.85,
+                                              symbol=SYMBOLS[i % len(SYMBOLS)], line=dict(width=1.2, color=colors[name])),
                                   hovertemplate=f"{name}<br>element %{{x}}<br>p = %{{y:.7g}}<extra></extra>"),
                       row=1, col=1)
     fig.add_trace(_scatter(n)(x=j, y=np.where(np.isfinite(ref_row), ref_row, np.nan), mode="lines",
@@ -130,7 +145,7 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
     fig.add_annotation(text="marked: NaN ×, +inf ▲, −inf ▼" + (", 0 ○" if log else ""), xref="paper",
                        yref="y2 domain", x=0, y=1.25, xanchor="left", showarrow=False,
                        font=dict(size=11, color="#555"))
-    return finish(fig, title, stamp, height=560)
+    return finish(fig, title, stamp, height=height)
 
 
 # --- 3. error vs float64 -----------------------------------------------------------------------------
@@ -147,14 +162,16 @@ def relative_error(out_row: np.ndarray, ref_row: np.ndarray) -> np.ndarray:
 def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str, stamp: str) -> go.Figure:
     """Per-element relative error of each variant on one row (log axis), non-finite mismatches marked."""
     n = ref_row.size
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.8, 0.2], vertical_spacing=0.06)
+    heights, height = _strip_rows(len(outputs))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.06)
     colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(outputs)}
     j = np.arange(n)
     mismatch = {}
-    for name, y in outputs.items():
+    for i, (name, y) in enumerate(outputs.items()):
         rel = relative_error(y, ref_row)
         fig.add_trace(_scatter(n)(x=j, y=np.maximum(rel, ERR_FLOOR), mode="markers", name=name,
-                                  marker=dict(size=5, color=colors[name], opacity=0.75),
+                                  marker=dict(size=7, color=colors[name], opacity=0.8, symbol=SYMBOLS[i % len(SYMBOLS)],
+                                              line=dict(width=1, color=colors[name])),
                                   customdata=rel,
                                   hovertemplate=f"{name}<br>element %{{x}}<br>rel. error %{{customdata:.3g}}"
                                                 "<extra></extra>"),
@@ -170,15 +187,14 @@ def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str
         fig.add_annotation(text="no NaN / inf where the reference is finite (or the other way round)",
                            xref="x2 domain", yref="y2 domain", x=0.5, y=0.5, showarrow=False,
                            font=dict(color="#777"))
-    return finish(fig, title, stamp, height=520)
+    return finish(fig, title, stamp, height=height)
 
 
 def error_table(reports: dict[str, dict]) -> pd.DataFrame:
     """One row per variant from ErrorReport.as_dict() values."""
-    columns = {"max_rel": "max rel. error", "mean_rel": "mean rel. error", "max_ulp": "max ULP",
-               "max_abs": "max abs. error", "row_sum_dev": "max |row sum − 1|", "nan_count": "NaN outputs",
-               "inf_count": "inf outputs", "nonfinite_mismatch": "NaN/inf ≠ reference",
-               "argmax_agreement": "argmax agreement"}
+    columns = {"max_rel": "max rel", "mean_rel": "mean rel", "max_ulp": "max ULP", "max_abs": "max abs",
+               "row_sum_dev": "max |Σ−1|", "nan_count": "NaN", "inf_count": "inf",
+               "nonfinite_mismatch": "NaN/inf ≠ ref", "argmax_agreement": "argmax agree"}
     df = pd.DataFrame.from_dict(reports, orient="index")
     df = df[[c for c in columns if c in df.columns]].rename(columns=columns)
     df.index.name = "variant"
@@ -275,7 +291,7 @@ def step_figure(trace, lane: int, start: int, stop: int, current: int, title: st
         e = max(n["rel_err"], ERR_FLOOR) if math.isfinite(n["rel_err"]) else ERR_FLOOR
         dot = dict(color="#d62728", size=12, line=dict(color="white", width=1))
         return [go.Scatter(x=[0], y=[0], mode="text", text=[step_html(n)], textposition="middle right",
-                           textfont=dict(size=12), showlegend=False, hoverinfo="skip"),
+                           textfont=dict(size=13), showlegend=False, hoverinfo="skip"),
                 go.Scatter(x=[s], y=[n["m"] if math.isfinite(n["m"]) else None], mode="markers", marker=dict(symbol="circle", **dot),
                            name="current step", showlegend=False),
                 go.Scatter(x=[s], y=[n["d"] if math.isfinite(n["d"]) else None], mode="markers", marker=dot, showlegend=False),
@@ -293,11 +309,12 @@ def step_figure(trace, lane: int, start: int, stop: int, current: int, title: st
     fig.frames = [go.Frame(name=str(s), data=moving(int(s)), traces=moving_idx) for s in steps]
     anim = {"mode": "immediate", "frame": {"duration": 0, "redraw": False}, "transition": {"duration": 0}}
     fig.update_layout(
-        sliders=[dict(active=int(np.searchsorted(steps, current)), x=0.08, len=0.92, y=-0.04, yanchor="top",
-                      currentvalue=dict(prefix="step j = ", font=dict(size=13)), pad=dict(t=30),
+        sliders=[dict(active=int(np.searchsorted(steps, current)), x=0.14, len=0.86, y=-0.05, yanchor="top",
+                      currentvalue=dict(prefix="step j = ", font=dict(size=13), xanchor="left"), pad=dict(t=10),
+                      ticklen=3, font=dict(size=10),
                       steps=[dict(method="animate", label=str(s), args=[[str(s)], anim]) for s in steps])],
-        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.04, xanchor="left", yanchor="top",
-                          pad=dict(t=38, r=10), showactive=False, buttons=[
+        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.05, xanchor="left", yanchor="top",
+                          pad=dict(t=40, r=10), showactive=False, buttons=[
                               dict(label="▶ Play", method="animate",
                                    args=[None, {"frame": {"duration": 250, "redraw": False}, "fromcurrent": True,
                                                 "transition": {"duration": 0}, "mode": "immediate"}]),

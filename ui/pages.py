@@ -57,13 +57,13 @@ def outputs_page() -> None:
         y64 = np.asarray(y, dtype=np.float64)
         finite = np.isfinite(y64)
         rows.append({"variant": k, "backend": results[k]["backend"], "sum of row": float(y64[finite].sum()),
-                     "max p": float(y64[finite].max(initial=np.nan)) if finite.any() else math.nan,
+                     "max p": float(y64[finite].max()) if finite.any() else math.nan,
                      "argmax": int(np.nanargmax(np.where(finite, y64, -np.inf))) if finite.any() else -1,
                      "NaN": int(np.isnan(y64).sum()), "inf": int(np.isinf(y64).sum()),
                      "zeros": int((y64 == 0).sum()), "wall ms (not a benchmark)": 1e3 * results[k]["seconds"]})
     finite = np.isfinite(ref)
     rows.append({"variant": "float64 reference", "backend": "numpy", "sum of row": float(ref[finite].sum()),
-                 "max p": float(ref[finite].max(initial=np.nan)) if finite.any() else math.nan,
+                 "max p": float(ref[finite].max()) if finite.any() else math.nan,
                  "argmax": int(np.nanargmax(np.where(finite, ref, -np.inf))) if finite.any() else -1,
                  "NaN": int(np.isnan(ref).sum()), "inf": int(np.isinf(ref).sum()), "zeros": int((ref == 0).sum()),
                  "wall ms (not a benchmark)": math.nan})
@@ -121,7 +121,8 @@ def step_page() -> None:
         st.info("None of the selected variants records a trace. Traceable: "
                 + ", ".join(k for k, v in explorer.VARIANTS.items() if v.traceable) + ".")
         return
-    _ensure_choice("tv", traceable)
+    online = [k for k in traceable if explorer.VARIANTS[k].method == "online"]
+    _ensure_choice("tv", traceable, online[0] if online else None)
     c1, c2 = st.columns(2)
     c1.selectbox("Variant to trace", traceable, key="tv",
                  format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
@@ -220,15 +221,18 @@ def errors_page() -> None:
         launch = explorer.VARIANTS[k].launch(cfg.rows, cfg.cols, cfg.block_for(k))
         n = -(-cfg.cols // launch.threads_per_row) + int(math.log2(max(launch.threads_per_row, 1)))
         bound[k] = explorer.error_bound(n, cfg.acc, cfg.dtype)
-    df["bound 3·n·u_acc + u_out"] = pd.Series(bound)
+    df["bound"] = pd.Series(bound)
     st.subheader("Over the whole input")
     st.dataframe(df, width="stretch", key="table_errors", column_config={
-        c: st.column_config.NumberColumn(format="%.3e") for c in
-        ("max rel. error", "mean rel. error", "max abs. error", "max |row sum − 1|", "bound 3·n·u_acc + u_out")})
-    st.caption(f"Relative error |y − ref| / max(|ref|, smallest normal); ULP of {cfg.dtype} "
-               f"(u = 2^-{fmt[cfg.dtype].significand_bits}); the bound takes n = terms one accumulator folds in "
-               "sequence (its share of the row, plus one per merge level). NaN/inf counts are outputs; "
-               "“NaN/inf ≠ reference” counts elements whose non-finite pattern differs from float64's.")
+        c: st.column_config.NumberColumn(format="%.2e") for c in
+        ("max rel", "mean rel", "max abs", "max |Σ−1|", "bound")} | {
+        "max ULP": st.column_config.NumberColumn(format="%.1f"),
+        "argmax agree": st.column_config.NumberColumn(format="%.3f")})
+    st.caption(f"rel: |y − ref| / max(|ref|, smallest normal); ULP: units in the last place of {cfg.dtype} "
+               f"(u = 2^-{fmt[cfg.dtype].significand_bits}); |Σ−1|: worst row sum; NaN, inf: counts of outputs; "
+               "NaN/inf ≠ ref: elements whose non-finite pattern differs from float64's; argmax agree: fraction of "
+               "rows whose largest probability sits where the reference's does; bound: the seed's 3·n·u_acc + u_out "
+               "with n = terms one accumulator folds in sequence (its share of the row, plus one per merge level).")
     csv_download(df, cfg, "errors", "csv_errors")
     ref = compute.get_reference(spec)[cfg.row]
     outputs = {k: r["out"][cfg.row] for k, r in results.items()}
@@ -276,13 +280,12 @@ def kernels_page() -> None:
     st.selectbox("Variant", keys, key="kv", format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
     v = explorer.VARIANTS[ss["kv"]]
     st.markdown(f"**{v.title}**: {v.lesson}")
-    entry = {f.name: getattr(v, f.name) for f in dataclasses.fields(v) if f.name != "launch_rule"}
+    entry = {f.name: getattr(v, f.name) for f in dataclasses.fields(v) if f.name not in ("launch_rule", "lesson", "title")}
     entry = {k: ", ".join(val) if isinstance(val, tuple) else val for k, val in entry.items()}
     c1, c2 = st.columns(2)
     with c1:
         st.subheader("Registry entry")
-        st.dataframe(pd.DataFrame({"value": {k: str(val) for k, val in entry.items()}}), width="stretch",
-                     key="table_registry")
+        st.table(pd.DataFrame({"value": {k: str(val) for k, val in entry.items()}}))
     with c2:
         if cfg is not None:
             block = cfg.block if v.takes_block_size else None
@@ -292,7 +295,7 @@ def kernels_page() -> None:
                 "grid (blocks)": launch.grid, "block (threads)": launch.block,
                 "threads per row": launch.threads_per_row, "dynamic/static shared bytes": launch.shared_bytes,
                 "global reads per element": v.reads_per_element, "global writes per element": v.writes_per_element,
-            }}), width="stretch", key="table_launch")
+            }}))
             dtype = cfg.dtype if cfg.dtype in v.dtypes else v.dtypes[0]
             acc = cfg.acc if cfg.acc in v.accumulators else v.accumulators[0]
             st.subheader(f"Compiled resources ({dtype} / acc {acc})")

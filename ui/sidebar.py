@@ -153,8 +153,7 @@ def sidebar() -> Config:
 
         st.subheader("Kernels")
         ss["variants"] = [k for k in ss.get("variants", []) if k in explorer.VARIANTS]
-        st.multiselect("Variants", list(explorer.VARIANTS), key="variants", help=_variants_help(),
-                       format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
+        st.multiselect("Variants", list(explorer.VARIANTS), key="variants", help=_variants_help())
         variants = tuple(ss["variants"])
         if any(explorer.VARIANTS[k].takes_block_size for k in variants):
             if ss.get("block") not in BLOCK_SIZES:

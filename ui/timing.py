@@ -137,8 +137,8 @@ def render(cfg) -> None:
     stamp = " | ".join(meta_stamp(metas[s]) for s in dict.fromkeys(chosen["source"]))
     t, g = figures.timing_figures(chosen, ss["tshape"], stamp)
     slug = f"softmax_timing_{ss['tshape'].replace(' ', '_').replace('×', 'x')}"
-    st.plotly_chart(t, config=figures.chart_config(slug + "_time"), key="chart_time", width="stretch")
-    st.plotly_chart(g, config=figures.chart_config(slug + "_bandwidth"), key="chart_bandwidth", width="stretch")
+    st.plotly_chart(t, config=figures.chart_config(slug + "_time"), key="chart_time", width="stretch", theme=None)
+    st.plotly_chart(g, config=figures.chart_config(slug + "_bandwidth"), key="chart_bandwidth", width="stretch", theme=None)
     table = chosen[[c for c in TABLE_COLUMNS if c in chosen.columns]].reset_index(drop=True)
     st.dataframe(table, width="stretch", hide_index=True, key="table_timing")
     st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
