@@ -157,16 +157,9 @@ def test_default_block_size(variant):
     assert res.block_size == explorer.VARIANTS[variant].default_block_size > 0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: block_size=64.0 passes check_block_size (64.0 % 32 == 0) and then "
-                   "crashes the emulator with TypeError ('float' object cannot be interpreted as an integer)")
-def test_float_block_size_is_invalid_input():
-    raises(explorer.InvalidInput, "block size", variant="online_block", block_size=64.0)
-
-
-@pytest.mark.xfail(strict=True, reason="BUG: block_size='64' raises TypeError from '64' % 32 in check_block_size, "
-                   "not InvalidInput")
-def test_string_block_size_is_invalid_input():
-    raises(explorer.InvalidInput, "block size", variant="online_block", block_size="64")
+@pytest.mark.parametrize("block", [64.0, "64", 64.5, np.float32(64), [64]])
+def test_non_integer_block_size_is_invalid_input(block):
+    raises(explorer.InvalidInput, "block size", repr(block), variant="online_block", block_size=block)
 
 
 # ---------------------------------------------------------------- dtype / accumulator combinations

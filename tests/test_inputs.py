@@ -229,10 +229,17 @@ def test_make_input_rejects_bad_arguments(kwargs, words):
     assert isinstance(info.value, explorer.ExplorerError)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: make_input(seed=-1) raises numpy's bare ValueError, not InvalidInput")
-def test_make_input_rejects_negative_seed_with_invalid_input():
-    with pytest.raises(explorer.InvalidInput, match="seed"):
-        explorer.make_input("normal", 2, 3, seed=-1)
+@pytest.mark.parametrize("seed", [-1, -(2**40), 1.5, "a", None, True, [1, 2]])
+def test_make_input_rejects_bad_seeds_with_invalid_input(seed):
+    with pytest.raises(explorer.InvalidInput, match="seed") as info:
+        explorer.make_input("normal", 2, 3, seed=seed)
+    assert repr(seed) in str(info.value)
+
+
+@pytest.mark.parametrize("seed", [0, 2**63, np.int64(5), np.uint32(7)])
+def test_make_input_accepts_whole_number_seeds(seed):
+    a = explorer.make_input("normal", 2, 3, seed=seed)
+    assert same_bits(a, explorer.make_input("normal", 2, 3, seed=int(seed)))
 
 
 # ---------------------------------------------------------------- load_logits
@@ -385,7 +392,6 @@ def test_garbage_npy_refused():
     assert_invalid(b"this is not an npy file at all", "g.npy", "g.npy", "could not be read")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an .npz archive uploaded as .npy gives AttributeError ('NpzFile' has no dtype)")
 def test_npz_archive_named_npy_refused():
     buf = io.BytesIO()
     np.savez(buf, a=np.ones(3))
