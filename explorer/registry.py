@@ -76,12 +76,12 @@ class Variant:
 
 
 def _thread_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:
-    return Launch(grid=-(-rows // THREADS_PER_BLOCK), block=THREADS_PER_BLOCK, shared_bytes=0, threads_per_row=1)
+    return Launch(grid=cdiv(rows, THREADS_PER_BLOCK), block=THREADS_PER_BLOCK, shared_bytes=0, threads_per_row=1)
 
 
 def _warp_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:
     rows_per_block = THREADS_PER_BLOCK // 32
-    return Launch(grid=-(-rows // rows_per_block), block=THREADS_PER_BLOCK, shared_bytes=0, threads_per_row=32)
+    return Launch(grid=cdiv(rows, rows_per_block), block=THREADS_PER_BLOCK, shared_bytes=0, threads_per_row=32)
 
 
 def _block_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:
@@ -91,7 +91,7 @@ def _block_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:
 
 def _split(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Enough chunks per row to give the GPU ~4 blocks per SM, each thread folding >= 4 elements."""
-    chunks = max(1, min(-(-cols // (4 * block)), -(-4 * SMS // rows)))
+    chunks = max(1, min(cdiv(cols, 4 * block), cdiv(4 * SMS, rows)))
     return Launch(grid=rows * chunks, block=block, shared_bytes=256, threads_per_row=chunks * block,
                   kernel="split", chunks=chunks)
 
@@ -101,21 +101,30 @@ def _pow2_at_least(n: int) -> int:
 
 
 def _fast(rows: int, cols: int, block: int, dtype: str) -> Launch:
-    """Registers hold the row: a warp for short rows, a block or cluster for longer ones, else split."""
+    """Registers hold the row: lanes of a warp for short rows, a block or cluster for longer ones;
+    few or very long rows stream through several blocks each (fast_split)."""
     itemsize = ITEMSIZE[dtype]
     vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)  # 16-byte packs if aligned
     packs = cols // vec
-    per_thread = ELEMENTS_PER_THREAD // vec
-    if packs <= 32 * per_thread:
-        per_lane = _pow2_at_least(-(-packs // 32))
-        return Launch(grid=-(-rows // (THREADS_PER_BLOCK // 32)), block=THREADS_PER_BLOCK, shared_bytes=0,
-                      threads_per_row=32, kernel="fast_warp", template_args=(vec, per_lane))
-    cluster = _pow2_at_least(-(-packs // (per_thread * 1024)))
+    max_packs = ELEMENTS_PER_THREAD // vec  # per thread
+    if packs <= 32 * max_packs:
+        lanes = min(32, _pow2_at_least(cdiv(packs, max(1, 16 // vec))))  # about 16 elements per lane
+        per = _pow2_at_least(cdiv(packs, lanes))
+        return Launch(grid=cdiv(rows, THREADS_PER_BLOCK // lanes), block=THREADS_PER_BLOCK, shared_bytes=0,
+                      threads_per_row=lanes, kernel="fast_warp", template_args=(vec, per, lanes))
+    cluster = _pow2_at_least(cdiv(packs, max_packs * 1024))
     if cluster <= MAX_CLUSTER and rows * cluster >= SMS:
-        threads = 32 * -(-packs // (cluster * per_thread * 32))
+        threads = 32 * cdiv(packs, cluster * max_packs * 32)
         return Launch(grid=rows * cluster, block=threads, shared_bytes=264, threads_per_row=threads * cluster,
-                      kernel="fast_block", template_args=(vec, per_thread, cluster), cluster=cluster)
-    return _split(rows, cols, SPLIT_BLOCK, dtype)
+                      kernel="fast_block", template_args=(vec, max_packs, cluster), cluster=cluster)
+    per = max(1, 16 // vec)  # packs per thread per batch: 16 elements
+    chunks = max(1, min(cdiv(packs, SPLIT_BLOCK * per), cdiv(4 * SMS, rows)))
+    return Launch(grid=rows * chunks, block=SPLIT_BLOCK, shared_bytes=264, threads_per_row=chunks * SPLIT_BLOCK,
+                  kernel="fast_split", template_args=(vec, per), chunks=chunks)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 VARIANTS: dict[str, Variant] = {

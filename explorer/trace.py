@@ -11,14 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .registry import Launch, Variant
+from .registry import Launch, Variant, cdiv
 
 NODES_PER_BUTTERFLY = 31  # 16 + 8 + 4 + 2 + 1
 OFFSETS = (16, 8, 4, 2, 1)
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass

@@ -2,13 +2,16 @@
 //
 // | kernel          | idea                                                            | global reads / writes per element |
 // |-----------------|-----------------------------------------------------------------|-----------------------------------|
-// | fast_warp       | warp per row, row cached in registers, 16-byte vector loads     | 1 / 1                             |
-// | fast_block      | block (or Hopper cluster of up to 8 blocks) per row, registers  | 1 / 1                             |
-// | split_partial   | several blocks per row each fold a chunk into (m, d)            | 1 / 0 (+ 2 floats per chunk)      |
-// | split_finish    | merge the row's chunk states, normalise the chunk               | 1 / 1                             |
+// | fast_warp          | lanes of a warp per row, row cached in registers, 16-byte loads | 1 / 1                          |
+// | fast_block         | block (or Hopper cluster of up to 8 blocks) per row, registers  | 1 / 1                          |
+// | fast_split_partial | several blocks per row stream a chunk each into (m, d)          | 1 / 0 (+ 2 floats per chunk)   |
+// | fast_split_finish  | merge the row's chunk states, normalise the chunk               | 1 / 1                          |
+// | split_partial      | split_row, the teaching version: per-element online rule       | 1 / 0 (+ 2 floats per chunk)   |
+// | split_finish       | merge the chunk states in order, normalise (traced)             | 1 / 1                          |
 //
-// `fast` (the variant) picks one of them from the shape; see explorer/registry.py.
-// fast_* accumulate in fp32 only (Acc must be float). All kernels are templated like softmax.cu.
+// `fast` (the variant) picks fast_warp, fast_block or the fast_split pair from the shape; see
+// explorer/registry.py. fast_* accumulate in fp32 only (Acc must be float) and use exp2f (one MUFU
+// instruction) instead of expf. All kernels are templated like softmax.cu.
 #include "common.cuh"
 
 #define LOG2E 1.4426950408889634f
@@ -18,55 +21,98 @@ template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; 
 // e^{x - m} as 2^{x·log2e - m·log2e}: one FMA and one MUFU.EX2 instead of expf's ~10 instructions.
 __device__ __forceinline__ float exp_shifted(float x, float m_log2e) { return exp2f(fmaf(x, LOG2E, -m_log2e)); }
 
+// e^{m_from - m_to} the same way; equal maxima (-inf == -inf included) give exactly 1.
+__device__ __forceinline__ float fast_rescale(float m_from, float m_to) {
+    return m_from == m_to ? 1.0f : exp2f(__fmul_rn(__fsub_rn(m_from, m_to), LOG2E));
+}
+
+// The (m, d) merge of common.cuh with the cheap exponential: ~15 instructions, not ~60.
+__device__ __forceinline__ State<float> fast_merge(State<float> a, State<float> b) {
+    const float m = acc_max(a.m, b.m);
+    return {m, __fadd_rn(__fmul_rn(a.d, fast_rescale(a.m, m)), __fmul_rn(b.d, fast_rescale(b.m, m)))};
+}
+
+// Butterfly over groups of LANES consecutive lanes (a power of two <= 32); all lanes take part.
+template <int LANES> __device__ __forceinline__ State<float> group_merge(State<float> s) {
+#pragma unroll
+    for (int offset = LANES / 2; offset > 0; offset >>= 1)
+        s = fast_merge(s, {__shfl_xor_sync(0xffffffffu, s.m, offset), __shfl_xor_sync(0xffffffffu, s.d, offset)});
+    return s;
+}
+
+// group_merge<32> per warp, then warp 0 merges the warps' states; every thread gets the block's.
+__device__ __forceinline__ State<float> fast_block_merge(State<float> s) {
+    __shared__ float shared_m[32], shared_d[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    s = group_merge<32>(s);
+    if (lane == 0) { shared_m[warp] = s.m; shared_d[warp] = s.d; }
+    __syncthreads();
+    if (warp == 0) {
+        State<float> w = lane < warps ? State<float>{shared_m[lane], shared_d[lane]} : State<float>{NEG_INF, 0.0f};
+        w = group_merge<32>(w);
+        if (lane == 0) { shared_m[0] = w.m; shared_d[0] = w.d; }
+    }
+    __syncthreads();
+    return {shared_m[0], shared_d[0]};
+}
+
 // A thread's state over the elements it holds in registers: max first (registers are free to
-// read twice), then the sum. As in online_step, a -inf element adds exactly 0 and a NaN makes d NaN.
-template <int N> __device__ __forceinline__ State<float> register_state(const float (&x)[N], const bool (&valid)[N]) {
+// read twice), then e_i = e^{x_i - m} in place and their sum, so each element costs ONE exp.
+// As in online_step, a -inf element adds exactly 0 and a NaN makes d NaN.
+template <int N> __device__ __forceinline__ State<float> exps_in_place(float (&v)[N], const bool (&valid)[N]) {
     float m = NEG_INF;
 #pragma unroll
-    for (int i = 0; i < N; ++i) if (valid[i]) m = fmaxf(m, x[i]);
-    const float m_log2e = m * LOG2E;
+    for (int i = 0; i < N; ++i) if (valid[i]) m = fmaxf(m, v[i]);
+    const float m_log2e = __fmul_rn(m, LOG2E);
     float d = 0.0f;
 #pragma unroll
-    for (int i = 0; i < N; ++i) if (valid[i]) d += x[i] == NEG_INF ? 0.0f : exp_shifted(x[i], m_log2e);
+    for (int i = 0; i < N; ++i) {
+        v[i] = valid[i] && v[i] != NEG_INF ? exp_shifted(v[i], m_log2e) : 0.0f;
+        d = __fadd_rn(d, v[i]);
+    }
     return {m, d};
 }
 
+// y_i = e_i · (e^{m_thread - m_row} / d_row): the thread's exps rescaled once, no second exp.
+template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> scaled(const float* e, float c) {
+    Pack<T, VEC> out;
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) out.v[i] = from_float<T>(__fmul_rn(e[i], c));
+    return out;
+}
+
 // fast_warp: online_warp with the row held in registers, so x is read ONCE (1 read, 1 write):
-// lane l loads 16-byte packs l, l+32, ... (PER of them), the (m, d) pairs merge by butterfly,
-// and the output is computed from the registers. Used for rows of up to 32·PER·VEC elements.
-template <typename T, typename Acc, int VEC, int PER>
+// a group of LANES lanes per row (32 / LANES rows per warp, so short rows keep every lane busy and
+// merge in fewer levels); lane l loads 16-byte packs l, l+LANES, ... (PER of them).
+template <typename T, typename Acc, int VEC, int PER, int LANES>
 __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
-    const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (row >= rows) return;
-    const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
-    Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
-    const int packs = cols / VEC;
+    const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
+    const int lane = threadIdx.x % LANES;
+    const bool live = row < rows;  // dead groups still take part in the shuffles
+    const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + (live ? row : 0) * cols);
+    Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + (live ? row : 0) * cols);
+    const int packs = live ? cols / VEC : 0;
     float v[PER * VEC];
     bool valid[PER * VEC];
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-        const int p = k * 32 + lane;
+        const int p = k * LANES + lane;
         Pack<T, VEC> pack;
         if (p < packs) pack = xr[p];
 #pragma unroll
         for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < packs; v[k * VEC + i] = p < packs ? to_float(pack.v[i]) : 0.0f; }
     }
-    Trace none{};
-    State<float> s = warp_merge<float, false>(register_state(v, valid), lane, false, none, 0);
-    const float m_log2e = s.m * LOG2E, inv_d = 1.0f / s.d;
+    const State<float> mine = exps_in_place(v, valid);
+    const State<float> s = group_merge<LANES>(mine);
+    const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-        const int p = k * 32 + lane;
-        if (p >= packs) continue;
-        Pack<T, VEC> out;
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) out.v[i] = from_float<T>(exp_shifted(v[k * VEC + i], m_log2e) * inv_d);
-        yr[p] = out;
+        const int p = k * LANES + lane;
+        if (p < packs) yr[p] = scaled<T, VEC>(v + k * VEC, c);
     }
 }
 
-// fast_block: fast_warp's register caching for longer rows: a block of THREADS (blockDim.x) per
+// fast_block: fast_warp's register caching for longer rows: a block of blockDim.x threads per
 // row, or a cluster of CLUSTER blocks (Hopper) sharing one row, each holding a contiguous chunk.
 // Block states merge in shared memory; cluster states are read from the other blocks' shared
 // memory (DSMEM) and merged in rank order. Still 1 read, 1 write per element.
@@ -91,8 +137,8 @@ fast_block(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
 #pragma unroll
         for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
     }
-    Trace none{};
-    State<float> s = block_merge<float, false>(register_state(v, valid), false, none);
+    const State<float> mine = exps_in_place(v, valid);
+    State<float> s = fast_block_merge(mine);
     if (CLUSTER > 1) {
         if (threadIdx.x == 0) { cluster_state[0] = s.m; cluster_state[1] = s.d; }
         __cluster_barrier_arrive();
@@ -101,19 +147,76 @@ fast_block(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
         s = {first[0], first[1]};
         for (int r = 1; r < CLUSTER; ++r) {
             const float* other = static_cast<const float*>(__cluster_map_shared_rank((void*)cluster_state, r));
-            s = merge(s, State<float>{other[0], other[1]});
+            s = fast_merge(s, {other[0], other[1]});
         }
         __cluster_barrier_arrive();  // no block may leave while another still reads its shared memory
         __cluster_barrier_wait();
     }
-    const float m_log2e = s.m * LOG2E, inv_d = 1.0f / s.d;
+    const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
         const int p = begin + k * blockDim.x + threadIdx.x;
-        if (p >= end) continue;
+        if (p < end) yr[p] = scaled<T, VEC>(v + k * VEC, c);
+    }
+}
+
+// fast_split_partial: fast's path for few, very long rows. Block c of a row streams chunk c in
+// batches of PER packs per thread, online at batch granularity (one rescale per batch, one exp
+// per element), then merges the block: 1 read per element, 2 floats per chunk.
+template <typename T, typename Acc, int VEC, int PER>
+__global__ void __launch_bounds__(512) fast_split_partial(const T* __restrict__ x, float* __restrict__ partial, int rows,
+                                                          int cols, int chunks) {
+    const long long row = blockIdx.x / chunks;
+    const int c = blockIdx.x % chunks;
+    const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
+    const int packs = cols / VEC;
+    const int chunk = (packs + chunks - 1) / chunks;
+    const int begin = c * chunk, end = min(packs, begin + chunk);
+    State<float> s = {NEG_INF, 0.0f};
+    for (int base = begin; base < end; base += PER * blockDim.x) {
+        float v[PER * VEC];
+        bool valid[PER * VEC];
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const int p = base + k * blockDim.x + threadIdx.x;
+            Pack<T, VEC> pack;
+            if (p < end) pack = xr[p];
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
+        }
+        s = fast_merge(s, exps_in_place(v, valid));
+    }
+    s = fast_block_merge(s);
+    if (threadIdx.x == 0) { partial[2 * blockIdx.x] = s.m; partial[2 * blockIdx.x + 1] = s.d; }
+}
+
+// fast_split_finish: warp 0 merges the row's chunk states (lane l folds chunks l, l+32, ..., then a
+// butterfly), and every thread normalises its chunk from a second read: 1 read, 1 write.
+template <typename T, typename Acc, int VEC, int PER>
+__global__ void __launch_bounds__(512) fast_split_finish(const T* __restrict__ x, T* __restrict__ y,
+                                                         const float* __restrict__ partial, int rows, int cols, int chunks) {
+    __shared__ float row_state[2];
+    const long long row = blockIdx.x / chunks;
+    const int c = blockIdx.x % chunks;
+    if (threadIdx.x < 32) {
+        const float* row_partial = partial + 2 * row * chunks;
+        State<float> s = {NEG_INF, 0.0f};
+        for (int k = threadIdx.x; k < chunks; k += 32) s = fast_merge(s, {row_partial[2 * k], row_partial[2 * k + 1]});
+        s = group_merge<32>(s);
+        if (threadIdx.x == 0) { row_state[0] = s.m; row_state[1] = s.d; }
+    }
+    __syncthreads();
+    const float m_log2e = __fmul_rn(row_state[0], LOG2E), inv_d = 1.0f / row_state[1];
+    const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
+    Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
+    const int packs = cols / VEC;
+    const int chunk = (packs + chunks - 1) / chunks;
+    const int begin = c * chunk, end = min(packs, begin + chunk);
+    for (int p = begin + threadIdx.x; p < end; p += blockDim.x) {
+        const Pack<T, VEC> in = xr[p];
         Pack<T, VEC> out;
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) out.v[i] = from_float<T>(exp_shifted(v[k * VEC + i], m_log2e) * inv_d);
+        for (int i = 0; i < VEC; ++i) out.v[i] = from_float<T>(__fmul_rn(exp_shifted(to_float(in.v[i]), m_log2e), inv_d));
         yr[p] = out;
     }
 }

@@ -73,6 +73,21 @@ def test_odd_shapes(key, shape, seed):
     assert report.max_rel <= max(1e-5, bound), (seed, report)
 
 
+FAST_SHAPES = [(1, 1), (3, 33), (5, 781), (1000, 128), (257, 1000), (2, 4097), (300, 20000), (200, 65536),
+               (140, 262144), (1, 2**20), (3, 1_000_003), (8, 4 * 2**20)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", FAST_SHAPES, ids=[f"{r}x{c}" for r, c in FAST_SHAPES])
+def test_fast_dispatch_at_odd_shapes(shape, dtype, seed):
+    """Every path of `fast` (warp groups, block, cluster, split; aligned or not) against float64."""
+    x = explorer.make_input("normal", *shape, dtype, seed)
+    result = explorer.softmax(x, "fast", backend="cuda")
+    report = explorer.errors(result.out, x)
+    assert report.max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, result.launch.describe(), report)
+    assert report.nonfinite_mismatch == 0
+
+
 @pytest.mark.parametrize("block_size", (32, 96, 256, 1024))
 @pytest.mark.parametrize("key", [k for k, v in explorer.VARIANTS.items() if v.takes_block_size])
 def test_block_sizes(key, block_size, seed):
@@ -122,11 +137,12 @@ def test_gpu_agrees_with_emulation(key, dtype, acc, dist, seed):
     assert np.nanmax(rel) <= emulation_bound(dtype, acc), (seed, float(np.nanmax(rel)))
 
 
-@pytest.mark.parametrize("cols", (999, 50000))
-@pytest.mark.parametrize(("key", "acc"), combos(TRACEABLE))
+LONG_TRACEABLE = [k for k in TRACEABLE if explorer.VARIANTS[k].family in ("block", "split")]
+
+
+@pytest.mark.parametrize(("key", "acc", "cols"), [(k, a, 999) for k, a in combos(TRACEABLE)]
+                         + [(k, a, 50000) for k, a in combos(LONG_TRACEABLE)])
 def test_traces_agree_with_emulation(key, acc, cols, seed):
-    if cols > 999 and explorer.VARIANTS[key].family not in ("block", "split"):
-        pytest.skip("long traced rows only for block and split variants")
     x = explorer.make_input("normal", 5, cols, "float32", seed)
     gpu, emu = run_both(x, key, acc, trace_row=3)
     assert np.array_equal(gpu.trace.index, emu.trace.index)

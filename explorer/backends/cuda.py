@@ -109,7 +109,7 @@ def _function(filename: str, dtype: str, acc: str, name: str):
 def kernel_names(variant: Variant, launch: Launch, dtype: str, acc: str, traced: bool = False) -> list[str]:
     """The instantiations a launch runs, in order (split rows run two kernels)."""
     kernel_name = launch.kernel or variant.kernel
-    names = ["split_partial", "split_finish"] if kernel_name == "split" else [kernel_name]
+    names = [f"{kernel_name}_partial", f"{kernel_name}_finish"] if kernel_name.endswith("split") else [kernel_name]
     return [_name(k, dtype, acc, traced, launch.template_args) for k in names]
 
 
@@ -140,19 +140,19 @@ def launch(variant: Variant, geometry: Launch, x_dev, y_dev, rows: int, cols: in
            trace=None, trace_row: int = -1) -> None:
     """Launch a variant on device arrays (no checks, no sync): the path bench.py times."""
     traced = trace is not None
-    trace_args = [np.int64(trace_row), *trace] if traced else [np.int64(-1), *_null_trace()]
-    kernels = [_function(variant.kernel_file, dtype, acc, name)
-               for name in kernel_names(variant, geometry, dtype, acc, traced)]
-    grid, block = (geometry.grid,), (geometry.block,)
+    names = kernel_names(variant, geometry, dtype, acc, traced)
+    kernels = [_function(variant.kernel_file, dtype, acc, name) for name in names]
+    # kernels with the TRACE switch end their signature with TRACE_ARGS
+    tail = [np.int64(trace_row), *trace] if traced else [np.int64(-1), *_null_trace()]
+    tails = [tail if name.split("<")[0] in TRACED_KERNELS else [] for name in names]
+    grid, block, shape = (geometry.grid,), (geometry.block,), [np.int32(rows), np.int32(cols)]
     if len(kernels) == 2:  # split: chunk states, then merge and normalise
         partial = cp.empty(2 * geometry.grid, np.float32)
         chunks = np.int32(geometry.chunks)
-        kernels[0](grid, block, (x_dev, partial, np.int32(rows), np.int32(cols), chunks, *trace_args))
-        kernels[1](grid, block, (x_dev, y_dev, partial, np.int32(rows), np.int32(cols), chunks, *trace_args))
-        return
-    args = [x_dev, y_dev, np.int32(rows), np.int32(cols)]
-    kernel_name = geometry.kernel or variant.kernel
-    kernels[0](grid, block, tuple(args + (trace_args if kernel_name in TRACED_KERNELS else [])))
+        kernels[0](grid, block, (x_dev, partial, *shape, chunks, *tails[0]))
+        kernels[1](grid, block, (x_dev, y_dev, partial, *shape, chunks, *tails[1]))
+    else:
+        kernels[0](grid, block, (x_dev, y_dev, *shape, *tails[0]))
 
 
 @functools.lru_cache(maxsize=1)

@@ -253,60 +253,140 @@ def _naive(x, acc):
 
 
 LOG2E = np.float32(1.4426950408889634)
+F32_INF = np.float32(np.inf)
+
+
+def _exp2_f32(t: np.ndarray) -> np.ndarray:
+    """exp2f: in float64, rounded once to fp32, subnormals flushed."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _ftz(np.exp2(t.astype(np.float64)).astype(F32))
 
 
 def _exp_shifted(x: np.ndarray, m_log2e: np.ndarray) -> np.ndarray:
     """fast.cu's exp2f(fmaf(x, LOG2E, -m·LOG2E)): the fma in float64 (exact product), rounded once."""
     with np.errstate(invalid="ignore", over="ignore"):
-        t = (x.astype(np.float64) * np.float64(LOG2E) - m_log2e.astype(np.float64)).astype(F32)
-        return _ftz(np.exp2(t.astype(np.float64)).astype(F32))
+        return _exp2_f32((x.astype(np.float64) * np.float64(LOG2E) - m_log2e.astype(np.float64)).astype(F32))
 
 
-def _register_states(xg: np.ndarray, valid: np.ndarray):
-    """fast.cu's register_state for every thread: xg (rows, threads, slots) fp32, valid (threads, slots)."""
-    m = np.fmax.reduce(np.where(valid, xg, -np.inf), axis=2).astype(F32)  # fmaxf skips NaN, as the kernel
-    m_log2e = m * LOG2E
-    d = np.zeros(m.shape, F32)
-    for slot in range(xg.shape[2]):
-        term = np.where(xg[..., slot] == -np.inf, np.zeros((), F32), _exp_shifted(xg[..., slot], m_log2e))
-        d = np.where(valid[:, slot], d + term, d)
+def _fast_rescale(m_from: np.ndarray, m_to: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.where(m_from == m_to, np.ones((), F32), _exp2_f32((m_from - m_to) * LOG2E))
+
+
+def _fast_merge(m1, d1, m2, d2):
+    m = np.where((m2 > m1) | ((m2 == m1) & np.signbit(m1)), m2, m1)  # acc_max
+    with np.errstate(invalid="ignore", over="ignore"):
+        return m, d1 * _fast_rescale(m1, m) + d2 * _fast_rescale(m2, m)
+
+
+def _group_merge(m, d, lanes: int):
+    """group_merge<LANES> over the last axis, whose length is a multiple of lanes."""
+    ids = np.arange(m.shape[-1])
+    offset = lanes // 2
+    while offset:
+        m, d = _fast_merge(m, d, m[..., ids ^ offset], d[..., ids ^ offset])
+        offset //= 2
     return m, d
 
 
+def _fast_block_merge(m, d):
+    """fast_block_merge over (rows, threads): a butterfly per warp, then one over the warps."""
+    rows, threads = m.shape
+    warps = threads // 32
+    wm, wd = _group_merge(m.reshape(rows, warps, 32), d.reshape(rows, warps, 32), 32)
+    top_m = np.full((rows, 32), -np.inf, F32)
+    top_d = np.zeros((rows, 32), F32)
+    top_m[:, :warps], top_d[:, :warps] = wm[:, :, 0], wd[:, :, 0]
+    top_m, top_d = _group_merge(top_m, top_d, 32)
+    return top_m[:, :1], top_d[:, :1]
+
+
+def _exps_in_place(xg: np.ndarray, valid: np.ndarray):
+    """fast.cu's exps_in_place for every thread: xg (rows, threads, slots) fp32, valid broadcastable to it.
+
+    Returns the thread states (m, d) and the exps e (invalid slots 0)."""
+    valid = np.broadcast_to(valid, xg.shape)
+    m = np.fmax.reduce(np.where(valid, xg, -np.inf), axis=2).astype(F32)  # fmaxf skips NaN, as the kernel
+    e = np.where(valid & (xg != -np.inf), _exp_shifted(xg, (m * LOG2E)[..., None]), np.zeros((), F32))
+    d = np.zeros(m.shape, F32)
+    for slot in range(xg.shape[2]):  # the sum in the thread's order
+        d = d + e[..., slot]
+    return m, d, e
+
+
+def _pack_elements(pack: np.ndarray, vec: int) -> np.ndarray:
+    """(threads, packs) pack indices -> (threads, packs * vec) element indices, slot = k * vec + i."""
+    return (pack[:, :, None] * vec + np.arange(vec)).reshape(pack.shape[0], -1)
+
+
 def _fast(x: np.ndarray, launch: Launch) -> np.ndarray:
-    """fast_warp / fast_block (or the split kernels), with the same thread-to-element map."""
-    acc = Acc("float32")
-    if launch.kernel == "split":
-        return _split_row(x, acc, launch, None, None)
+    """fast_warp / fast_block / fast_split, with the same thread-to-element map and arithmetic."""
     rows, cols = x.shape
+    x32 = x.astype(F32)
     vec, per = launch.template_args[:2]
     packs = cols // vec
+    if launch.kernel == "fast_split":
+        return _fast_split(x32, launch, vec, per).astype(x.dtype)
     if launch.kernel == "fast_warp":
-        pack = np.arange(per)[None, :] * 32 + np.arange(32)[:, None]  # (lane, k)
-        valid_pack = pack < packs
+        lanes = launch.template_args[2]
+        pack = np.arange(per)[None, :] * lanes + np.arange(lanes)[:, None]  # (lane, k)
+        valid = pack < packs
     else:
         cluster, threads = launch.cluster, launch.block
         chunk = cdiv(packs, cluster)
         rank, t = np.divmod(np.arange(cluster * threads), threads)
         pack = (rank * chunk)[:, None] + np.arange(per)[None, :] * threads + t[:, None]
-        valid_pack = pack < np.minimum(packs, (rank + 1) * chunk)[:, None]
-    element = (pack[:, :, None] * vec + np.arange(vec)).reshape(pack.shape[0], -1)  # slot = k * vec + i
-    valid = np.repeat(valid_pack, vec, axis=1)
-    x32 = x.astype(F32)
-    m, d = _register_states(x32[:, np.where(valid, element, 0)], valid)
+        valid = pack < np.minimum(packs, (rank + 1) * chunk)[:, None]
+    element = _pack_elements(np.where(valid, pack, 0), vec)
+    valid = np.repeat(valid, vec, axis=1)
+    m, d, e = _exps_in_place(x32[:, element], valid)
     if launch.kernel == "fast_warp":
-        m, d = _butterfly(acc, m, d, None, 0)
-        m, d = m[:, :1], d[:, :1]
+        row_m, row_d = _group_merge(m, d, launch.template_args[2])
+        row_m, row_d = row_m[:, :1], row_d[:, :1]
     else:
-        m, d = _block_merge(acc, m.reshape(rows * cluster, threads), d.reshape(rows * cluster, threads), None)
-        m, d = m.reshape(rows, cluster), d.reshape(rows, cluster)
-        row_m, row_d = m[:, :1], d[:, :1]
+        bm, bd = _fast_block_merge(m.reshape(rows * cluster, threads), d.reshape(rows * cluster, threads))
+        bm, bd = bm.reshape(rows, cluster), bd.reshape(rows, cluster)
+        row_m, row_d = bm[:, :1], bd[:, :1]
         for r in range(1, cluster):
-            row_m, row_d = acc.merge(row_m, row_d, m[:, r:r + 1], d[:, r:r + 1])
-        m, d = row_m, row_d
-    inv_d = _div_f32(np.ones((), F32), d)
+            row_m, row_d = _fast_merge(row_m, row_d, bm[:, r:r + 1], bd[:, r:r + 1])
     with np.errstate(invalid="ignore", over="ignore"):
-        return _ftz(_exp_shifted(x32, m * LOG2E) * inv_d).astype(x.dtype)
+        c = _ftz(_fast_rescale(m, row_m) * _div_f32(np.ones((), F32), row_d))
+        out = _ftz(e * c[..., None])
+    y = np.empty_like(x32)
+    y[:, element[valid]] = out[:, valid]  # every element sits in exactly one valid slot
+    return y.astype(x.dtype)
+
+
+def _fast_split(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
+    """fast_split_partial (batches of per packs per thread, online per batch) then fast_split_finish."""
+    rows, cols = x32.shape
+    packs, chunks, threads = cols // vec, launch.chunks, launch.block
+    chunk = cdiv(packs, chunks)
+    batch = per * threads
+    c = np.arange(chunks)
+    m = np.full((rows, chunks, threads), -np.inf, F32)
+    d = np.zeros((rows, chunks, threads), F32)
+    for base in range(0, chunk, batch):
+        pack = (c * chunk + base)[:, None, None] + np.arange(per)[None, None, :] * threads + np.arange(threads)[None, :, None]
+        valid = (base + np.arange(per)[None, None, :] * threads + np.arange(threads)[None, :, None] < chunk) & (
+            pack < packs)  # (chunks, threads, per)
+        element = (np.where(valid, pack, 0)[..., None] * vec + np.arange(vec)).reshape(chunks, threads, per * vec)
+        slots = np.broadcast_to(np.repeat(valid, vec, axis=2)[None], (rows, chunks, threads, per * vec))
+        bm, bd, _ = _exps_in_place(x32[:, element].reshape(rows * chunks, threads, per * vec),
+                                   slots.reshape(rows * chunks, threads, per * vec))
+        m, d = _fast_merge(m, d, bm.reshape(rows, chunks, threads), bd.reshape(rows, chunks, threads))
+    cm, cd = _fast_block_merge(m.reshape(rows * chunks, threads), d.reshape(rows * chunks, threads))
+    cm, cd = cm.reshape(rows, chunks), cd.reshape(rows, chunks)
+    lanes = 32
+    lm = np.full((rows, lanes), -np.inf, F32)
+    ld = np.zeros((rows, lanes), F32)
+    for k in range(0, chunks, lanes):  # lane l folds chunks l, l + 32, ...
+        n = min(lanes, chunks - k)
+        fm, fd = _fast_merge(lm[:, :n], ld[:, :n], cm[:, k:k + n], cd[:, k:k + n])
+        lm[:, :n], ld[:, :n] = fm, fd
+    row_m, row_d = _group_merge(lm, ld, 32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _ftz(_exp_shifted(x32, (row_m[:, :1] * LOG2E)) * _div_f32(np.ones((), F32), row_d[:, :1]))
 
 
 def run(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, trace_row: int | None):
