@@ -251,23 +251,33 @@ def timing_page() -> None:
 
 # --- 5. kernels -------------------------------------------------------------------------------------------
 
+GLOBAL = re.compile(r"__global__\s+void\s+(?:__\w+__\s*\([^)]*\)\s*)*(\w+)\s*\(")
+
+
 def kernel_excerpt(source: str, kernel: str) -> str | None:
-    """The comment, template line and body of one __global__ function in a .cu file, or None."""
-    lines = source.splitlines()
-    pattern = re.compile(rf"__global__\s+void\s+{re.escape(kernel)}\s*\(")
-    at = next((i for i, line in enumerate(lines) if pattern.search(line)), None)
-    if at is None:
-        return None
-    start = at
-    while start > 0 and (lines[start - 1].startswith("template") or lines[start - 1].startswith("//")):
-        start -= 1
-    depth, end, opened = 0, at, False
-    for end in range(at, len(lines)):
-        depth += lines[end].count("{") - lines[end].count("}")
-        opened = opened or "{" in lines[end]
-        if opened and depth <= 0:
-            break
-    return "\n".join(lines[start:end + 1])
+    """Each __global__ function named `kernel` or `kernel_*` in a .cu file, with its comment and template
+    lines, or None when the file has none (then the page shows the whole file)."""
+    lines = source.splitlines(keepends=True)
+    offsets = np.cumsum([0] + [len(line) for line in lines])
+    pieces = []
+    for match in GLOBAL.finditer(source):
+        name = match.group(1)
+        if name != kernel and not name.startswith(kernel + "_"):
+            continue
+        first = int(np.searchsorted(offsets, match.start(), side="right")) - 1
+        while first > 0 and lines[first - 1].lstrip().startswith(("template", "//")):
+            first -= 1
+        depth, opened, end = 0, False, match.end()
+        for end in range(match.end(), len(source)):
+            ch = source[end]
+            if ch == "{":
+                depth, opened = depth + 1, True
+            elif ch == "}":
+                depth -= 1
+                if opened and depth == 0:
+                    break
+        pieces.append(source[offsets[first]:end + 1])
+    return "\n\n".join(pieces) if pieces else None
 
 
 @guarded
@@ -291,11 +301,13 @@ def kernels_page() -> None:
             block = cfg.block if v.takes_block_size else None
             launch = v.launch(cfg.rows, cfg.cols, block)
             st.subheader(f"Launch for {cfg.rows}×{cfg.cols}")
-            st.dataframe(pd.DataFrame({"value": {
-                "grid (blocks)": launch.grid, "block (threads)": launch.block,
-                "threads per row": launch.threads_per_row, "dynamic/static shared bytes": launch.shared_bytes,
-                "global reads per element": v.reads_per_element, "global writes per element": v.writes_per_element,
-            }}))
+            names = {"grid": "grid (blocks)", "block": "block (threads)", "shared_bytes": "shared bytes",
+                     "threads_per_row": "threads per row"}
+            fields = {names.get(k, k.replace("_", " ")): (", ".join(map(str, val)) or "–") if isinstance(val, tuple)
+                      else val for k, val in dataclasses.asdict(launch).items()}
+            fields["global reads per element"] = v.reads_per_element
+            fields["global writes per element"] = v.writes_per_element
+            st.table(pd.DataFrame({"value": {k: str(val) for k, val in fields.items()}}))
             dtype = cfg.dtype if cfg.dtype in v.dtypes else v.dtypes[0]
             acc = cfg.acc if cfg.acc in v.accumulators else v.accumulators[0]
             st.subheader(f"Compiled resources ({dtype} / acc {acc})")

@@ -1,0 +1,408 @@
+"""The app through streamlit.testing.v1.AppTest (no browser), on the emulator: every page, every control."""
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import explorer
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+SMALL = {"rows": "4", "cols": "100", "variants": "naive,online_thread,online_warp,online_block"}
+
+
+def make(query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(query if query is not None else SMALL)
+    return at.run()
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    """st.navigation pages are functions (no files for switch_page): select the page by its url path."""
+    hashes = {info.get("url_pathname"): h for h, info in at._registered_pages.items()}
+    at._page_hash = hashes["" if page == "outputs" else page]
+    return at.run()
+
+
+def ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    texts = " ".join(str(e.value) for e in at.error)
+    assert "unexpected problem" not in texts and "Traceback" not in texts
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def chart_configs(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.config) for c in at.get("plotly_chart")]
+
+
+def frame(at: AppTest, index: int = 0):
+    return at.dataframe[index].value
+
+
+def arr(value) -> np.ndarray:
+    """A plotly JSON array: a list, or plotly 7's typed form {"dtype", "bdata"(, "shape")}."""
+    if isinstance(value, dict) and "bdata" in value:
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        return data.reshape([int(s) for s in str(shape).split(",")]) if shape else data
+    return np.asarray(value)
+
+
+@pytest.fixture
+def at() -> AppTest:
+    return make()
+
+
+def test_outputs_page_shows_each_variant_beside_the_reference(at):
+    ok(at)
+    assert at.title[0].value == "Outputs"
+    fig = charts(at)[0]
+    names = [t.get("name") for t in fig["data"]]
+    for k in ("naive", "online_thread", "online_warp", "online_block", "float64 reference"):
+        assert k in names
+    ref = next(t for t in fig["data"] if t.get("name") == "float64 reference")
+    x = explorer.make_input("normal", 4, 100)
+    np.testing.assert_allclose(arr(ref["y"]), explorer.reference(x)[0])
+    df = frame(at)
+    assert df.loc["online_warp", "sum of row"] == pytest.approx(1.0, abs=1e-5)
+    assert df.loc["online_warp", "backend"] == "emulator"
+    assert {b.label for b in at.download_button} == {"Download table (CSV)", "Download this run (JSON)"}
+    cfg = chart_configs(at)[0]
+    assert cfg["toImageButtonOptions"]["filename"] == "softmax_outputs_normal_mean0_std1_4x100_float32_acc-float32_seed0_row0"
+    assert any("CPU emulation" in a.get("text", "") for a in fig["layout"]["annotations"])
+
+
+def test_backend_badge_says_cpu_emulation(at):
+    texts = " ".join(m.value for m in at.markdown)
+    assert "CPU emulation — no GPU timings" in texts
+
+
+def test_log_toggle(at):
+    assert charts(at)[0]["layout"]["yaxis"]["type"] == "log"
+    at.toggle(key="log").set_value(False).run()
+    ok(at)
+    assert charts(at)[0]["layout"]["yaxis"]["type"] == "linear"
+    assert at.query_params["log"] == "0"
+
+
+def test_url_carries_the_whole_configuration(at):
+    q = at.query_params
+    assert q["rows"] == "4" and q["cols"] == "100" and q["dist"] == "normal" and q["p_std"] == "1"
+    assert q["variants"] == "naive,online_thread,online_warp,online_block"
+    # a new session opened on that URL reproduces the configuration
+    again = make(dict(q))
+    ok(again)
+    for key in ("rows", "cols", "seed", "row"):
+        assert again.number_input(key=key).value == int(q[key])
+    assert again.multiselect(key="variants").value == q["variants"].split(",")
+    assert again.query_params == q
+
+
+def test_shared_url_sets_every_control():
+    query = {"dist": "uniform", "p_low": "-5", "p_high": "2", "rows": "3", "cols": "64", "seed": "9",
+             "dtype": "float16", "acc": "bfloat16", "variants": "online_block,online_warp", "block": "64",
+             "row": "2", "log": "0"}
+    at = make(query)
+    ok(at)
+    assert at.selectbox(key="dist").value == "uniform"
+    assert at.number_input(key="p_uniform_low").value == -5.0
+    assert at.number_input(key="p_uniform_high").value == 2.0
+    assert at.selectbox(key="dtype").value == "float16" and at.selectbox(key="acc").value == "bfloat16"
+    assert at.select_slider(key="block").value == 64
+    assert at.number_input(key="row").value == 2
+    assert at.toggle(key="log").value is False
+    for key, value in query.items():
+        assert at.query_params[key] == value, key
+    assert "row 2" in charts(at)[0]["layout"]["title"]["text"]
+
+
+def test_bad_url_parameters_are_explained_and_ignored():
+    at = make({"dist": "gauss", "rows": "zero", "variants": "online_warp,bogus", "cols": "50"})
+    ok(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "dist='gauss'" in warnings and "rows='zero'" in warnings and "bogus" in warnings
+    assert at.selectbox(key="dist").value == "normal"
+    assert at.multiselect(key="variants").value == ["online_warp"]
+
+
+def test_every_distribution_and_its_parameters(at):
+    for key, dist in explorer.DISTRIBUTIONS.items():
+        at.selectbox(key="dist").set_value(key).run()
+        ok(at)
+        for name, p in dist.params.items():
+            assert at.number_input(key=f"p_{key}_{name}").value == p.default
+        assert at.query_params["dist"] == key
+        assert charts(at), key
+
+
+def test_distribution_parameter_changes_the_input(at):
+    at.number_input(key="p_normal_mean").set_value(3.0).run()
+    at.number_input(key="p_normal_std").set_value(4.0).run()
+    ok(at)
+    assert at.query_params["p_mean"] == "3" and at.query_params["p_std"] == "4"
+    x = explorer.make_input("normal", 4, 100, mean=3.0, std=4.0)
+    ref = next(t for t in charts(at)[0]["data"] if t.get("name") == "float64 reference")
+    np.testing.assert_allclose(arr(ref["y"]), explorer.reference(x)[0])
+
+
+def test_large_logits_make_naive_nan_and_it_is_shown(at):
+    at.selectbox(key="dist").set_value("large").run()
+    ok(at)
+    df = frame(at)
+    assert df.loc["naive", "NaN"] > 0 and df.loc["online_warp", "NaN"] == 0
+    names = [t.get("name", "") for t in charts(at)[0]["data"]]
+    assert any(n.startswith("naive: NaN") for n in names)
+
+
+def test_rows_cols_seed_dtype_acc_row(at):
+    at.number_input(key="rows").set_value(6).run()
+    at.number_input(key="cols").set_value(33).run()
+    at.number_input(key="seed").set_value(7).run()
+    at.selectbox(key="dtype").set_value("bfloat16").run()
+    at.selectbox(key="acc").set_value("float16").run()
+    at.number_input(key="row").set_value(5).run()
+    ok(at)
+    q = at.query_params
+    assert (q["rows"], q["cols"], q["seed"], q["dtype"], q["acc"], q["row"]) == ("6", "33", "7", "bfloat16", "float16", "5")
+    fig = charts(at)[0]
+    assert "row 5" in fig["layout"]["title"]["text"]
+    assert arr(next(t for t in fig["data"] if t.get("name") == "float64 reference")["y"]).size == 33
+    assert "6×33 bfloat16 · acc float16 · seed 7" in at.caption[0].value
+
+
+def test_row_is_clamped_when_rows_shrink(at):
+    at.number_input(key="row").set_value(3).run()
+    at.number_input(key="rows").set_value(2).run()
+    ok(at)
+    assert at.number_input(key="row").value == 1
+
+
+def test_memory_estimate_and_refusal(at):
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "A run needs ≈" in captions and "MiB" in captions
+    at.number_input(key="cols").set_value(2**20).run()
+    at.number_input(key="rows").set_value(2**20).run()
+    ok(at)
+    errors = " ".join(e.value for e in at.error)
+    assert "Not run" in errors and ("GiB" in errors or "cap" in errors)
+    assert not at.get("plotly_chart")  # nothing ran
+    at.number_input(key="rows").set_value(4).run()  # back to a small shape: the app recovers
+    ok(at)
+    assert not at.error and at.get("plotly_chart")
+
+
+def test_variants_multiselect_and_block_size(at):
+    at.multiselect(key="variants").set_value([]).run()
+    ok(at)
+    assert any("Select at least one variant" in i.value for i in at.info)
+    at.multiselect(key="variants").set_value(["online_thread"]).run()
+    assert not [s for s in at.select_slider if s.key == "block"]  # no block variant: no block size
+    at.multiselect(key="variants").set_value(["online_block", "safe_block"]).run()
+    at.select_slider(key="block").set_value(128).run()
+    ok(at)
+    assert at.query_params["block"] == "128"
+    goto(at, "kernels")
+    at.selectbox(key="kv").set_value("online_block").run()
+    launch = at.table[1].value
+    assert launch.loc["block (threads)", "value"] == "128"
+
+
+def test_variant_help_lists_each_lesson(at):
+    help_text = at.multiselect(key="variants").help
+    for v in explorer.VARIANTS.values():
+        assert v.lesson in help_text
+
+
+def test_upload_npy_and_csv(at):
+    at.selectbox(key="dist").set_value("upload").run()
+    ok(at)
+    assert any("Upload a .npy or .csv" in i.value for i in at.info)
+    import io
+    buf = io.BytesIO()
+    logits = np.linspace(-3, 3, 40).reshape(2, 20)
+    np.save(buf, logits)
+    at.file_uploader(key="upload").upload("logits.npy", buf.getvalue()).run()
+    ok(at)
+    assert at.number_input(key="rows").value == 2 and at.number_input(key="cols").value == 20
+    ref = next(t for t in charts(at)[0]["data"] if t.get("name") == "float64 reference")
+    np.testing.assert_allclose(arr(ref["y"]), explorer.reference(logits.astype(np.float32))[0])
+    assert chart_configs(at)[0]["toImageButtonOptions"]["filename"].startswith("softmax_outputs_upload-logits_2x20")
+    at.file_uploader(key="upload").set_value(("row.csv", b"1,2,3,4\n", "text/csv")).run()
+    ok(at)
+    assert at.number_input(key="cols").value == 4
+
+
+def test_bad_upload_is_refused_in_words(at):
+    at.selectbox(key="dist").set_value("upload").run()
+    at.file_uploader(key="upload").set_value(("bad.csv", b"a,b,c\n", "text/csv")).run()
+    ok(at)
+    assert any("bad.csv could not be read as numbers" in e.value for e in at.error)
+
+
+def test_step_through_thread(at):
+    goto(at, "step")
+    ok(at)
+    assert at.selectbox(key="tv").value == "online_thread"
+    fig = charts(at)[0]
+    assert len(fig["frames"]) == 100
+    assert fig["layout"]["updatemenus"][0]["buttons"][0]["method"] == "animate"
+    at.slider(key="step").set_value(42).run()
+    ok(at)
+    assert at.query_params["step"] == "42"
+    latex = " ".join(x.value for x in at.latex)
+    x = explorer.make_input("normal", 4, 100)[0].astype(np.float64)
+    assert "m_j = \\max(m_{j-1}, x_j)" in latex and f"{x[42]:.7g}" in latex
+    assert "e^{m_{j-1} - m_j}" in latex
+    labels = [m.label for m in at.metric]
+    assert "relative error of d_j" in labels
+    assert float(at.metric[2].value) < 1e-5
+
+
+def test_step_through_warp_and_block(at):
+    goto(at, "step")
+    at.selectbox(key="tv").set_value("online_warp").run()
+    ok(at)
+    figs = charts(at)
+    assert len(figs) == 3  # step, lanes heatmap, merge tree
+    assert arr(figs[1]["data"][0]["z"]).shape[0] == 32
+    at.number_input(key="lane").set_value(5).run()
+    at.radio(key="heat").set_value("err").run()
+    ok(at)
+    assert "lane 5" in charts(at)[0]["layout"]["title"]["text"]
+    assert at.query_params["lane"] == "5" and at.query_params["heat"] == "err"
+    at.selectbox(key="tv").set_value("online_block").run()
+    ok(at)
+    at.selectbox(key="tree").set_value("across warps").run()
+    assert charts(at)[2]["layout"]["title"]["text"].endswith("across warps")
+    at.selectbox(key="tree").set_value("warp 2 lanes").run()
+    ok(at)
+    assert "warp 2 lanes" in charts(at)[2]["layout"]["title"]["text"]
+    assert at.query_params["tree"] == "warp 2 lanes"
+    merges = frame(at)
+    assert set(merges["stage"]) == {"lanes", "warps"}
+
+
+def test_step_through_long_row_is_windowed():
+    at = make({"rows": "1", "cols": "5000", "variants": "online_thread", "step": "4000"})
+    goto(at, "step")
+    ok(at)
+    assert any("animation holds steps" in i.value for i in at.info)
+    fig = charts(at)[0]
+    assert len(fig["frames"]) == 200 and fig["frames"][0]["name"] == "3900"
+
+
+def test_step_through_without_traceable_variant(at):
+    at.multiselect(key="variants").set_value(["naive"]).run()
+    goto(at, "step")
+    ok(at)
+    assert any("records a trace" in i.value for i in at.info)
+
+
+def test_errors_page(at):
+    goto(at, "errors")
+    ok(at)
+    df = frame(at)
+    assert list(df.index) == ["naive", "online_thread", "online_warp", "online_block"]
+    assert (df["max rel"] < 1e-5).all() and (df["argmax agree"] == 1).all()
+    assert (df["max rel"] <= df["bound"]).all()
+    assert charts(at)[0]["layout"]["yaxis"]["type"] == "log"
+    assert [b.label for b in at.download_button] == ["Download table (CSV)"]
+    at.selectbox(key="dist").set_value("nonfinite").run()
+    at.number_input(key="p_nonfinite_rate").set_value(0.05).run()
+    ok(at)
+    df = frame(at)
+    assert (df["NaN"] > 0).all()
+
+
+def test_variant_refusing_a_dtype_is_a_warning_not_a_crash(at, monkeypatch):
+    # a registry entry that takes fewer dtypes than the one chosen: words, and the other variants still run
+    import dataclasses
+    v = explorer.VARIANTS["online_thread"]
+    monkeypatch.setitem(explorer.VARIANTS, "online_thread", dataclasses.replace(v, dtypes=("float32",)))
+    at.selectbox(key="dtype").set_value("float16").run()
+    ok(at)
+    assert any("online_thread" in w.value and "float16" in w.value for w in at.warning)
+    assert "online_warp" in frame(at).index
+
+
+def _bench(gpu: str, scale: float = 1.0) -> bytes:
+    rows = []
+    for name, kind, t in (("online_warp", "variant", 10.0), ("online_block", "variant", 8.0), ("naive", "variant", 12.0),
+                          ("cupyx", "peer", 9.0), ("torch", "peer", 7.5), ("copy", "copy", 5.0)):
+        for cols in (1000, 4096):
+            rows.append({"name": name, "kind": kind, "dtype": "float32", "acc": "float32", "rows": 4096, "cols": cols,
+                         "block_size": 256 if name == "online_block" else None, "median_us": t * scale,
+                         "p10_us": t * scale * 0.9, "p90_us": t * scale * 1.2, "gbps": 1e3 / (t * scale),
+                         "pct_copy": 500 / t, "bytes_moved": 4096 * cols * 8, "reads_per_element": 2,
+                         "writes_per_element": 1, "max_rel": 1e-7})
+    return json.dumps({"schema": "softmax-explorer-bench/1",
+                       "meta": {"gpu": gpu, "cuda_runtime": "12.8", "cuda_driver": "12.8", "cupy": "13.6",
+                                "torch": "2.6", "date": "2025-03-01T10:00:00", "l2_bytes": 50331648},
+                       "results": rows}).encode()
+
+
+def test_timing_page_on_cpu_loads_results_files(at):
+    goto(at, "timing")
+    ok(at)
+    assert any("Timings need a GPU" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+    at.file_uploader(key="bench_files").set_value([("h200.json", _bench("NVIDIA H200"), "application/json"),
+                                                   ("a100.json", _bench("NVIDIA A100", 2.0), "application/json")]).run()
+    ok(at)
+    t, _ = charts(at)
+    assert [tr["name"] for tr in t["data"]] == ["NVIDIA H200", "NVIDIA A100"]
+    bars = t["data"][0]
+    # the sidebar's variants (naive, online_warp, online_block here) plus the peers and the copy
+    assert bars["x"] == ["online_warp", "online_block", "naive", "cupyx (peer)", "torch (peer)", "copy (copy)"]
+    assert list(arr(bars["y"])) == [10.0, 8.0, 12.0, 9.0, 7.5, 5.0]
+    assert "GPU NVIDIA H200 · CUDA 12.8 · CuPy 13.6 · 2025-03-01" in t["layout"]["annotations"][0]["text"]
+    table = frame(at)
+    assert len(table) == 12 and set(table["source"]) == {"NVIDIA H200", "NVIDIA A100"}
+    assert at.selectbox(key="tshape").options == ["4096×1000 float32 acc float32", "4096×4096 float32 acc float32"]
+    at.selectbox(key="tshape").set_value("4096×4096 float32 acc float32").run()
+    ok(at)
+    assert at.query_params["tshape"] == "4096×4096 float32 acc float32"
+    assert chart_configs(at)[0]["toImageButtonOptions"]["filename"] == "softmax_timing_4096x4096_float32_acc_float32_time"
+    assert [b.label for b in at.download_button] == ["Download table (CSV)"]
+
+
+def test_timing_page_refuses_a_bad_file_in_words(at):
+    goto(at, "timing")
+    at.file_uploader(key="bench_files").set_value([("x.json", b"{\"schema\": \"nope\"}", "application/json")]).run()
+    ok(at)
+    assert any("x.json" in e.value and "schema" in e.value for e in at.error)
+
+
+def test_kernels_page_every_variant(at):
+    goto(at, "kernels")
+    ok(at)
+    for key, v in explorer.VARIANTS.items():
+        at.selectbox(key="kv").set_value(key).run()
+        ok(at)
+        assert at.query_params["kv"] == key
+        code = at.code[0].value
+        assert "__global__" in code and v.kernel in code
+        assert at.code[0].language == "cpp"
+        registry = at.table[0].value
+        assert registry.loc["reads_per_element", "value"] == str(v.reads_per_element)
+        launch = at.table[1].value
+        expected = v.launch(4, 100, 256 if v.takes_block_size else None)
+        assert launch.loc["grid (blocks)", "value"] == str(expected.grid)
+        assert any("needs a GPU" in i.value for i in at.info)
+
+
+def test_every_page_after_every_distribution_has_no_exception():
+    at = make({"rows": "3", "cols": "40"})
+    for dist in ("large", "causal_mask", "nonfinite", "constant"):
+        at.selectbox(key="dist").set_value(dist).run()
+        for page in ("outputs", "step", "errors", "timing", "kernels"):
+            goto(at, page)
+            ok(at)
