@@ -4,6 +4,7 @@ of kernels/softmax.cu written from the CUDA source (one element, one lane, one s
 from __future__ import annotations
 
 import time
+import zlib
 
 import ml_dtypes
 import numpy as np
@@ -27,11 +28,17 @@ def run(x, variant, acc="float32", block_size=None):
     return explorer.softmax(x, variant, acc=acc, backend="emulator", block_size=block_size).out
 
 
+def stable_seed(*parts) -> int:
+    """A seed fixed across runs (hash() of strings is salted per process)."""
+    return zlib.crc32(repr(parts).encode())
+
+
 def sequential_terms(variant: str, cols: int, block_size: int | None = None) -> int:
-    """Elements one accumulator folds in sequence: the n of error_bound."""
+    """The n of error_bound: the elements one accumulator folds in sequence, plus one per merge level its
+    partial sum then goes through (ceil(log2) of the threads on the row), as the app's error page counts it."""
     v = CORE[variant]
     threads = {"thread": 1, "warp": 32, "block": block_size or v.default_block_size}[v.family]
-    return -(-cols // threads)
+    return -(-cols // threads) + (threads - 1).bit_length()  # ceil(log2 threads) merge levels
 
 
 def rounding_magnitude(x: np.ndarray, acc: str) -> float:
@@ -79,7 +86,7 @@ def accuracy_cases():
 @pytest.mark.parametrize(("variant", "dtype", "acc", "shape"), list(accuracy_cases()))
 def test_accuracy_on_normal_inputs(variant, dtype, acc, shape):
     rows, cols = shape
-    seed = hash((variant, dtype, acc, shape)) % 2**32
+    seed = stable_seed(variant, dtype, acc, shape)
     x = explorer.make_input("normal", rows, cols, dtype=dtype, seed=seed)
     out = run(x, variant, acc)
     assert out.shape == x.shape and out.dtype == x.dtype
@@ -432,7 +439,7 @@ def model_cases():
 
 @pytest.mark.parametrize(("variant", "dtype", "acc", "block_size"), list(model_cases()))
 def test_emulator_matches_scalar_model_of_the_cuda_source(variant, dtype, acc, block_size):
-    rng = np.random.default_rng(abs(hash((variant, dtype, acc, block_size))) % 2**32)
+    rng = np.random.default_rng(stable_seed(variant, dtype, acc, block_size))
     cols = 101
     x = rng.normal(0.0, 2.0, (5, cols))
     x[1, rng.choice(cols, 4, replace=False)] = -np.inf
