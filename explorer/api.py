@@ -86,7 +86,7 @@ def check_fits(rows: int, cols: int, dtype: str, backend: str, variant: Variant 
 
 
 def get_variant(key: str) -> Variant:
-    if key not in VARIANTS:
+    if not isinstance(key, str) or key not in VARIANTS:
         raise InvalidInput(f"unknown variant {key!r}; choose one of {', '.join(VARIANTS)}")
     return VARIANTS[key]
 
@@ -125,7 +125,7 @@ def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "a
         raise InvalidInput(f"rows and cols must each be below 2^31, got {rows}×{cols}")
     if dtype not in v.dtypes:
         raise InvalidInput(f"{variant} takes {', '.join(v.dtypes)} inputs, not {dtype}")
-    if acc not in DTYPES:
+    if not isinstance(acc, str) or acc not in DTYPES:
         raise InvalidInput(f"unknown accumulator {acc!r}; choose one of {', '.join(DTYPES)}")
     if acc not in v.accumulators:
         raise InvalidInput(f"{variant} accumulates in {', '.join(v.accumulators)}, not {acc}")

@@ -53,7 +53,9 @@ __device__ __forceinline__ State<float> fast_block_merge(State<float> s) {
         if (lane == 0) { shared_m[0] = w.m; shared_d[0] = w.d; }
     }
     __syncthreads();
-    return {shared_m[0], shared_d[0]};
+    const State<float> row = {shared_m[0], shared_d[0]};
+    __syncthreads();  // a persistent block reuses shared_m for its next row
+    return row;
 }
 
 // A thread's state over the elements it holds in registers: max first (registers are free to
@@ -83,80 +85,87 @@ template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> scaled(co
 
 // fast_warp: online_warp with the row held in registers, so x is read ONCE (1 read, 1 write):
 // a group of LANES lanes per row (32 / LANES rows per warp, so short rows keep every lane busy and
-// merge in fewer levels); lane l loads 16-byte packs l, l+LANES, ... (PER of them).
+// merge in fewer levels); lane l loads 16-byte packs l, l+LANES, ... (PER of them). The grid is
+// persistent: each warp strides over rows, so no time goes into launching tiny blocks.
 template <typename T, typename Acc, int VEC, int PER, int LANES>
 __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
-    const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
+    const long long stride = (long long)gridDim.x * blockDim.x / LANES;
     const int lane = threadIdx.x % LANES;
-    const bool live = row < rows;  // dead groups still take part in the shuffles
-    const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + (live ? row : 0) * cols);
-    Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + (live ? row : 0) * cols);
-    const int packs = live ? cols / VEC : 0;
-    float v[PER * VEC];
-    bool valid[PER * VEC];
+    const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
+    // the warp's first row decides the trip count, so whole warps iterate (and shuffle) together
+    for (long long row = first; row - (threadIdx.x % 32) / LANES < rows; row += stride) {
+        const bool live = row < rows;  // dead groups still take part in the shuffles
+        const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + (live ? row : 0) * cols);
+        Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + (live ? row : 0) * cols);
+        const int packs = live ? cols / VEC : 0;
+        float v[PER * VEC];
+        bool valid[PER * VEC];
 #pragma unroll
-    for (int k = 0; k < PER; ++k) {
-        const int p = k * LANES + lane;
-        Pack<T, VEC> pack;
-        if (p < packs) pack = xr[p];
+        for (int k = 0; k < PER; ++k) {
+            const int p = k * LANES + lane;
+            Pack<T, VEC> pack;
+            if (p < packs) pack = xr[p];
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < packs; v[k * VEC + i] = p < packs ? to_float(pack.v[i]) : 0.0f; }
-    }
-    const State<float> mine = exps_in_place(v, valid);
-    const State<float> s = group_merge<LANES>(mine);
-    const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
+            for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < packs; v[k * VEC + i] = p < packs ? to_float(pack.v[i]) : 0.0f; }
+        }
+        const State<float> mine = exps_in_place(v, valid);
+        const State<float> s = group_merge<LANES>(mine);
+        const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
 #pragma unroll
-    for (int k = 0; k < PER; ++k) {
-        const int p = k * LANES + lane;
-        if (p < packs) yr[p] = scaled<T, VEC>(v + k * VEC, c);
+        for (int k = 0; k < PER; ++k) {
+            const int p = k * LANES + lane;
+            if (p < packs) yr[p] = scaled<T, VEC>(v + k * VEC, c);
+        }
     }
 }
 
 // fast_block: fast_warp's register caching for longer rows: a block of blockDim.x threads per
 // row, or a cluster of CLUSTER blocks (Hopper) sharing one row, each holding a contiguous chunk.
 // Block states merge in shared memory; cluster states are read from the other blocks' shared
-// memory (DSMEM) and merged in rank order. Still 1 read, 1 write per element.
+// memory (DSMEM) and merged in rank order. Still 1 read, 1 write per element. Persistent: each
+// block (cluster) strides over rows.
 template <typename T, typename Acc, int VEC, int PER, int CLUSTER>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(1024)
 fast_block(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
     __shared__ float cluster_state[2];
-    const long long row = blockIdx.x / CLUSTER;
     const int rank = blockIdx.x % CLUSTER;
-    const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
-    Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
     const int packs = cols / VEC;
     const int chunk = (packs + CLUSTER - 1) / CLUSTER;
     const int begin = rank * chunk, end = min(packs, begin + chunk);
-    float v[PER * VEC];
-    bool valid[PER * VEC];
+    for (long long row = blockIdx.x / CLUSTER; row < rows; row += gridDim.x / CLUSTER) {
+        const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
+        Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
+        float v[PER * VEC];
+        bool valid[PER * VEC];
 #pragma unroll
-    for (int k = 0; k < PER; ++k) {
-        const int p = begin + k * blockDim.x + threadIdx.x;
-        Pack<T, VEC> pack;
-        if (p < end) pack = xr[p];
+        for (int k = 0; k < PER; ++k) {
+            const int p = begin + k * blockDim.x + threadIdx.x;
+            Pack<T, VEC> pack;
+            if (p < end) pack = xr[p];
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
-    }
-    const State<float> mine = exps_in_place(v, valid);
-    State<float> s = fast_block_merge(mine);
-    if (CLUSTER > 1) {
-        if (threadIdx.x == 0) { cluster_state[0] = s.m; cluster_state[1] = s.d; }
-        __cluster_barrier_arrive();
-        __cluster_barrier_wait();
-        const float* first = static_cast<const float*>(__cluster_map_shared_rank((void*)cluster_state, 0));
-        s = {first[0], first[1]};
-        for (int r = 1; r < CLUSTER; ++r) {
-            const float* other = static_cast<const float*>(__cluster_map_shared_rank((void*)cluster_state, r));
-            s = fast_merge(s, {other[0], other[1]});
+            for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
         }
-        __cluster_barrier_arrive();  // no block may leave while another still reads its shared memory
-        __cluster_barrier_wait();
-    }
-    const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
+        const State<float> mine = exps_in_place(v, valid);
+        State<float> s = fast_block_merge(mine);
+        if (CLUSTER > 1) {
+            if (threadIdx.x == 0) { cluster_state[0] = s.m; cluster_state[1] = s.d; }
+            __cluster_barrier_arrive();
+            __cluster_barrier_wait();
+            const float* first = static_cast<const float*>(__cluster_map_shared_rank((void*)cluster_state, 0));
+            s = {first[0], first[1]};
+            for (int r = 1; r < CLUSTER; ++r) {
+                const float* other = static_cast<const float*>(__cluster_map_shared_rank((void*)cluster_state, r));
+                s = fast_merge(s, {other[0], other[1]});
+            }
+            __cluster_barrier_arrive();  // no block may go on (or leave) while another still reads its shared memory
+            __cluster_barrier_wait();
+        }
+        const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
 #pragma unroll
-    for (int k = 0; k < PER; ++k) {
-        const int p = begin + k * blockDim.x + threadIdx.x;
-        if (p < end) yr[p] = scaled<T, VEC>(v + k * VEC, c);
+        for (int k = 0; k < PER; ++k) {
+            const int p = begin + k * blockDim.x + threadIdx.x;
+            if (p < end) yr[p] = scaled<T, VEC>(v + k * VEC, c);
+        }
     }
 }
 
@@ -196,8 +205,10 @@ template <typename T, typename Acc, int VEC, int PER>
 __global__ void __launch_bounds__(512) fast_split_finish(const T* __restrict__ x, T* __restrict__ y,
                                                          const float* __restrict__ partial, int rows, int cols, int chunks) {
     __shared__ float row_state[2];
-    const long long row = blockIdx.x / chunks;
-    const int c = blockIdx.x % chunks;
+    // blocks run in reverse order of split_partial's, so the chunks read last (still in L2) come first
+    const int block = gridDim.x - 1 - blockIdx.x;
+    const long long row = block / chunks;
+    const int c = block % chunks;
     if (threadIdx.x < 32) {
         const float* row_partial = partial + 2 * row * chunks;
         State<float> s = {NEG_INF, 0.0f};

@@ -264,8 +264,6 @@ def test_result_fields(variant):
     assert np.array_equal(x, X[:2])
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an unhashable variant or acc (a list, as a JSON body could give) raises "
-                   "TypeError 'unhashable type' from the dict lookup, not InvalidInput")
 @pytest.mark.parametrize("call", [{"variant": ["online_warp"]}, {"acc": ["float32"]}])
 def test_unhashable_names_are_invalid_input(call):
     raises(explorer.InvalidInput, **call)
