@@ -17,7 +17,6 @@ SMS = 132  # multiprocessors of the H200 the fast rules were tuned on; only stee
 ELEMENTS_PER_THREAD = 32  # registers of row data per thread in fast_warp / fast_block
 MAX_CLUSTER = 8  # portable Hopper cluster size
 SPLIT_BLOCK = 512
-RESIDENT_THREADS = 2048  # per SM: persistent fast kernels launch about this many and stride over rows
 
 
 @dataclass(frozen=True)
@@ -107,18 +106,16 @@ def _fast(rows: int, cols: int, block: int, dtype: str) -> Launch:
     itemsize = ITEMSIZE[dtype]
     vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)  # 16-byte packs if aligned
     packs = cols // vec
-    max_packs = max(1, (ELEMENTS_PER_THREAD if vec > 1 else ELEMENTS_PER_THREAD // 2) // vec)  # per thread
+    max_packs = ELEMENTS_PER_THREAD // vec  # per thread
     if packs <= 32 * max_packs:
         lanes = min(32, _pow2_at_least(cdiv(packs, max(1, 16 // vec))))  # about 16 elements per lane
         per = _pow2_at_least(cdiv(packs, lanes))
-        blocks = min(cdiv(rows, THREADS_PER_BLOCK // lanes), RESIDENT_THREADS // THREADS_PER_BLOCK * SMS)
-        return Launch(grid=blocks, block=THREADS_PER_BLOCK, shared_bytes=0,
+        return Launch(grid=cdiv(rows, THREADS_PER_BLOCK // lanes), block=THREADS_PER_BLOCK, shared_bytes=0,
                       threads_per_row=lanes, kernel="fast_warp", template_args=(vec, per, lanes))
     cluster = _pow2_at_least(cdiv(packs, max_packs * 1024))
     if cluster <= MAX_CLUSTER and rows * cluster >= SMS:
         threads = 32 * cdiv(packs, cluster * max_packs * 32)
-        resident_rows = max(1, RESIDENT_THREADS // (threads * cluster)) * SMS
-        return Launch(grid=min(rows, resident_rows) * cluster, block=threads, shared_bytes=264, threads_per_row=threads * cluster,
+        return Launch(grid=rows * cluster, block=threads, shared_bytes=264, threads_per_row=threads * cluster,
                       kernel="fast_block", template_args=(vec, max_packs, cluster), cluster=cluster)
     per = max(1, 16 // vec)  # packs per thread per batch: 16 elements
     chunks = max(1, min(cdiv(packs, SPLIT_BLOCK * per), cdiv(4 * SMS, rows)))

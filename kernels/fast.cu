@@ -85,8 +85,9 @@ template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> scaled(co
 
 // fast_warp: online_warp with the row held in registers, so x is read ONCE (1 read, 1 write):
 // a group of LANES lanes per row (32 / LANES rows per warp, so short rows keep every lane busy and
-// merge in fewer levels); lane l loads 16-byte packs l, l+LANES, ... (PER of them). The grid is
-// persistent: each warp strides over rows, so no time goes into launching tiny blocks.
+// merge in fewer levels); lane l loads 16-byte packs l, l+LANES, ... (PER of them). Warps stride
+// over rows if the grid is smaller than the rows (it is launched with one group per row: measured
+// faster on the H200 than a persistent grid).
 template <typename T, typename Acc, int VEC, int PER, int LANES>
 __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
     const long long stride = (long long)gridDim.x * blockDim.x / LANES;
@@ -122,8 +123,8 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
 // fast_block: fast_warp's register caching for longer rows: a block of blockDim.x threads per
 // row, or a cluster of CLUSTER blocks (Hopper) sharing one row, each holding a contiguous chunk.
 // Block states merge in shared memory; cluster states are read from the other blocks' shared
-// memory (DSMEM) and merged in rank order. Still 1 read, 1 write per element. Persistent: each
-// block (cluster) strides over rows.
+// memory (DSMEM) and merged in rank order. Still 1 read, 1 write per element. Blocks (clusters)
+// stride over rows if the grid is smaller than the rows; it is launched with one per row.
 template <typename T, typename Acc, int VEC, int PER, int CLUSTER>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(1024)
 fast_block(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
