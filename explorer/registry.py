@@ -102,21 +102,28 @@ def _pow2_at_least(n: int) -> int:
 
 def _fast(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Registers hold the row: lanes of a warp for short rows, a block or cluster for longer ones;
-    few or very long rows stream through several blocks each (fast_split)."""
+    few or very long rows stream through several blocks each (fast_split). The elements per
+    thread come from measurements on the H200 (docs/benchmarks.md)."""
     itemsize = ITEMSIZE[dtype]
     vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)  # 16-byte packs if aligned
     packs = cols // vec
-    max_packs = ELEMENTS_PER_THREAD // vec  # per thread
-    if packs <= 32 * max_packs:
+    if packs <= 32 * (ELEMENTS_PER_THREAD // vec) and (vec > 1 or cols <= 256):
         lanes = min(32, _pow2_at_least(cdiv(packs, max(1, 16 // vec))))  # about 16 elements per lane
         per = _pow2_at_least(cdiv(packs, lanes))
         return Launch(grid=cdiv(rows, THREADS_PER_BLOCK // lanes), block=THREADS_PER_BLOCK, shared_bytes=0,
                       threads_per_row=lanes, kernel="fast_warp", template_args=(vec, per, lanes))
-    cluster = _pow2_at_least(cdiv(packs, max_packs * 1024))
+    if vec == 4 and cols <= 2048:
+        elements = 8  # fp32 rows of 1-2K: more, lighter threads measured 90% against 55%
+    elif vec < 4:
+        elements = min(ELEMENTS_PER_THREAD, max(4, _pow2_at_least(cdiv(cols, 1024))))  # unaligned: scalar loads
+    else:
+        elements = ELEMENTS_PER_THREAD
+    per = elements // vec
+    cluster = _pow2_at_least(cdiv(packs, per * 1024))
     if cluster <= MAX_CLUSTER and rows * cluster >= SMS:
-        threads = 32 * cdiv(packs, cluster * max_packs * 32)
+        threads = 32 * cdiv(packs, cluster * per * 32)
         return Launch(grid=rows * cluster, block=threads, shared_bytes=264, threads_per_row=threads * cluster,
-                      kernel="fast_block", template_args=(vec, max_packs, cluster), cluster=cluster)
+                      kernel="fast_block", template_args=(vec, per, cluster), cluster=cluster)
     per = max(1, 16 // vec)  # packs per thread per batch: 16 elements
     chunks = max(1, min(cdiv(packs, SPLIT_BLOCK * per), cdiv(4 * SMS, rows)))
     return Launch(grid=rows * chunks, block=SPLIT_BLOCK, shared_bytes=264, threads_per_row=chunks * SPLIT_BLOCK,
