@@ -46,7 +46,10 @@ def unavailable_reason() -> str | None:
             return "no CUDA device is visible"
         cp.cuda.runtime.getDeviceProperties(0)
     except Exception as exc:  # CUDARuntimeError or a missing driver library
-        return f"no usable CUDA device ({exc})"
+        text = str(exc)
+        if "InsufficientDriver" in text or "NoDevice" in text or "libcuda" in text:
+            return "no NVIDIA GPU or driver on this machine"
+        return f"no usable CUDA device ({text})"
     return None
 
 
