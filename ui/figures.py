@@ -456,7 +456,8 @@ def merge_tree_figure(trace, choice: str, title: str, stamp: str) -> go.Figure:
         rel = np.abs(arr[:, 3] - arr[:, 5]) / np.abs(arr[:, 5])
     fig.add_trace(go.Scatter(
         x=arr[:, 0], y=arr[:, 1], mode="markers+text", showlegend=False,
-        text=[f"d={_fmt(float(v))}" if y > 0 else "" for v, y in zip(arr[:, 3], arr[:, 1])],
+        text=[f"d={_fmt(float(v))}" if y > 0 and (arr[:, 1] == y).sum() <= 8 else ""  # no labels on crowded levels
+              for v, y in zip(arr[:, 3], arr[:, 1])],
         textposition="top center", textfont=dict(size=10),
         marker=dict(size=13, color=np.log10(np.maximum(np.nan_to_num(rel, nan=ERR_FLOOR), ERR_FLOOR)),
                     colorscale="YlOrRd", cmin=math.log10(ERR_FLOOR), cmax=-2, showscale=True,
@@ -521,18 +522,20 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure,
     g = go.Figure()
     for i, (source, part) in enumerate(df.groupby("source", sort=False)):
         color = COLORS[i % len(COLORS)]
-        names = [f"{n} ({k})" if k != "variant" else n for n, k in zip(part["name"], part["kind"])]
+        names = [f"{n} ({k})" if k not in ("variant", n) else n for n, k in zip(part["name"], part["kind"])]
+        patterns = [{"peer": "/", "copy": "."}.get(k, "") for k in part["kind"]]
         t.add_trace(go.Bar(x=names, y=part["median_us"], name=source, marker_color=color,
+                           marker_pattern_shape=patterns,
                            error_y=dict(type="data", symmetric=False, array=part["p90_us"] - part["median_us"],
                                         arrayminus=part["median_us"] - part["p10_us"], thickness=1.5),
                            hovertemplate="%{x}<br>median %{y:.2f} µs<extra>" + source + "</extra>"))
         pct = part["pct_copy"].astype(float)
-        g.add_trace(go.Bar(x=names, y=part["gbps"], name=source, marker_color=color,
+        g.add_trace(go.Bar(x=names, y=part["gbps"], name=source, marker_color=color, marker_pattern_shape=patterns,
                            text=[f"{p:.0f}% of copy" if np.isfinite(p) else "" for p in pct], textposition="outside",
                            hovertemplate="%{x}<br>%{y:.1f} GB/s<extra>" + source + "</extra>"))
     t.update_yaxes(title_text="median time per launch (µs), bars p10–p90")
     g.update_yaxes(title_text="effective bandwidth (GB/s)")
     for f in (t, g):
-        f.update_layout(barmode="group")
+        f.update_layout(barmode="group", showlegend=True)
         f.update_xaxes(title_text="kernel (variants, peers, copy)")
     return (finish(t, f"{title}: time", stamp, height=460), finish(g, f"{title}: bandwidth", stamp, height=460))

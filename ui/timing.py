@@ -140,6 +140,18 @@ def render(cfg) -> None:
     st.plotly_chart(t, config=figures.chart_config(slug + "_time"), key="chart_time", width="stretch", theme=None)
     st.plotly_chart(g, config=figures.chart_config(slug + "_bandwidth"), key="chart_bandwidth", width="stretch", theme=None)
     table = chosen[[c for c in TABLE_COLUMNS if c in chosen.columns]].reset_index(drop=True)
-    st.dataframe(table, width="stretch", hide_index=True, key="table_timing")
+    shown = [c for c in table.columns if c not in ("dtype", "acc", "rows", "cols")]  # the shape is chosen above
+    st.caption("Bars: p10–p90 spread. Hatched: peers (/) and the copy baseline (.). GB/s = bytes moved / median time; "
+               "% of copy: against a device-to-device copy of the same bytes measured in the same run.")
+    st.dataframe(table[shown], width="stretch", hide_index=True, key="table_timing", column_config={
+        "median_us": st.column_config.NumberColumn("median µs", format="%.2f"),
+        "p10_us": st.column_config.NumberColumn("p10 µs", format="%.2f"),
+        "p90_us": st.column_config.NumberColumn("p90 µs", format="%.2f"),
+        "gbps": st.column_config.NumberColumn("GB/s", format="%.0f"),
+        "pct_copy": st.column_config.NumberColumn("% of copy", format="%.0f"),
+        "bytes_moved": st.column_config.NumberColumn("bytes moved", format="%d"),
+        "reads_per_element": st.column_config.NumberColumn("reads/elem"),
+        "writes_per_element": st.column_config.NumberColumn("writes/elem"),
+        "max_rel": st.column_config.NumberColumn("max rel", format="%.1e")})
     st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
                        mime="text/csv", key="csv_timing", on_click="ignore", icon=":material/download:")
