@@ -46,9 +46,15 @@ def error_report(spec: tuple, variant: str, acc: str, block_size: int | None) ->
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def trace_row(spec: tuple, row: int, variant: str, acc: str, block_size: int | None):
-    """The traced row, run alone (rows are independent): cheap whatever the number of rows."""
-    x = get_input(spec)[row:row + 1]
-    return explorer.softmax(x, variant, acc=acc, block_size=block_size, trace_row=0).trace
+    """The traced row, run alone where the launch for one row treats it exactly as the full launch
+    does (cheap whatever the number of rows); otherwise (split_row picks its chunks from the rows) the
+    whole input is run."""
+    x = get_input(spec)
+    v = explorer.VARIANTS[variant]
+    dtype = explorer.numerics.dtype_name(x.dtype)
+    if v.launch(x.shape[0], x.shape[1], block_size, dtype).chunks == v.launch(1, x.shape[1], block_size, dtype).chunks:
+        return explorer.softmax(x[row:row + 1], variant, acc=acc, block_size=block_size, trace_row=0).trace
+    return explorer.softmax(x, variant, acc=acc, block_size=block_size, trace_row=row).trace
 
 
 @st.cache_data(show_spinner=False, ttl=300)

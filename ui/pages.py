@@ -299,7 +299,7 @@ def kernels_page() -> None:
     with c2:
         if cfg is not None:
             block = cfg.block if v.takes_block_size else None
-            launch = v.launch(cfg.rows, cfg.cols, block)
+            launch = v.launch(cfg.rows, cfg.cols, block, cfg.dtype if cfg.dtype in v.dtypes else v.dtypes[0])
             st.subheader(f"Launch for {cfg.rows}×{cfg.cols}")
             names = {"grid": "grid (blocks)", "block": "block (threads)", "shared_bytes": "shared bytes",
                      "threads_per_row": "threads per row"}
@@ -312,16 +312,16 @@ def kernels_page() -> None:
             acc = cfg.acc if cfg.acc in v.accumulators else v.accumulators[0]
             st.subheader(f"Compiled resources ({dtype} / acc {acc})")
             with st.spinner("Compiling the kernel to read its resources…"):
-                res = explorer.kernel_resources(v.key, dtype, acc)
+                res = explorer.kernel_resources(v.key, dtype, acc, cfg.rows, cfg.cols, block)
             if res is None:
                 st.info("Registers, shared and spill (local) bytes come from the compiled kernel, which needs a GPU; "
                         "this server runs the CPU emulation.", icon=":material/memory:")
             else:
-                cols = st.columns(len(res))
-                for col, (name, value) in zip(cols, res.items()):
-                    col.metric(name.replace("_", " "), value)
-                if res.get("local_bytes"):
-                    st.warning(f"{res['local_bytes']} bytes of local memory per thread: registers spill.")
+                st.dataframe(pd.DataFrame(res).set_index("kernel"), width="stretch")
+                for kernel in res:
+                    if kernel["local_bytes"]:
+                        st.warning(f"{kernel['kernel']}: {kernel['local_bytes']} bytes of local memory per thread "
+                                   "(registers spill).")
     source = explorer.kernel_source(v.key)
     excerpt = kernel_excerpt(source, v.kernel)
     st.subheader(f"CUDA source: {v.kernel} in kernels/{v.kernel_file}")
