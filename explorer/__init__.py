@@ -22,13 +22,14 @@ from .errors import ExplorerError, GPUContextLost, GPUUnavailable, InvalidInput,
 from .inputs import DISTRIBUTIONS, load_logits, make_input
 from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, ErrorReport, error_bound, errors, reference, rounds_input
 from .registry import VARIANTS, Launch, Variant
+from .topk import K_MAX, TOPK_VARIANTS, TopkReport, TopkResult, reference_topk, softmax_topk, topk_errors
 from .trace import MergeLevel, Trace
 
 __all__ = [
-    "BACKENDS", "DISTRIBUTIONS", "DTYPES", "FORMATS", "MAX_REL_FP32_ACC", "VARIANTS",
+    "BACKENDS", "DISTRIBUTIONS", "DTYPES", "FORMATS", "K_MAX", "MAX_REL_FP32_ACC", "TOPK_VARIANTS", "VARIANTS",
     "ErrorReport", "ExplorerError", "GPUContextLost", "GPUUnavailable", "InvalidInput", "KernelFailed",
-    "Launch", "MergeLevel", "SoftmaxResult", "TooLarge", "Trace", "Variant",
+    "Launch", "MergeLevel", "SoftmaxResult", "TooLarge", "TopkReport", "TopkResult", "Trace", "Variant",
     "bytes_needed", "check_fits", "error_bound", "errors", "info", "kernel_resources", "kernel_source",
     "load_logits", "make_input",
-    "reference", "resolve_backend", "rounds_input", "softmax",
+    "reference", "reference_topk", "resolve_backend", "rounds_input", "softmax", "softmax_topk", "topk_errors",
 ]

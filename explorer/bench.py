@@ -218,6 +218,74 @@ def sweep_shapes(kind: str) -> list[tuple[int, int]]:
     raise InvalidInput(f"unknown sweep {kind!r}; choose cols or rows")
 
 
+TOPK_SHAPES = [(batch, vocab) for vocab in (32000, 50257, 128256, 151936, 262144) for batch in (512, 1)]
+
+
+def bench_topk(shapes, ks=(8, 50), dtypes=("float32",), peers: bool = True,
+               progress: Callable[[float, str], None] | None = None) -> dict:
+    """topk_fused, topk_unfused and torch.softmax + torch.topk, side by side; validated on the first
+    rows of each input (indices exact against float64), then timed with CUDA events."""
+    if not cuda.available():
+        raise GPUUnavailable(f"benchmarks need a GPU: {cuda.unavailable_reason()}")
+    torch = _torch() if peers else None
+    results = []
+    jobs = [(shape, k, dtype) for dtype in dtypes for shape in shapes for k in ks]
+    for n, ((rows, cols), k, dtype) in enumerate(jobs):
+        if progress:
+            progress(n / len(jobs), f"top-{k} {dtype} {rows}×{cols}")
+        results += _bench_topk_shape(rows, cols, k, dtype, n, torch)
+        cuda.cp.get_default_memory_pool().free_all_blocks()
+    if progress:
+        progress(1.0, "done")
+    return {"schema": SCHEMA, "meta": meta(), "config": {"topk": list(ks), "shapes": [list(s) for s in shapes],
+            "dtypes": list(dtypes)}, "results": results}
+
+
+def _bench_topk_shape(rows: int, cols: int, k: int, dtype: str, seed: int, torch) -> list[dict]:
+    from .topk import TOPK_VARIANTS, TopkResult, topk_errors, topk_launch
+
+    cp = cuda.cp
+    x32 = cp.random.default_rng(seed).standard_normal((rows, cols), dtype=cp.float32) * 3
+    bytes_in = rows * cols * DTYPES[dtype].itemsize
+    buffers = max(1, min(16, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
+    xs = [_round_on_device(cp.roll(x32, i, axis=1), dtype) for i in range(buffers)]
+    launch = topk_launch(rows, cols, k, dtype)
+    fast = VARIANTS["fast"].launch(rows, cols, None, dtype)
+    check_rows = min(rows, 8)
+    x_host = cuda.from_device(xs[0][:check_rows], DTYPES[dtype])
+    results = []
+    for key, variant in TOPK_VARIANTS.items():
+        fused = key == "topk_fused"
+        values, indices = cuda.topk_on_device(fused, launch, xs[0], rows, cols, dtype, k, fast)
+        got = TopkResult(cuda.from_device(values[:check_rows], DTYPES[dtype]), cp.asnumpy(indices[:check_rows]),
+                         "cuda", key, k, launch)
+        report = topk_errors(got, x_host)
+        if report.index_mismatch:
+            raise KernelFailed(f"{key} top-{k} on {rows}×{cols} {dtype}: {report.index_mismatch} wrong indices")
+        times = _time_launches(
+            lambda i, fused=fused: cuda.topk_on_device(fused, launch, xs[i], rows, cols, dtype, k, fast), buffers)
+        results.append(_topk_row(key, dtype, rows, cols, k, times, variant.bytes_moved(rows, cols, k, dtype),
+                                 report.max_rel, launch.describe()))
+    if torch is not None:
+        torch_dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+        tx = [torch.from_dlpack(x).view(torch_dtype) if dtype == "bfloat16" else torch.from_dlpack(x) for x in xs]
+        times = _time_launches(lambda i: torch.topk(torch.softmax(tx[i], dim=1), k, dim=1), buffers)
+        moved = TOPK_VARIANTS["topk_unfused"].bytes_moved(rows, cols, k, dtype)
+        results.append(_topk_row("torch", dtype, rows, cols, k, times, moved, None, "torch.softmax + torch.topk"))
+    return results
+
+
+def _topk_row(name, dtype, rows, cols, k, times_us, moved, max_rel, launch) -> dict:
+    median = float(np.median(times_us))
+    return {
+        "name": name, "kind": "peer" if name == "torch" else "variant", "dtype": dtype, "acc": "float32",
+        "rows": rows, "cols": cols, "block_size": 0, "k": k, "median_us": median,
+        "p10_us": float(np.percentile(times_us, 10)), "p90_us": float(np.percentile(times_us, 90)),
+        "gbps": moved / median / 1e3, "pct_copy": None, "bytes_moved": moved,
+        "reads_per_element": None, "writes_per_element": None, "max_rel": max_rel, "launch": launch,
+    }
+
+
 def load(data: bytes | str | dict) -> dict:
     """Load a results document (JSON text, bytes or a dict) and check its shape."""
     try:

@@ -12,6 +12,7 @@ from .errors import ExplorerError
 from .inputs import DISTRIBUTIONS, make_input
 from .numerics import DTYPES, errors
 from .registry import VARIANTS
+from .topk import TOPK_VARIANTS, softmax_topk, topk_errors
 
 
 def _shape(text: str) -> tuple[int, int]:
@@ -70,22 +71,43 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _print_results(doc: dict) -> None:
+RESULT_COLUMNS = ["name", "dtype", "rows", "cols", "block_size", "median_us", "p10_us", "p90_us", "gbps", "pct_copy",
+                  "max_rel"]
+
+
+def cmd_topk(args) -> int:
+    x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed)
+    result = softmax_topk(x, args.k, args.variant, args.backend)
+    report = topk_errors(result, x)
+    print(f"{args.variant} k={args.k} on {args.dist} {args.rows}×{args.cols} {args.dtype} ({result.backend}): "
+          f"{report.index_mismatch} wrong indices, {report.tie_swaps} swaps of ties within rounding, "
+          f"max_rel {report.max_rel:.3g} over {report.rows_checked} finite rows")
+    print("row 0:", ", ".join(f"{i}: {float(v):.4g}" for i, v in zip(result.indices[0], result.values[0])))
+    return 0
+
+
+def _print_results(doc: dict, columns: list[str] = RESULT_COLUMNS) -> None:
     meta = doc["meta"]
     print(f"{meta['gpu']}, CUDA {meta['cuda_runtime']}, CuPy {meta['cupy']}, torch {meta['torch']}, {meta['date']}")
-    print(_table(doc["results"], ["name", "dtype", "rows", "cols", "block_size", "median_us", "p10_us", "p90_us",
-                                  "gbps", "pct_copy", "max_rel"]))
+    print(_table(doc["results"], columns))
 
 
 def cmd_bench(args) -> int:
+    progress = lambda f, text: print(f"[{f:4.0%}] {text}", file=sys.stderr, flush=True)  # noqa: E731
+    if args.topk:
+        doc = bench.bench_topk(args.shapes or bench.TOPK_SHAPES, args.topk, args.dtypes, not args.no_peers, progress)
+        if args.json:
+            Path(args.json).write_text(bench.dumps(doc))
+        _print_results(doc, ["name", "dtype", "rows", "cols", "k", "median_us", "p10_us", "p90_us", "bytes_moved",
+                             "max_rel"])
+        return 0
     shapes = args.shapes or []
     for sweep in args.sweep or []:
         shapes += bench.sweep_shapes(sweep)
     if not shapes:
         raise ExplorerError("give --shapes or --sweep")
     doc = bench.run(args.variants or list(VARIANTS), shapes, args.dtypes, args.acc, args.block_size,
-                    peers=not args.no_peers,
-                    progress=lambda f, text: print(f"[{f:4.0%}] {text}", file=sys.stderr, flush=True))
+                    peers=not args.no_peers, progress=progress)
     if args.json:
         Path(args.json).write_text(bench.dumps(doc))
     _print_results(doc)
@@ -116,6 +138,17 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", default="auto", choices=api.BACKENDS)
     r.set_defaults(fn=cmd_run)
 
+    t = sub.add_parser("topk", help="softmax + top-k: print the index agreement and error against float64")
+    t.add_argument("--k", type=int, default=8)
+    t.add_argument("--variant", default="topk_fused", choices=list(TOPK_VARIANTS))
+    t.add_argument("--dist", default="zipf", choices=list(DISTRIBUTIONS))
+    t.add_argument("--rows", type=int, default=8)
+    t.add_argument("--cols", type=int, default=32000)
+    t.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--backend", default="auto", choices=api.BACKENDS)
+    t.set_defaults(fn=cmd_topk)
+
     b = sub.add_parser("bench", help="time variants and peers on the GPU, write a results JSON")
     b.add_argument("--variants", nargs="+", choices=list(VARIANTS))
     b.add_argument("--dtypes", nargs="+", default=["float32"], choices=list(DTYPES))
@@ -124,6 +157,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--sweep", nargs="+", choices=["cols", "rows"])
     b.add_argument("--block-size", type=int)
     b.add_argument("--no-peers", action="store_true")
+    b.add_argument("--topk", nargs="+", type=int, metavar="K",
+                   help="benchmark softmax + top-k (fused, unfused, torch) for these k; shapes default to vocab sizes")
     b.add_argument("--json", help="write the results document here")
     b.set_defaults(fn=cmd_bench)
 

@@ -96,7 +96,7 @@ def _split(rows: int, cols: int, block: int, dtype: str) -> Launch:
                   kernel="split", chunks=chunks)
 
 
-def _pow2_at_least(n: int) -> int:
+def pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
@@ -108,18 +108,18 @@ def _fast(rows: int, cols: int, block: int, dtype: str) -> Launch:
     vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)  # 16-byte packs if aligned
     packs = cols // vec
     if packs <= 32 * (ELEMENTS_PER_THREAD // vec) and (vec > 1 or cols <= 256):
-        lanes = min(32, _pow2_at_least(cdiv(packs, max(1, 16 // vec))))  # about 16 elements per lane
-        per = _pow2_at_least(cdiv(packs, lanes))
+        lanes = min(32, pow2_at_least(cdiv(packs, max(1, 16 // vec))))  # about 16 elements per lane
+        per = pow2_at_least(cdiv(packs, lanes))
         return Launch(grid=cdiv(rows, THREADS_PER_BLOCK // lanes), block=THREADS_PER_BLOCK, shared_bytes=0,
                       threads_per_row=lanes, kernel="fast_warp", template_args=(vec, per, lanes))
     if vec == 4 and cols <= 2048:
         elements = 8  # fp32 rows of 1-2K: more, lighter threads measured 90% against 55%
     elif vec < 4:
-        elements = min(ELEMENTS_PER_THREAD, max(4, _pow2_at_least(cdiv(cols, 1024))))  # unaligned: scalar loads
+        elements = min(ELEMENTS_PER_THREAD, max(4, pow2_at_least(cdiv(cols, 1024))))  # unaligned: scalar loads
     else:
         elements = ELEMENTS_PER_THREAD
     per = elements // vec
-    cluster = _pow2_at_least(cdiv(packs, per * 1024))
+    cluster = pow2_at_least(cdiv(packs, per * 1024))
     if cluster <= MAX_CLUSTER and rows * cluster >= SMS:
         threads = 32 * cdiv(packs, cluster * per * 32)
         return Launch(grid=rows * cluster, block=threads, shared_bytes=264, threads_per_row=threads * cluster,

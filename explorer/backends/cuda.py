@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GPUContextLost, GPUUnavailable, KernelFailed
+from ..numerics import DTYPES
 from ..registry import VARIANTS, Launch, Variant
 from ..trace import RawTrace, trace_shape
 
@@ -65,10 +66,18 @@ def _require_gpu() -> None:
         raise GPUContextLost(f"the CUDA context was lost earlier ({_context_lost}); restart the server to use the GPU again")
 
 
-def kernel_source(filename: str) -> str:
-    """A kernel file with its #include "common.cuh" inlined, so CuPy's cache sees every change."""
-    text = (KERNEL_DIR / filename).read_text()
-    return re.sub(r'#include "(\w+\.cuh)"', lambda m: (KERNEL_DIR / m.group(1)).read_text(), text)
+def kernel_source(filename: str, _seen: set[str] | None = None) -> str:
+    """A kernel file with its local #include "*.cuh" inlined (each once), so CuPy's cache sees every change."""
+    seen = set() if _seen is None else _seen
+
+    def inline(match: re.Match) -> str:
+        name = match.group(1)
+        if name in seen:
+            return ""
+        seen.add(name)
+        return kernel_source(name, seen)
+
+    return re.sub(r'#include "(\w+\.cuh)"', inline, (KERNEL_DIR / filename).read_text())
 
 
 # Kernels whose signature ends in TRACE_ARGS (and whose template takes the TRACE switch).
@@ -198,6 +207,50 @@ def run(variant: Variant, geometry: Launch, x: np.ndarray, dtype: str, acc: str,
     if unwritten:
         raise KernelFailed(f"{variant.key} left {unwritten} of {x.size} outputs unwritten on {rows}×{cols}")
     return out, raw
+
+
+def run_topk(fused: bool, launch: Launch, x: np.ndarray, dtype: str, k: int, softmax_launch: Launch):
+    """softmax + top-k on the GPU with poisoned outputs; returns (values, indices)."""
+    _require_gpu()
+    rows, cols = x.shape
+    try:
+        x_dev = to_device(x)
+        values, indices = topk_on_device(fused, launch, x_dev, rows, cols, dtype, k, softmax_launch)
+        cp.cuda.get_current_stream().synchronize()
+        unwritten = int((indices < 0).sum() + (values == poison_value(DTYPES[dtype])).sum())
+        out = from_device(values, x.dtype), cp.asnumpy(indices)
+    except (GPUUnavailable, KernelFailed):
+        raise
+    except Exception as exc:
+        if cp is not None and isinstance(exc, cp.cuda.compiler.CompileException):
+            raise KernelFailed(f"top-k did not compile for {dtype}: {exc}") from exc
+        raise _fail(exc, VARIANTS["fast"], x.shape) from exc
+    if unwritten:
+        raise KernelFailed(f"top-k left {unwritten} of {2 * rows * k} outputs unwritten on {rows}×{cols}")
+    return out
+
+
+def topk_on_device(fused: bool, geometry: Launch, x_dev, rows: int, cols: int, dtype: str, k: int,
+                   softmax_launch: Launch):
+    """Launch the fused kernel, or `fast` softmax then the selection kernel (no sync): the timed path."""
+    values = cp.full((rows, k), poison_value(DTYPES[dtype]), x_dev.dtype)
+    indices = cp.full((rows, k), -1, np.int32)
+    source = x_dev
+    if not fused:
+        source = cp.empty_like(x_dev)
+        launch(VARIANTS["fast"], softmax_launch, x_dev, source, rows, cols, dtype, "float32")
+    vec, per, lists = geometry.template_args
+    extra = (vec, per, lists, 1 if fused else 0)
+    partial_kernel = _function("topk.cu", dtype, "float32", _name("topk_partial", dtype, "float32", False, extra))
+    chunks = geometry.chunks
+    partial = cp.empty(max(1, rows * chunks * (2 + lists)), np.float32) if chunks > 1 else _null_trace()[0]
+    partial_index = cp.empty(max(1, rows * chunks * lists), np.int32) if chunks > 1 else _null_trace()[2]
+    shape = (np.int32(rows), np.int32(cols), np.int32(chunks), np.int32(k))
+    partial_kernel((geometry.grid,), (geometry.block,), (source, values, indices, partial, partial_index, *shape))
+    if chunks > 1:
+        finish = _function("topk.cu", dtype, "float32", _name("topk_finish", dtype, "float32", False, extra))
+        finish((rows,), (32,), (values, indices, partial, partial_index, np.int32(rows), np.int32(chunks), np.int32(k)))
+    return values, indices
 
 
 def free_bytes() -> int:

@@ -359,6 +359,18 @@ def _fast(x: np.ndarray, launch: Launch) -> np.ndarray:
 
 def _fast_split(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
     """fast_split_partial (batches of per packs per thread, online per batch) then fast_split_finish."""
+    row_m, row_d = _fast_split_state(x32, launch, vec, per)
+    return _fast_normalise(x32, row_m, row_d)
+
+
+def _fast_normalise(x32: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np.ndarray:
+    """e^{x - m} / d as fast_split_finish and topk write it: exp2f(fma) times 1/d, in fp32."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _ftz(_exp_shifted(x32, row_m * LOG2E) * _div_f32(np.ones((), F32), row_d))
+
+
+def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
+    """The row's (m, d) as fast_split_partial + fast_split_finish (and topk_partial + topk_finish) get it."""
     rows, cols = x32.shape
     packs, chunks, threads = cols // vec, launch.chunks, launch.block
     chunk = cdiv(packs, chunks)
@@ -385,8 +397,27 @@ def _fast_split(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarr
         fm, fd = _fast_merge(lm[:, :n], ld[:, :n], cm[:, k:k + n], cd[:, k:k + n])
         lm[:, :n], ld[:, :n] = fm, fd
     row_m, row_d = _group_merge(lm, ld, 32)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return _ftz(_exp_shifted(x32, (row_m[:, :1] * LOG2E)) * _div_f32(np.ones((), F32), row_d[:, :1]))
+    return row_m[:, :1], row_d[:, :1]
+
+
+def top_indices(values: np.ndarray, k: int) -> np.ndarray:
+    """The k best of each row as the top-k kernels order them: larger first, ties to the lower index,
+    NaN never chosen (it sorts last)."""
+    return np.argsort(-values.astype(np.float64), axis=1, kind="stable")[:, :k]
+
+
+def run_topk(fused: bool, launch: Launch, x: np.ndarray, k: int, softmax_launch: Launch | None = None):
+    """topk_fused (probabilities from the one-pass (m, d)) or topk_unfused (fast softmax, then select)."""
+    x32 = x.astype(F32)
+    vec, per = launch.template_args[:2]
+    if fused:
+        indices = top_indices(x32, k)
+        row_m, row_d = _fast_split_state(x32, launch, vec, per)
+        chosen = np.take_along_axis(x32, indices, axis=1)
+        return _fast_normalise(chosen, row_m, row_d).astype(x.dtype), indices.astype(np.int32)
+    y = _fast(x, softmax_launch)
+    indices = top_indices(y.astype(F32), k)
+    return np.take_along_axis(y, indices, axis=1), indices.astype(np.int32)
 
 
 def run(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, trace_row: int | None):

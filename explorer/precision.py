@@ -1,0 +1,232 @@
+"""The precision lab: how far the online denominator d drifts from float64 as n grows, per accumulator.
+
+The second seed's analysis: with d kept in fp16 the relative error of d_n is bounded by about
+3·n·u (u = 2^-11), worst for monotone decreasing inputs, where the rescale factor is always 1 and
+every rounding error passes on undamped; with d in fp32 and only the output rounded to fp16 the
+bound is 3·n·u32 + u16. These functions run the real kernels (or their emulation) over n and
+input classes and put the measured errors beside that bound, and show what the bound leaves out:
+stagnation (fp16 d stops at 2048 when each term is <= 1), overflow past 65504 in merge trees,
+bf16's u = 2^-8, and the shorter sequential sums of warp and block variants.
+
+Everything here goes through explorer.softmax(..., backend=...), so the same code measures the GPU
+kernels or the NumPy emulation. Pure functions: no Streamlit, no plotting.
+
+    >>> from explorer import precision
+    >>> r = precision.measure("online_thread", "float16", "constant", 4096, backend="emulator")
+    >>> r["d"], r["exact_d"], r["stagnated_at"]
+    (2048.0, 4096.0, 2048)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from fractions import Fraction
+
+import numpy as np
+
+from .api import softmax
+from .inputs import make_input
+from .numerics import DTYPES, FORMATS, error_bound, errors, rounds_input
+from .registry import VARIANTS, cdiv
+
+ONLINE_VARIANTS = ("online_thread", "online_warp", "online_block")
+ACCUMULATORS = ("float16", "bfloat16", "float32")
+# The input classes of the seed's analysis, as distributions of explorer.inputs with fixed parameters.
+INPUT_CLASSES: dict[str, tuple[str, dict]] = {
+    "decreasing": ("decreasing", {"spread": 1.0}),  # x from 0 down to -1: the max never moves, terms in [1/e, 1]
+    "increasing": ("increasing", {"spread": 10.0}),  # x from -10 up to 0: a new max, and a rescale, at every step
+    "normal": ("normal", {"mean": 0.0, "std": 1.0}),
+    "constant": ("constant", {"value": 0.0}),  # every term exactly e^0 = 1: d_n = n exactly in float64
+}
+INPUT_TITLES = {"decreasing": "monotone decreasing", "increasing": "monotone increasing",
+                "normal": "random normal", "constant": "constant"}
+# fp32 terms <= 1 stop changing d at these values (the ulp there is 2, a term <= 1 is at most half of it)
+STAGNATION = {acc: 2.0 ** FORMATS[acc].significand_bits for acc in ACCUMULATORS}
+
+
+def powers_of_two(low: int, high: int) -> list[int]:
+    """2^low, 2^(low+1), ..., 2^high."""
+    return [2**k for k in range(low, high + 1)]
+
+
+def sequential_terms(variant: str, n: int, block_size: int | None = None, dtype: str = "float32") -> int:
+    """Additions one accumulator makes in sequence: its share of the row plus one per merge level.
+
+    n for online_thread, ceil(n/32) + 5 for online_warp, ceil(n/B) + log2(B) for online_block;
+    a split row adds one sequential merge per further chunk.
+    """
+    v = VARIANTS[variant]
+    launch = v.launch(1, n, block_size, dtype)
+    threads = launch.threads_per_row
+    if threads == 1:
+        return n
+    per_block = threads // launch.chunks
+    return cdiv(n, threads) + int(math.log2(per_block)) + launch.chunks - 1
+
+
+def lane_steps(variant: str, n: int, block_size: int | None = None, dtype: str = "float32") -> int:
+    """Steps the busiest lane folds: what an emulated run costs (one Python loop iteration each)."""
+    return cdiv(n, VARIANTS[variant].launch(1, n, block_size, dtype).threads_per_row)
+
+
+def make_class_input(dist: str, n: int, dtype: str = "float32", seed: int = 0) -> np.ndarray:
+    """A 1 × n row of one of INPUT_CLASSES."""
+    name, params = INPUT_CLASSES[dist]
+    return make_input(name, 1, n, dtype=dtype, seed=seed, **params)
+
+
+def stagnation_step(d: np.ndarray, exact_d: np.ndarray, acc: str) -> int | None:
+    """The first step from which the kernel's d never changes again although the exact d still grows
+    by at least one of the accumulator's ulps: the terms after it round away entirely. None if none.
+
+    d and exact_d are one lane's running values (float64, NaN where the lane had no element).
+    """
+    valid = np.isfinite(exact_d)
+    d, exact_d = d[valid], exact_d[valid]
+    if d.size < 2 or not np.isfinite(d[-1]):
+        return None
+    changed = np.flatnonzero(d[1:] != d[:-1])
+    j = int(changed[-1]) + 2 if changed.size else 1  # d[j-1:] are all equal
+    if j >= d.size:
+        return None
+    fmt = FORMATS[acc]
+    last = abs(float(d[j - 1]))
+    ulp = 2.0 ** (max(math.floor(math.log2(last)), fmt.min_exponent) - (fmt.significand_bits - 1)) if last else 0.0
+    return j if exact_d[-1] - exact_d[j - 1] >= ulp > 0 else None
+
+
+def measure(variant: str, acc: str, dist: str, n: int, backend: str = "auto", dtype: str = "float32",
+            block_size: int | None = None, seed: int = 0) -> dict:
+    """One point of the sweep: run `variant` on a 1 × n row of input class `dist`, traced.
+
+    Returns a dict: variant, acc, dist, n, dtype, backend, d and exact_d (final denominators),
+    d_rel_error, out_max_rel (outputs vs float64, explorer.errors), sequential_terms, d_bound
+    (3·k·u_acc, plus 2·max|x|·u_acc where x is rounded into the accumulator), bound (d_bound + u_out:
+    explorer.error_bound), bound_applies (bound < 1: a relative bound of 1 or more says nothing),
+    overflow (d not finite), stagnated_at (steps lane 0 folded before its d froze, or None), seconds.
+    """
+    x = make_class_input(dist, n, dtype, seed)
+    start = time.perf_counter()
+    r = softmax(x, variant, acc=acc, backend=backend, trace_row=0, block_size=block_size)
+    seconds = time.perf_counter() - start
+    t = r.trace
+    max_abs = float(np.max(np.abs(x.astype(np.float64)))) if rounds_input(dtype, acc) else 0.0
+    k = sequential_terms(variant, n, block_size, dtype)
+    bound = error_bound(k, acc, dtype, max_abs)
+    d_bound = bound - FORMATS[dtype].unit_roundoff
+    with np.errstate(invalid="ignore", over="ignore"):
+        d_err = abs(t.final_d - t.exact_final_d) / abs(t.exact_final_d)
+    return {
+        "variant": variant, "acc": acc, "dist": dist, "n": int(n), "dtype": dtype, "backend": r.backend,
+        "block_size": r.block_size, "max_abs_x": float(np.max(np.abs(x.astype(np.float64)))), "d": float(t.final_d), "exact_d": float(t.exact_final_d),
+        "d_rel_error": float(d_err) if math.isfinite(t.final_d) else math.inf,
+        "out_max_rel": errors(r.out, x).max_rel, "sequential_terms": k, "d_bound": d_bound, "bound": bound,
+        "bound_applies": bound < 1.0, "overflow": not math.isfinite(t.final_d),
+        "stagnated_at": stagnation_step(t.d[0], t.exact_d[0], acc), "seconds": seconds,
+    }
+
+
+def sweep(variants: Iterable[str] = ONLINE_VARIANTS, accs: Iterable[str] = ACCUMULATORS,
+          dists: Iterable[str] = tuple(INPUT_CLASSES), ns: Iterable[int] = powers_of_two(4, 12),
+          backend: str = "auto", dtype: str = "float32", block_size: int | None = None, seed: int = 0,
+          max_lane_steps: int | None = None, progress: Callable[[int, int], None] | None = None) -> list[dict]:
+    """measure() over every combination; points whose busiest lane would fold more than
+    max_lane_steps elements are left out (the emulator folds a lane in a Python loop)."""
+    points = [(v, a, d, n) for v in variants for a in accs for d in dists for n in ns
+              if max_lane_steps is None or lane_steps(v, n, block_size, dtype) <= max_lane_steps]
+    out = []
+    for i, (v, a, d, n) in enumerate(points):
+        if progress is not None:
+            progress(i, len(points))
+        out.append(measure(v, a, d, n, backend, dtype, block_size if VARIANTS[v].takes_block_size else None, seed))
+    return out
+
+
+def d_trajectory(variant: str, acc: str, dist: str, n: int, backend: str = "auto", dtype: str = "float32",
+                 block_size: int | None = None, seed: int = 0, lane: int = 0) -> dict:
+    """One lane's traced d_j beside the float64 d_j, step by step (for the stagnation plot)."""
+    x = make_class_input(dist, n, dtype, seed)
+    r = softmax(x, variant, acc=acc, backend=backend, trace_row=0, block_size=block_size)
+    t = r.trace
+    valid = t.index[lane] >= 0
+    return {"variant": variant, "acc": acc, "dist": dist, "n": n, "backend": r.backend,
+            "steps": np.arange(1, int(valid.sum()) + 1), "d": t.d[lane, valid], "exact_d": t.exact_d[lane, valid],
+            "stagnated_at": stagnation_step(t.d[lane], t.exact_d[lane], acc)}
+
+
+# --- bits -----------------------------------------------------------------------------------------------
+
+EXPONENT_BITS = {"float32": 8, "float16": 5, "bfloat16": 8}
+UINT = {2: np.uint16, 4: np.uint32}
+
+
+def float_bits(value: float, acc: str) -> dict:
+    """The sign, exponent and mantissa fields of `value` rounded to format `acc`, as bit strings.
+
+    Also the value as stored, its unbiased exponent and its kind (normal, subnormal, zero, inf, nan).
+    """
+    dt = DTYPES[acc]
+    stored = np.array(value, dtype=np.float64).astype(np.float32).astype(dt)
+    raw = int(stored.view(UINT[dt.itemsize]))
+    width = 8 * dt.itemsize
+    e_bits = EXPONENT_BITS[acc]
+    m_bits = width - 1 - e_bits
+    text = format(raw, f"0{width}b")
+    sign, exponent, mantissa = text[0], text[1:1 + e_bits], text[1 + e_bits:]
+    biased = int(exponent, 2)
+    bias = 2 ** (e_bits - 1) - 1
+    if biased == 2**e_bits - 1:
+        kind = "nan" if int(mantissa, 2) else "inf"
+    elif biased == 0:
+        kind = "subnormal" if int(mantissa, 2) else "zero"
+    else:
+        kind = "normal"
+    return {"acc": acc, "value": float(stored.astype(np.float64)), "sign": sign, "exponent": exponent,
+            "mantissa": mantissa, "biased_exponent": biased,
+            "exponent_value": (1 - bias if biased == 0 else biased - bias), "mantissa_bits": m_bits, "kind": kind}
+
+
+def ulp_exponent(value: float, acc: str) -> int | None:
+    """k such that 2^k is the spacing of format `acc` at |value| (None for 0, inf, NaN)."""
+    if not math.isfinite(value) or value == 0:
+        return None
+    fmt = FORMATS[acc]
+    return max(math.floor(math.log2(abs(value))), fmt.min_exponent) - (fmt.significand_bits - 1)
+
+
+def bit_at(value: float, k: int) -> int | None:
+    """The binary digit of |value| at place 2^k, exactly (None for inf or NaN)."""
+    if not math.isfinite(value):
+        return None
+    return int(abs(Fraction(value)) / Fraction(2) ** k) % 2
+
+
+def update_parts(prev_m: float, prev_d: float, m: float, x: float, acc: str) -> dict:
+    """One online step in the accumulator model of kernels/common.cuh, each part as the kernel rounds it:
+    the rescale e^(m_{j-1} - m_j), the product d_{j-1}·rescale, the term e^(to_acc(x_j) - m_j), their
+    exact (unrounded) sum, and d_j = to_acc(product + term). fp32 operations, one rounding to acc each."""
+    dt = DTYPES[acc]
+    f32 = np.float32
+
+    def to_acc(v) -> float:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return float(np.array(v, dtype=np.float64).astype(f32).astype(dt).astype(np.float64))
+
+    def exp_diff(a: float, b: float) -> float:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return to_acc(np.exp(np.float64(f32(a) - f32(b))).astype(f32))
+
+    xa = to_acc(x)
+    scale = 1.0 if (prev_m == m or (math.isinf(prev_m) and math.isinf(m))) else exp_diff(prev_m, m)
+    product = to_acc(f32(prev_d) * f32(scale))
+    term = 0.0 if xa == -math.inf else exp_diff(xa, m)
+    exact_sum = product + term  # both hold <= 24 significant bits: exact in float64
+    return {"x_acc": xa, "scale": scale, "product": product, "term": term, "sum": exact_sum,
+            "d": to_acc(f32(product) + f32(term))}
+
+
+def aligned_bits(values: dict[str, float], high: int, low: int) -> dict[str, list[int | None]]:
+    """Each value's binary digits at places 2^high down to 2^low (None for a non-finite value)."""
+    return {label: [bit_at(v, k) for k in range(high, low - 1, -1)] for label, v in values.items()}

@@ -1,0 +1,156 @@
+"""Softmax + top-k: the k largest probabilities per row and their indices, fused or not.
+
+The fused kernel (Milakov & Gimelshein 2018) reads the logits once, keeping the online (m, d) and a
+running top-k together; the unfused pair is `fast` softmax (read, write) then a top-k selection
+(read again). Order: larger probability first, ties to the lower index, NaN never chosen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .api import check_fits, resolve_backend
+from .backends import cuda, emulator
+from .errors import InvalidInput
+from .numerics import FORMATS, dtype_name, reference, ulp
+from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv, pow2_at_least
+
+K_MAX = 64
+VOCABS = (32000, 50257, 128256, 151936, 262144)  # LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma vocabularies
+
+
+@dataclass(frozen=True)
+class TopkVariant:
+    key: str
+    title: str
+    passes: str  # what it does to memory, in words
+    lesson: str
+
+    def bytes_moved(self, rows: int, cols: int, k: int, dtype: str) -> int:
+        item = ITEMSIZE[dtype]
+        out = rows * k * (item + 4)
+        logits = rows * cols * item
+        return logits + out if self.key == "topk_fused" else 3 * logits + out
+
+
+TOPK_VARIANTS = {
+    v.key: v
+    for v in [
+        TopkVariant("topk_fused", "Fused online softmax + top-k",
+                    "reads the logits once; writes k probabilities and indices",
+                    "The running top-k rides along with the running (m, d): one pass gives the k largest "
+                    "probabilities, which is what sampling from an LM head or routing in an MoE needs."),
+        TopkVariant("topk_unfused", "Softmax, then top-k",
+                    "softmax reads the logits and writes all probabilities; top-k reads them again",
+                    "The obvious pipeline moves every probability through memory twice, only to keep k of them."),
+    ]
+}
+
+
+def topk_launch(rows: int, cols: int, k: int, dtype: str) -> Launch:
+    """One block per row when there are enough rows to fill the GPU, else several (batch 1: latency)."""
+    itemsize = ITEMSIZE[dtype]
+    vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
+    per = max(1, 16 // vec)
+    lists = pow2_at_least(k)
+    block = 256 if lists >= 32 else 512
+    packs = cols // vec
+    chunks = 1 if rows >= SMS else max(1, min(cdiv(packs, block * per), cdiv(4 * SMS, rows)))
+    return Launch(grid=rows * chunks, block=block, shared_bytes=8 * 32 * lists + 256, threads_per_row=chunks * block,
+                  kernel="topk", template_args=(vec, per, lists), chunks=chunks)
+
+
+@dataclass
+class TopkResult:
+    values: np.ndarray  # (rows, k) probabilities, in x's dtype, descending
+    indices: np.ndarray  # (rows, k) int32
+    backend: str
+    variant: str
+    k: int
+    launch: Launch
+
+
+def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: str = "auto") -> TopkResult:
+    """The k largest softmax probabilities of each row of x and their column indices.
+
+    Parameters
+    ----------
+    x : 1-D or 2-D float32, float16 or ml_dtypes.bfloat16 logits.
+    k : 1 to min(64, cols).
+    variant : "topk_fused" or "topk_unfused" (explorer.TOPK_VARIANTS).
+    backend : "cuda", "emulator" or "auto".
+    """
+    if not isinstance(variant, str) or variant not in TOPK_VARIANTS:
+        raise InvalidInput(f"unknown top-k variant {variant!r}; choose one of {', '.join(TOPK_VARIANTS)}")
+    if not isinstance(x, np.ndarray):
+        raise InvalidInput(f"x must be a numpy array, got {type(x).__name__}")
+    try:
+        dtype = dtype_name(x.dtype)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    if x.ndim not in (1, 2) or x.size == 0:
+        raise InvalidInput(f"x must be a non-empty 1-D or 2-D array, got shape {x.shape}")
+    x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
+    rows, cols = x2.shape
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= min(K_MAX, cols):
+        raise InvalidInput(f"k must be a whole number from 1 to {min(K_MAX, cols)} (at most 64 and at most cols), "
+                           f"got {k!r}")
+    k = int(k)
+    used = resolve_backend(backend)
+    check_fits(rows, cols, dtype, used)
+    launch = topk_launch(rows, cols, k, dtype)
+    fast_launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
+    fused = variant == "topk_fused"
+    if used == "cuda":
+        values, indices = cuda.run_topk(fused, launch, x2, dtype, k, fast_launch)
+    else:
+        values, indices = emulator.run_topk(fused, launch, x2, k, fast_launch)
+    shape = (*x.shape[:-1], k)
+    return TopkResult(values.reshape(shape), indices.reshape(shape), used, variant, k, launch)
+
+
+def reference_topk(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 top-k: indices by the logits (larger first, ties to the lower index), probabilities from reference()."""
+    x2 = np.asarray(x).reshape(-1, np.shape(x)[-1])
+    indices = emulator.top_indices(x2, k)
+    return np.take_along_axis(reference(x2), indices, axis=1), indices
+
+
+@dataclass(frozen=True)
+class TopkReport:
+    index_mismatch: int  # positions whose index differs from the reference's beyond a tie within rounding
+    tie_swaps: int  # positions that differ only between probabilities equal after rounding to the dtype
+    max_rel: float  # of the returned probabilities against float64 at the returned indices
+    rows_checked: int  # rows with a finite reference (NaN/+inf rows have no meaningful top-k)
+
+
+def topk_errors(result: TopkResult, x: np.ndarray) -> TopkReport:
+    x2 = np.asarray(x).reshape(-1, np.shape(x)[-1])
+    k = result.k
+    values = result.values.reshape(-1, k).astype(np.float64)
+    indices = result.indices.reshape(-1, k)
+    ref = reference(x2)
+    finite = np.isfinite(ref).all(axis=1)
+    ref_values, ref_indices = reference_topk(x2, k)
+    got_ref = np.take_along_axis(ref, indices.astype(np.int64), axis=1)  # the reference at the returned indices
+    differ = (indices != ref_indices) & finite[:, None]
+    # A swap is a tie within rounding when the two reference probabilities are within 2 ulps of the
+    # dtype (subnormals included): the unfused pipeline selects on probabilities already rounded to the
+    # dtype (each within ~1 ulp of float64), so such a pair can come out in either order. The fused
+    # kernel selects on the logits themselves and never needs this.
+    rounded_equal = np.abs(got_ref - ref_values) <= 2 * ulp(ref_values, FORMATS[dtype_name(x.dtype)])
+    tie_swaps = int(np.sum(differ & rounded_equal))
+    fmt = FORMATS[dtype_name(result.values.dtype)]
+    rel = np.abs(values - got_ref) / np.maximum(np.abs(got_ref), fmt.smallest_normal)
+    return TopkReport(
+        index_mismatch=int(np.sum(differ)) - tie_swaps,
+        tie_swaps=tie_swaps,
+        max_rel=float(np.max(np.where(finite[:, None], rel, 0.0), initial=0.0)),
+        rows_checked=int(finite.sum()),
+    )
+
+
+__all__ = ["K_MAX", "TOPK_VARIANTS", "VOCABS", "TopkReport", "TopkResult", "reference_topk",
+           "softmax_topk", "topk_errors", "topk_launch"]

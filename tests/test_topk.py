@@ -1,0 +1,100 @@
+"""Softmax + top-k: indices against the float64 reference (ties to the lower index), probabilities
+within the dtype's tolerance, every path of the launch (one block per row, several, any k)."""
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.backends import cuda
+
+DTYPES = ("float32", "float16", "bfloat16")
+SHAPES = [(3, 1000), (2, 33), (1, 32000), (200, 2048), (1, 50257), (140, 4097)]  # rows >= 132: one block per row
+
+
+def tolerance(dtype: str) -> float:
+    return explorer.MAX_REL_FP32_ACC[dtype] * 2  # fp32 (m, d), then one product and one rounding
+
+
+@pytest.mark.parametrize("variant", list(explorer.TOPK_VARIANTS))
+@pytest.mark.parametrize("k", (1, 5, 8, 33, 64))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_emulated_topk_matches_float64(variant, k, dtype):
+    for rows, cols in SHAPES:
+        if k > cols:
+            continue
+        x = explorer.make_input("zipf", rows, cols, dtype, seed=rows * cols + k)
+        result = explorer.softmax_topk(x, k, variant, backend="emulator")
+        report = explorer.topk_errors(result, x)
+        assert report.index_mismatch == 0, (rows, cols, report)
+        assert report.max_rel <= tolerance(dtype), (rows, cols, report)
+        assert result.values.shape == (rows, k) and result.values.dtype == x.dtype
+        assert np.all(np.diff(result.values.astype(np.float64), axis=1) <= 0)  # descending
+
+
+def test_ties_go_to_the_lower_index():
+    x = np.zeros((2, 100), np.float32)
+    x[0, [7, 3, 90]] = 5.0
+    x[1, :] = 1.0
+    result = explorer.softmax_topk(x, 4, backend="emulator")
+    assert result.indices[0].tolist() == [3, 7, 90, 0]
+    assert result.indices[1].tolist() == [0, 1, 2, 3]
+    assert np.allclose(result.values[1], 0.01)
+
+
+def test_masked_and_nan_logits():
+    x = np.full((1, 50), -np.inf, np.float32)
+    x[0, [10, 20]] = [1.0, 2.0]
+    result = explorer.softmax_topk(x, 3, backend="emulator")
+    assert result.indices[0].tolist() == [20, 10, 0]  # -inf ties: the lowest index
+    assert result.values[0, 2] == 0
+    x[0, 5] = np.nan
+    nan_row = explorer.softmax_topk(x, 2, backend="emulator")
+    assert nan_row.indices[0].tolist() == [20, 10] and np.isnan(nan_row.values).all()  # NaN is never chosen
+
+
+@pytest.mark.parametrize(("k", "message"), [(0, "k must be"), (65, "k must be"), (2.0, "k must be"), (True, "k must be")])
+def test_bad_k_is_refused(k, message):
+    x = explorer.make_input("normal", 2, 100)
+    with pytest.raises(explorer.InvalidInput, match=message):
+        explorer.softmax_topk(x, k)
+
+
+def test_k_above_cols_and_bad_variant_are_refused():
+    x = explorer.make_input("normal", 2, 10)
+    with pytest.raises(explorer.InvalidInput, match="at most cols"):
+        explorer.softmax_topk(x, 11)
+    with pytest.raises(explorer.InvalidInput, match="unknown top-k variant"):
+        explorer.softmax_topk(x, 2, "topk_magic")
+
+
+def test_fused_moves_a_third_of_the_bytes():
+    fused, unfused = (explorer.TOPK_VARIANTS[k].bytes_moved(512, 32000, 8, "float32") for k in ("topk_fused", "topk_unfused"))
+    assert 2.9 < unfused / fused < 3.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", list(explorer.TOPK_VARIANTS))
+@pytest.mark.parametrize("k", (1, 8, 50, 64))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gpu_topk_equals_emulation_and_float64(variant, k, dtype):
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    for rows, cols in SHAPES + [(512, 32000), (1, 262144), (4, 151936)]:
+        if k > cols:
+            continue
+        x = explorer.make_input("zipf", rows, cols, dtype, seed)
+        gpu = explorer.softmax_topk(x, k, variant, backend="cuda")
+        emu = explorer.softmax_topk(x, k, variant, backend="emulator")
+        report = explorer.topk_errors(gpu, x)
+        assert report.index_mismatch == 0, (seed, rows, cols, report)
+        assert report.max_rel <= tolerance(dtype), (seed, rows, cols, report)
+        assert np.array_equal(gpu.indices, emu.indices), (seed, rows, cols)
+        assert np.allclose(gpu.values.astype(np.float64), emu.values.astype(np.float64), rtol=tolerance(dtype), atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_topk_repeatable_bitwise():
+    x = explorer.make_input("normal", 3, 128256, "bfloat16", 1)
+    first = explorer.softmax_topk(x, 50, backend="cuda")
+    again = explorer.softmax_topk(x, 50, backend="cuda")
+    assert first.values.tobytes() == again.values.tobytes() and np.array_equal(first.indices, again.indices)
+    assert cuda.available()
