@@ -1,0 +1,401 @@
+"""The Softmax + top-k page: the k largest probabilities per row, fused (one read of the logits) or not.
+
+Pure helpers first (options, agreement per rank, bytes moved: testable without Streamlit), then the cached
+computations, then the page. Figures come from ui.figures (topk_bars_figure, topk_timing_figure).
+explorer.bench is imported lazily, as ui/timing.py does: on the CPU the page only loads results files.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import explorer
+from explorer.numerics import dtype_name, ulp
+from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS
+
+from . import compute, figures, timing
+from .common import backend_badge, guarded, stamp
+
+ss = st.session_state
+
+VOCAB_NAMES = {32000: "LLaMA-2", 50257: "GPT-2", 128256: "LLaMA-3", 151936: "Qwen-2", 262144: "Gemma"}
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+EMULATOR_MAX_ELEMENTS = 8 * 262144  # batch × vocab the CPU emulation runs (about a second for both variants)
+DEFAULTS = {"tk_vocab": VOCABS[0], "tk_batch": 8, "tk_k": 8, "tk_row": 0, "tk_log": True, "tk_tshape": ""}
+BENCH_COMMAND = "python -m explorer bench --topk 8 50 --json FILE"
+
+INTRO = """
+Sampling from a language model's head, or routing tokens in a mixture of experts, needs only the **k largest
+probabilities** of a row of logits, not all of them. The **fused** kernel (Milakov & Gimelshein 2018) keeps a
+running top-k beside the online (m, d) and reads the logits **once**, writing only k probabilities and indices.
+The **unfused** pipeline runs the `fast` softmax (read the logits, write every probability) and then selects
+(read every probability again): three passes over the row, to keep k values. `torch.softmax` + `torch.topk` moves
+the same bytes as the unfused pair.
+
+**Order.** Larger probability first; **ties go to the lower index**; NaN is never chosen.
+
+**Agreement.** The reference is float64: indices by the logits, probabilities from the float64 softmax.
+Indices must agree **exactly**, with one exception: a *tie swap*, two positions whose reference probabilities
+are equal after rounding to the dtype (within 2 ulps). The unfused pipeline selects on probabilities already
+rounded to the dtype, so two different logits can become equal probabilities and come out lower index first;
+the fused kernel selects on the logits themselves. A tie swap is not an error; any other difference is.
+"""
+
+
+# --- pure helpers -------------------------------------------------------------------------------------------
+
+def vocab_label(vocab: int) -> str:
+    return f"{vocab:,} ({VOCAB_NAMES[vocab]})" if vocab in VOCAB_NAMES else f"{vocab:,}"
+
+
+def batch_options(vocab: int, emulated: bool) -> list[int]:
+    """Batch sizes offered: on the emulator only those with batch × vocab <= EMULATOR_MAX_ELEMENTS."""
+    if not emulated:
+        return list(BATCHES)
+    return [b for b in BATCHES if b * vocab <= EMULATOR_MAX_ELEMENTS] or [1]
+
+
+def position_status(ref_row: np.ndarray, ref_indices: np.ndarray, indices: np.ndarray, dtype: str) -> np.ndarray:
+    """Per rank of one row: "same", "tie" (a different index whose reference probability equals the
+    reference's at that rank within 2 ulps of dtype: explorer.topk_errors' tie_swaps) or "wrong"."""
+    ref_row = np.asarray(ref_row, dtype=np.float64)
+    ref_indices = np.asarray(ref_indices, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    out = np.full(indices.shape, "same", dtype=object)
+    if not np.isfinite(ref_row).all():  # a NaN/inf row has no meaningful top-k: topk_errors skips it too
+        return out
+    ref_values = ref_row[ref_indices]
+    got = ref_row[np.clip(indices, 0, ref_row.size - 1)]
+    differ = indices != ref_indices
+    tie = np.abs(got - ref_values) <= 2 * ulp(ref_values, explorer.FORMATS[dtype])
+    out[differ & tie] = "tie"
+    out[differ & ~tie] = "wrong"
+    return out
+
+
+def bytes_table(rows: int, cols: int, k: int, dtype: str) -> pd.DataFrame:
+    """Global-memory bytes each pipeline moves for this shape (TOPK_VARIANTS.bytes_moved; torch as unfused)."""
+    fused = TOPK_VARIANTS["topk_fused"].bytes_moved(rows, cols, k, dtype)
+    out = []
+    for key, v in TOPK_VARIANTS.items():
+        moved = v.bytes_moved(rows, cols, k, dtype)
+        out.append({"pipeline": key, "what it does to memory": v.passes, "bytes moved": moved,
+                    "MB moved": moved / 1e6, "× fused": moved / fused})
+    moved = TOPK_VARIANTS["topk_unfused"].bytes_moved(rows, cols, k, dtype)
+    out.append({"pipeline": "torch.softmax + torch.topk",
+                "what it does to memory": "softmax writes every probability; topk reads them again (as unfused)",
+                "bytes moved": moved, "MB moved": moved / 1e6, "× fused": moved / fused})
+    return pd.DataFrame(out).set_index("pipeline")
+
+
+def agreement_table(runs: dict[str, dict], k: int) -> pd.DataFrame:
+    """One row per variant from run_topk's results: index agreement, tie swaps, error, backend, wall time."""
+    out = {}
+    for key, r in runs.items():
+        rep = r["report"]
+        positions = rep["rows_checked"] * k
+        out[key] = {"backend": r["backend"], "rows checked": rep["rows_checked"], "positions": positions,
+                    "index mismatches": rep["index_mismatch"], "tie swaps": rep["tie_swaps"],
+                    "index agreement": 1 - rep["index_mismatch"] / positions if positions else math.nan,
+                    "max rel": rep["max_rel"], "wall ms (not a benchmark)": 1e3 * r["seconds"]}
+    df = pd.DataFrame.from_dict(out, orient="index")
+    df.index.name = "variant"
+    return df
+
+
+def row_table(ref_values, ref_indices, runs_row: dict[str, tuple], status: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The shown row rank by rank: the reference's index and p, then each variant's index, p and status."""
+    df = pd.DataFrame({"rank": np.arange(1, len(ref_indices) + 1), "ref index": np.asarray(ref_indices),
+                       "ref p": np.asarray(ref_values, dtype=np.float64)})
+    for key, (values, indices) in runs_row.items():
+        df[f"{key} index"] = np.asarray(indices)
+        df[f"{key} p"] = np.asarray(values, dtype=np.float64)
+        df[f"{key} vs ref"] = status[key]
+    return df.set_index("rank")
+
+
+def input_slug(spec: tuple, k: int, row: int) -> str:
+    """File names for downloads: distribution (or upload), params, shape, dtype, seed, k, row."""
+    if spec[0] == "upload":
+        _, name, _, dtype = spec
+        safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.rsplit(".", 1)[0])[:40] or "file"
+        return f"softmax_topk_upload-{safe}_{dtype}_k{k}_row{row}"
+    _, dist, params, rows, cols, dtype, seed = spec
+    p = "".join(f"_{n}{v:g}" for n, v in params)
+    return f"softmax_topk_{dist}{p}_{rows}x{cols}_{dtype}_seed{seed}_k{k}_row{row}"
+
+
+# --- cached compute -------------------------------------------------------------------------------------------
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def run_topk(spec: tuple, k: int, variant: str) -> dict:
+    """One top-k variant over the whole input: values (float64), indices, backend, wall seconds, TopkReport."""
+    x = compute.get_input(spec)
+    start = time.perf_counter()
+    r = explorer.softmax_topk(x, k, variant)
+    seconds = time.perf_counter() - start
+    report = explorer.topk_errors(r, x)
+    return {"values": r.values.reshape(-1, k).astype(np.float64), "indices": r.indices.reshape(-1, k),
+            "backend": r.backend, "seconds": seconds, "launch": r.launch.describe(),
+            "report": {"index_mismatch": report.index_mismatch, "tie_swaps": report.tie_swaps,
+                       "max_rel": report.max_rel, "rows_checked": report.rows_checked}}
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def reference_row(spec: tuple, row: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The float64 softmax of one row, and its top-k (values, indices)."""
+    x = compute.get_input(spec)[row:row + 1]
+    values, indices = explorer.reference_topk(x, k)
+    return explorer.reference(x)[0], values[0], indices[0]
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def load_results(data: bytes) -> dict:
+    mod = timing.bench_module()
+    return mod.load(data) if mod is not None and hasattr(mod, "load") else timing.validate(data)
+
+
+# --- the page -----------------------------------------------------------------------------------------------------
+
+def _restore() -> None:
+    """Widget state is dropped while another page shows: keep a copy under "_"-prefixed keys."""
+    for key, value in DEFAULTS.items():
+        if key not in ss:
+            ss[key] = ss.get("_" + key, value)
+
+
+def _remember() -> None:
+    for key in DEFAULTS:
+        if key in ss:
+            ss["_" + key] = ss[key]
+
+
+def _chart(fig, name: str, key: str) -> None:
+    st.plotly_chart(fig, config=figures.chart_config(name), key=key, width="stretch", theme=None)
+
+
+def _clamp(key: str, low: int, high: int) -> None:
+    try:
+        ss[key] = min(max(int(ss.get(key, low)), low), high)
+    except (TypeError, ValueError):
+        ss[key] = low
+
+
+def _input_spec(cfg, emulated: bool) -> tuple | None:
+    """The input: the sidebar's distribution, parameters, seed and dtype at the shape chosen here, or the
+    uploaded logits as they are. None (after saying why) when there is nothing to run."""
+    c1, c2, c3 = st.columns(3)
+    if cfg.uploaded:
+        data = ss.get("_upload_bytes")
+        if data is None:
+            st.info("Upload a .npy or .csv file of logits in the sidebar (or pick a distribution).",
+                    icon=":material/upload:")
+            return None
+        spec = ("upload", cfg.upload_name, data, cfg.dtype)
+        rows, cols = compute.get_input(spec).shape
+        c1.caption(f"Your logits, {cfg.upload_name}: {rows} × {cols} (the vocabulary and batch choices below apply "
+                   "to generated inputs only).")
+        if emulated and rows * cols > EMULATOR_MAX_ELEMENTS:
+            st.error(f"Not run: {rows} × {cols} is more than the CPU emulation's {EMULATOR_MAX_ELEMENTS:,} elements "
+                     "for this page. Upload fewer rows.", icon=":material/block:")
+            return None
+        _clamp("tk_k", 1, min(K_MAX, cols))
+        c2.number_input(f"k (1–{min(K_MAX, cols)})", min_value=1, max_value=min(K_MAX, cols), step=1, key="tk_k")
+        return spec
+    if ss.get("tk_vocab") not in VOCABS:
+        ss["tk_vocab"] = DEFAULTS["tk_vocab"]
+    c1.selectbox("Vocabulary (cols)", list(VOCABS), key="tk_vocab", format_func=vocab_label,
+                 help="Row lengths of real LM heads: LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma.")
+    options = batch_options(int(ss["tk_vocab"]), emulated)
+    if ss.get("tk_batch") not in options:
+        ss["tk_batch"] = max([b for b in options if b <= int(ss.get("tk_batch") or 1)] or options[:1])
+    c2.select_slider("Batch (rows)", options, key="tk_batch",
+                     help=f"The CPU emulation runs at most {EMULATOR_MAX_ELEMENTS:,} elements (8 × 262,144) "
+                          "on this page, so larger batches are offered on a GPU only." if emulated else
+                          "Rows of logits, one token each.")
+    _clamp("tk_k", 1, K_MAX)
+    c3.number_input(f"k (1–{K_MAX})", min_value=1, max_value=K_MAX, step=1, key="tk_k")
+    if emulated:
+        st.caption(f"CPU emulation: batch × vocabulary is capped at {EMULATOR_MAX_ELEMENTS:,} elements "
+                   "(8 × 262,144) to keep the page interactive; a GPU runs every batch.")
+    return ("dist", cfg.dist, cfg.params, int(ss["tk_batch"]), int(ss["tk_vocab"]), cfg.dtype, cfg.seed)
+
+
+def _describe(spec: tuple) -> str:
+    if spec[0] == "upload":
+        return f"upload {spec[1]} · {spec[3]}"
+    _, dist, params, rows, cols, dtype, seed = spec
+    return (dist + "".join(f" {n}={v:g}" for n, v in params) + f" · {rows}×{cols} {dtype} · seed {seed}"
+            " (distribution, dtype and seed from the sidebar)")
+
+
+@guarded
+def topk_page() -> None:
+    st.title("Softmax + top-k")
+    _restore()
+    cfg = ss.get("_cfg")
+    info = compute.backend_info()
+    gpu = info.get("backend") == "cuda"
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    with right:
+        backend_badge()
+    with st.expander("Fused vs unfused, ties and agreement", expanded=False):
+        st.markdown(INTRO)
+    if cfg is None:
+        _remember()
+        return
+    spec = _input_spec(cfg, emulated=not gpu)
+    if spec is None:
+        _remember()
+        return
+    left.caption(_describe(spec))
+    k = int(ss["tk_k"])
+    x = compute.get_input(spec)
+    rows, cols = x.shape
+    dtype = dtype_name(x.dtype)
+
+    runs, failed = {}, {}
+    with st.spinner(f"Top-{k} of {rows}×{cols} {dtype}, fused and unfused…"):
+        for key in TOPK_VARIANTS:
+            try:
+                runs[key] = run_topk(spec, k, key)
+            except explorer.ExplorerError as exc:
+                failed[key] = str(exc)
+    for key, message in failed.items():
+        st.warning(f"**{key}**: {message}", icon=":material/warning:")
+
+    # 1. the shown row's top-k beside the reference --------------------------------------------------------
+    if runs:
+        st.subheader("Top-k against the float64 reference")
+        c1, c2 = st.columns([1, 2])
+        _clamp("tk_row", 0, rows - 1)
+        if rows > 1:
+            c1.number_input(f"Row (0–{rows - 1})", min_value=0, max_value=rows - 1, step=1, key="tk_row")
+        c2.toggle("Log scale", key="tk_log", help="Top-k probabilities can span many decades (zeros are left off).")
+        row = int(ss["tk_row"])
+        ref_row, ref_values, ref_indices = reference_row(spec, row, k)
+        runs_row = {key: (r["values"][row], r["indices"][row]) for key, r in runs.items()}
+        status = {key: position_status(ref_row, ref_indices, idx, dtype) for key, (_, idx) in runs_row.items()}
+        backend = "GPU" if gpu else "CPU emulation"
+        fig = figures.topk_bars_figure(ref_values, ref_indices, runs_row, bool(ss["tk_log"]),
+                                       f"Top-{k} of row {row}, {rows}×{cols} {dtype}: each variant ({backend}) vs "
+                                       "float64", stamp(), status=status)
+        slug = input_slug(spec, k, row)
+        _chart(fig, slug, "chart_topk")
+        if not np.isfinite(ref_row).all():
+            st.info(f"Row {row} has a NaN or +inf logit: its float64 softmax is not finite, so it has no meaningful "
+                    "top-k and is not checked.", icon=":material/info:")
+
+        st.subheader("Agreement over the whole input")
+        df = agreement_table(runs, k)
+        st.dataframe(df, width="stretch", key="table_topk", column_config={
+            "index agreement": st.column_config.NumberColumn(format="%.4f"),
+            "max rel": st.column_config.NumberColumn(format="%.2e"),
+            "wall ms (not a benchmark)": st.column_config.NumberColumn(format="%.1f")})
+        st.caption("index mismatches: positions whose index differs from the float64 reference's beyond a tie; "
+                   "tie swaps: positions that differ only between probabilities equal within 2 ulps of "
+                   f"{dtype} (not errors: see above); index agreement: 1 − mismatches / positions; max rel: the "
+                   "returned probabilities against float64 at the returned indices; rows with a NaN or +inf logit "
+                   "are not checked.")
+        table = row_table(ref_values, ref_indices, runs_row, status)
+        with st.expander(f"Row {row}, rank by rank"):
+            st.dataframe(table, width="stretch", key="table_topk_row")
+        c1, c2 = st.columns(2)
+        with c1:
+            st.download_button("Download agreement (CSV)", df.to_csv().encode(), file_name=f"{slug}_agreement.csv",
+                               mime="text/csv", key="csv_topk", icon=":material/download:", on_click="ignore")
+        with c2:
+            st.download_button(f"Download row {row} (CSV)", table.to_csv().encode(), file_name=f"{slug}.csv",
+                               mime="text/csv", key="csv_topk_row", icon=":material/download:", on_click="ignore")
+
+    # 2. bytes and timing --------------------------------------------------------------------------------------
+    st.subheader("Bytes moved and timing: fused vs unfused vs torch")
+    st.dataframe(bytes_table(rows, cols, k, dtype), width="stretch", key="table_topk_bytes", column_config={
+        "bytes moved": st.column_config.NumberColumn(format="%d"),
+        "MB moved": st.column_config.NumberColumn(format="%.2f"),
+        "× fused": st.column_config.NumberColumn(format="%.2f")})
+    st.caption(f"For {rows}×{cols} {dtype}, top-{k}: logits read (and, unfused, probabilities written and read "
+               "again), plus k probabilities and int32 indices written per row. Top-k is memory-bound, so time "
+               "should follow these bytes.")
+    _timing(gpu, rows, cols, k, dtype)
+    _remember()
+
+
+def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
+    mod = timing.bench_module()
+    if not gpu:
+        st.info("Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
+                f"Load a top-k results file measured on a GPU (written by `{BENCH_COMMAND}`).",
+                icon=":material/timer_off:")
+    elif mod is None or not hasattr(mod, "bench_topk"):
+        st.warning("This version of the explorer has no top-k benchmark (explorer.bench.bench_topk); load results "
+                   "files below.")
+    elif st.button(f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch)", key="tk_bench_run",
+                   icon=":material/timer:", type="primary"):
+        bar = st.progress(0.0, text="Validating, warming up and timing…")
+        try:
+            ss["_tk_bench"] = mod.bench_topk([(rows, cols)], [k], [dtype], peers=True,
+                                             progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
+        finally:
+            bar.empty()
+        ss["tk_tshape"] = f"{rows}×{cols} {dtype} top-{k}"
+        st.caption("The benchmark draws its own input (normal × 3, like `explorer bench --topk`), not the one above.")
+
+    files = st.file_uploader("Top-k results (JSON, one file per GPU)", type=["json"], accept_multiple_files=True,
+                             key="tk_bench_files", help=f"Written by `{BENCH_COMMAND}`; several files show side "
+                                                        "by side.")
+    sources, metas, taken = {}, {}, set()
+    if ss.get("_tk_bench"):
+        data = ss["_tk_bench"]
+        label = timing._label(data.get("meta", {}), "this run", taken)
+        sources[label], metas[label] = data, data.get("meta", {})
+        st.download_button("Download this run's results (JSON)", json.dumps(data, indent=1),
+                           file_name=f"topk_bench_{datetime.date.today().isoformat()}.json", mime="application/json",
+                           key="json_tk_bench", on_click="ignore", icon=":material/download:")
+    for f in files or []:
+        try:
+            data = load_results(f.getvalue())
+        except explorer.ExplorerError as exc:
+            st.error(f"{f.name}: {exc}")
+            continue
+        label = timing._label(data.get("meta", {}), f.name, taken)
+        sources[label], metas[label] = data, data.get("meta", {})
+    if not sources:
+        return
+    df = figures.topk_timing_frame(sources)
+    if df.empty:
+        st.warning("No top-k results in the loaded file(s): they need rows named topk_fused, topk_unfused or torch "
+                   f"with a k, as written by `{BENCH_COMMAND}`.", icon=":material/warning:")
+        return
+    shapes = list(dict.fromkeys(df["shape"]))
+    if ss.get("tk_tshape") not in shapes:
+        here = f"{rows}×{cols} {dtype} top-{k}"
+        ss["tk_tshape"] = here if here in shapes else shapes[0]
+    st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
+    part = df[df["shape"] == ss["tk_tshape"]]
+    table = figures.topk_timing_table(part)
+    stamp_ = " | ".join(timing.meta_stamp(metas[s]) for s in dict.fromkeys(part["source"]))
+    fig = figures.topk_timing_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", stamp_)
+    slug = "softmax_topk_timing_" + ss["tk_tshape"].replace(" ", "_").replace("×", "x")
+    _chart(fig, slug, "chart_topk_time")
+    st.caption("Bars: median µs per launch with the p10–p90 spread (CUDA events, inputs rotated out of L2). Labels: "
+               "bytes each pipeline moves, and speed-up against torch.softmax + torch.topk in the same file.")
+    shown = table.drop(columns=["rows", "cols", "dtype", "k"])  # the shape is chosen above
+    st.dataframe(shown, width="stretch", hide_index=True, key="table_topk_time", column_config={
+        "median_us": st.column_config.NumberColumn("median µs", format="%.2f"),
+        "p10_us": st.column_config.NumberColumn("p10 µs", format="%.2f"),
+        "p90_us": st.column_config.NumberColumn("p90 µs", format="%.2f"),
+        "bytes_moved": st.column_config.NumberColumn("bytes moved", format="%d"),
+        "MB_moved": st.column_config.NumberColumn("MB moved", format="%.2f"),
+        "gbps": st.column_config.NumberColumn("GB/s", format="%.0f"),
+        "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×"),
+        "max_rel": st.column_config.NumberColumn("max rel", format="%.1e")})
+    st.download_button("Download timing table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
+                       mime="text/csv", key="csv_topk_time", on_click="ignore", icon=":material/download:")
