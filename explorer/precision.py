@@ -104,7 +104,8 @@ def measure(variant: str, acc: str, dist: str, n: int, backend: str = "auto", dt
     Returns a dict: variant, acc, dist, n, dtype, backend, d and exact_d (final denominators),
     d_rel_error, out_max_rel (outputs vs float64, explorer.errors), sequential_terms, d_bound
     (3·k·u_acc, plus 2·max|x|·u_acc where x is rounded into the accumulator), bound (d_bound + u_out:
-    explorer.error_bound), bound_applies (bound < 1: a relative bound of 1 or more says nothing),
+    explorer.error_bound), bound_applies (bound < 1, as a relative bound of 1 or more says nothing, and the
+    exact d within the accumulator's range: the rounding-error model assumes nothing overflows),
     overflow (d not finite), stagnated_at (steps lane 0 folded before its d froze, or None), seconds.
     """
     x = make_class_input(dist, n, dtype, seed)
@@ -123,7 +124,7 @@ def measure(variant: str, acc: str, dist: str, n: int, backend: str = "auto", dt
         "block_size": r.block_size, "max_abs_x": float(np.max(np.abs(x.astype(np.float64)))), "d": float(t.final_d), "exact_d": float(t.exact_final_d),
         "d_rel_error": float(d_err) if math.isfinite(t.final_d) else math.inf,
         "out_max_rel": errors(r.out, x).max_rel, "sequential_terms": k, "d_bound": d_bound, "bound": bound,
-        "bound_applies": bound < 1.0, "overflow": not math.isfinite(t.final_d),
+        "bound_applies": bound < 1.0 and abs(t.exact_final_d) <= FORMATS[acc].max_value, "overflow": not math.isfinite(t.final_d),
         "stagnated_at": stagnation_step(t.d[0], t.exact_d[0], acc), "seconds": seconds,
     }
 

@@ -176,6 +176,8 @@ def step_page() -> None:
     c3.metric("relative error of d_j", f"{n['rel_err']:.3g}")
     st.caption(f"Final state of the row: kernel (m, d) = ({trace.final_m:.9g}, {trace.final_d:.9g}); "
                f"float64 ({trace.exact_final_m:.9g}, {trace.exact_final_d:.9g}).")
+    from .precision import bits_section  # the precision lab's bit-level view of d_j
+    bits_section(trace, lane, step)
 
     if trace.threads > 1:
         st.subheader(f"All {trace.threads} lanes' partial states")
