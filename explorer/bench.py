@@ -263,7 +263,7 @@ def _bench_topk_shape(rows: int, cols: int, k: int, dtype: str, seed: int, torch
         if report.index_mismatch:
             raise KernelFailed(f"{key} top-{k} on {rows}×{cols} {dtype}: {report.index_mismatch} wrong indices")
         times = _time_launches(
-            lambda i, fused=fused: cuda.topk_on_device(fused, launch, xs[i], rows, cols, dtype, k, fast), buffers)
+            lambda i, fused=fused: cuda.topk_on_device(fused, launch, xs[i], rows, cols, dtype, k, fast, False), buffers)
         results.append(_topk_row(key, dtype, rows, cols, k, times, variant.bytes_moved(rows, cols, k, dtype),
                                  report.max_rel, launch.describe()))
     if torch is not None:

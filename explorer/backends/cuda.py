@@ -231,10 +231,14 @@ def run_topk(fused: bool, launch: Launch, x: np.ndarray, dtype: str, k: int, sof
 
 
 def topk_on_device(fused: bool, geometry: Launch, x_dev, rows: int, cols: int, dtype: str, k: int,
-                   softmax_launch: Launch):
-    """Launch the fused kernel, or `fast` softmax then the selection kernel (no sync): the timed path."""
-    values = cp.full((rows, k), poison_value(DTYPES[dtype]), x_dev.dtype)
-    indices = cp.full((rows, k), -1, np.int32)
+                   softmax_launch: Launch, poison: bool = True):
+    """Launch the fused kernel, or `fast` softmax then the selection kernel (no sync). The timed path
+    passes poison=False: outputs are then allocated, not filled (validation poisons them)."""
+    if poison:
+        values = cp.full((rows, k), poison_value(DTYPES[dtype]), x_dev.dtype)
+        indices = cp.full((rows, k), -1, np.int32)
+    else:
+        values, indices = cp.empty((rows, k), x_dev.dtype), cp.empty((rows, k), np.int32)
     source = x_dev
     if not fused:
         source = cp.empty_like(x_dev)
