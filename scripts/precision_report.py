@@ -1,11 +1,13 @@
 """The precision lab's figures and numbers for docs/precision.md.
 
     BROWSER_PATH=/usr/bin/chromium python scripts/precision_report.py --out docs            # here: the emulator
-    python scripts/precision_report.py --backend cuda --thread-max 20 --prefix precision-gpu --out out
+    python scripts/precision_report.py --backend cuda --thread-max 20 --prefix precision-gpu --no-png --out $OUT
+    BROWSER_PATH=/usr/bin/chromium python scripts/precision_report.py --records precision-gpu.json --out docs
 
 Runs explorer.precision.sweep over n = 2^4 .. 2^max (online_thread up to 2^thread-max: the emulator folds
 a lane in a Python loop), writes <prefix>-*.png (plotly + kaleido), <prefix>.json (every record) and prints
-the Markdown tables the write-up quotes.
+the Markdown tables the write-up quotes. --records draws from a saved <prefix>.json instead of running
+(a GPU machine without a browser for kaleido saves with --no-png; the PNGs are drawn here).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -46,23 +50,35 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--out", default="docs")
     ap.add_argument("--prefix", default="precision")
+    ap.add_argument("--records", help="draw from this saved .json instead of running (its prefix is kept)")
+    ap.add_argument("--no-png", action="store_true", help="save the .json and tables only")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    ns = precision.powers_of_two(4, args.max)
-    start = time.perf_counter()
-    records = []
-    for v in precision.ONLINE_VARIANTS:
-        vns = [n for n in ns if v != "online_thread" or n <= 2**args.thread_max]
-        records += precision.sweep([v], ns=vns, backend=args.backend, dtype=args.dtype,
-                                   progress=lambda i, total, v=v: print(f"\r{v}: {i + 1}/{total}", end="", flush=True))
-    print(f"\n{len(records)} runs in {time.perf_counter() - start:.0f} s")
-    stamp = figures.stamp_text(explorer.info(), datetime.date.today().isoformat())
+    n_stag = 2**13
+    if args.records:
+        saved = json.loads(Path(args.records).read_text())
+        records, stamp, prefix = saved["records"], saved["stamp"], Path(args.records).stem
+        traj = [{**t, **{k: np.asarray(t[k]) for k in ("steps", "d", "exact_d")}} for t in saved["trajectories"]]
+    else:
+        prefix = args.prefix
+        ns = precision.powers_of_two(4, args.max)
+        start = time.perf_counter()
+        records = []
+        for v in precision.ONLINE_VARIANTS:
+            vns = [n for n in ns if v != "online_thread" or n <= 2**args.thread_max]
+            records += precision.sweep([v], ns=vns, backend=args.backend, dtype=args.dtype, progress=lambda i, total, v=v:
+                                       print(f"\r{v}: {i + 1}/{total}", end="", flush=True))
+        print(f"\n{len(records)} runs in {time.perf_counter() - start:.0f} s")
+        stamp = figures.stamp_text(explorer.info(), datetime.date.today().isoformat())
+        traj = [precision.d_trajectory("online_thread", a, "constant", n_stag, backend=args.backend, dtype=args.dtype)
+                for a in precision.ACCUMULATORS]
+        (out / f"{prefix}.json").write_text(json.dumps({
+            "stamp": stamp, "records": records,
+            "trajectories": [{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in t.items()} for t in traj]}))
+    ns = sorted({r["n"] for r in records})
     backend = records[0]["backend"]
     src = "GPU kernels" if backend == "cuda" else "CPU emulation"
-    n_stag = 2**13
-    traj = [precision.d_trajectory("online_thread", a, "constant", n_stag, backend=args.backend, dtype=args.dtype)
-            for a in precision.ACCUMULATORS]
     figs = {
         "error-vs-n": page.error_vs_n_figure(records, "online_thread", "d", "online_thread: relative error of d_n vs "
                                              f"float64 ({src})", stamp),
@@ -78,9 +94,9 @@ def main() -> None:
                                         "variant", "d", f"monotone decreasing row, acc float16: error of d_n per "
                                                         f"variant ({src})", stamp),
     }
-    for name, fig in figs.items():
-        fig.write_image(out / f"{args.prefix}-{name}.png", width=1300, height=fig.layout.height or 500, scale=1)
-    (out / f"{args.prefix}.json").write_text(json.dumps({"stamp": stamp, "records": records}, indent=0, default=str))
+    if not args.no_png:
+        for name, fig in figs.items():
+            fig.write_image(out / f"{prefix}-{name}.png", width=1300, height=fig.layout.height or 500, scale=1)
     show = [n for n in ns if n.bit_length() % 2 == 1 or n == ns[-1]]
     for acc in precision.ACCUMULATORS:
         print(f"\n### d_n relative error, acc {acc}, monotone decreasing ({src})\n")

@@ -6,7 +6,7 @@ set -euo pipefail
 out=${1:-docs/results}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-run() { python3 -m explorer bench "$@" 2>/dev/null | tail -n +2; }
+run() { python3 -m explorer bench "$@" 2>/dev/null; }
 # the Triton-tutorial sweep: 2^27 elements, cols 128 ... 262144; fast and the peers in every dtype
 run --variants fast --sweep cols --dtypes float32 float16 bfloat16 --json "$out/sweep-fast.json"
 # the teaching kernels beside them at a few widths (fp32): what each step of the story buys

@@ -2,17 +2,12 @@
 overflow, tree variants, the bit-level view, its figures and its page (emulator; one GPU test)."""
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import explorer
 from explorer import precision
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_app import charts, goto, make, ok
 
 ALL_NS = precision.powers_of_two(4, 11)
 
@@ -231,6 +226,7 @@ def test_overflow_and_stagnation_figures():
 # --- the page -------------------------------------------------------------------------------------------
 
 def test_precision_page():
+    from test_app import charts, goto, make, ok
     at = make({"rows": "2", "cols": "50"})
     at.session_state["prec_max"] = 9
     at.session_state["prec_stag_n"] = 4096
@@ -269,6 +265,7 @@ def test_precision_page():
 
 
 def test_step_page_shows_the_bits_of_d_j():
+    from test_app import goto, make, ok
     at = make({"rows": "1", "cols": "3000", "dist": "constant", "p_value": "0", "acc": "float16",
                "variants": "online_thread", "step": "2500"})
     goto(at, "step")

@@ -322,15 +322,17 @@ def run_points(points: list[tuple], dtype: str, block: int, backend: str) -> lis
 
 EXPONENTS = list(range(4, 21))  # n = 2^4 .. 2^20
 EMULATOR_STEP_CAPS = [2**k for k in range(8, 21)]
+GPU_STEP_CAP = 2**16
 DEFAULTS = {"prec_max": 18, "prec_dtype": "float32", "prec_variants": list(precision.ONLINE_VARIANTS),
             "prec_block": 256, "prec_cap": 2**12, "prec_quantity": "d", "prec_variant": "online_thread",
             "prec_cmp_acc": "float16", "prec_cmp_dist": "decreasing", "prec_stag_dist": "constant",
             "prec_stag_n": 2**13}
 
 
-def _restore() -> None:
+def _restore(backend: str) -> None:
     """Widget state is dropped while another page shows: keep a copy under "_"-prefixed keys."""
-    for key, value in DEFAULTS.items():
+    defaults = {**DEFAULTS, "prec_cap": GPU_STEP_CAP if backend == "cuda" else DEFAULTS["prec_cap"]}
+    for key, value in defaults.items():
         if key not in ss:
             ss[key] = ss.get("_" + key, value)
 
@@ -412,7 +414,7 @@ def precision_page() -> None:
     header("Precision lab", None)
     backend = explorer.resolve_backend("auto")
     on_gpu = backend == "cuda"
-    _restore()
+    _restore(backend)
     st.markdown(INTRO)
 
     c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
@@ -421,16 +423,12 @@ def precision_page() -> None:
     c2.selectbox("Input and output type", list(explorer.DTYPES), key="prec_dtype",
                  help="float16 with the float32 accumulator is the mixed-precision case: bound 3·n·u32 + u16.")
     c3.select_slider("Block size B (online_block)", [64, 128, 256, 512, 1024], key="prec_block")
-    if on_gpu:
-        cap = None
-        c4.caption("GPU: every n runs on the real kernels.")
-    else:
-        c4.select_slider("Emulator: steps per lane at most", EMULATOR_STEP_CAPS, key="prec_cap",
-                         format_func=lambda v: f"{v:,}",
-                         help="The emulator folds each lane's elements in a Python loop (about 40 µs a step), "
-                              "so online_thread at n = 2^20 takes ~40 s per point. Points above this are left out "
-                              "here (the GPU, and explorer.precision.sweep, go further).")
-        cap = int(ss["prec_cap"])
+    c4.select_slider("Steps per lane at most", EMULATOR_STEP_CAPS, key="prec_cap", format_func=lambda v: f"{v:,}",
+                     help="Every run is traced, and its float64 replay walks a lane's steps in a Python loop "
+                          "(about 15 µs a step; the emulator's own fold about 25 µs more), so online_thread at "
+                          "n = 2^20 costs ~15 s a point even on the GPU and ~40 s on the emulator. Points above this "
+                          "cap are left out here; explorer.precision.sweep has no cap.")
+    cap = int(ss["prec_cap"])
     st.multiselect("Variants", list(precision.ONLINE_VARIANTS), key="prec_variants",
                    format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
     variants = [v for v in ss["prec_variants"] if v in precision.ONLINE_VARIANTS]
@@ -441,13 +439,13 @@ def precision_page() -> None:
     ns = precision.powers_of_two(EXPONENTS[0], int(ss["prec_max"]))
     dtype, block = ss["prec_dtype"], int(ss["prec_block"])
     points = [(v, a, d, n) for v in variants for a in precision.ACCUMULATORS for d in precision.INPUT_CLASSES
-              for n in ns if cap is None or precision.lane_steps(v, n, block) <= cap]
-    left_out = {v: max((n for n in ns if precision.lane_steps(v, n, block) <= (cap or 2**62)), default=None)
-                for v in variants}
-    if cap is not None and any(m != ns[-1] for m in left_out.values()):
-        st.info("CPU emulation: " + "; ".join(f"{v} up to n = {m:,}" if m else f"{v}: no n within the cap"
-                                                for v, m in left_out.items())
-                + f" (at most {cap:,} steps per lane). Raise the cap to go further, at ~40 µs a step per point.",
+              for n in ns if precision.lane_steps(v, n, block) <= cap]
+    left_out = {v: max((n for n in ns if precision.lane_steps(v, n, block) <= cap), default=None) for v in variants}
+    if any(m != ns[-1] for m in left_out.values()):
+        st.info(("GPU" if on_gpu else "CPU emulation") + ": " + "; ".join(
+            f"{v} up to n = {m:,}" if m else f"{v}: no n within the cap" for v, m in left_out.items())
+                + f" (at most {cap:,} steps per lane). Raise the cap to go further, at "
+                + ("~15" if on_gpu else "~40") + " µs a step per point.",
                 icon=":material/speed:")
     records = run_points(points, dtype, block, backend)
     if not records:
@@ -487,7 +485,7 @@ def precision_page() -> None:
     with right:
         st.radio("Input", ["constant", "decreasing"], key="prec_stag_dist", horizontal=True,
                  format_func=precision.INPUT_TITLES.get)
-        caps = [2**k for k in range(11, 21) if on_gpu or 2**k <= max(cap or 0, 2**13)]
+        caps = [2**k for k in range(11, 21) if 2**k <= max(cap, 2**13)]
         if ss.get("prec_stag_n") not in caps:
             ss["prec_stag_n"] = caps[min(2, len(caps) - 1)]
         st.select_slider("n", caps, key="prec_stag_n", format_func=lambda v: f"{v:,}")
