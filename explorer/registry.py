@@ -57,6 +57,12 @@ class Variant:
     traceable: bool = True
     takes_block_size: bool = False
     default_block_size: int = 0
+    kernel_functions: tuple[str, ...] = ()  # the __global__ functions, where not just `kernel`
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        """The __global__ functions this variant may launch."""
+        return self.kernel_functions or (self.kernel,)
 
     def launch(self, rows: int, cols: int, block_size: int | None = None, dtype: str = "float32") -> Launch:
         return self.launch_rule(rows, cols, block_size or self.default_block_size, dtype)
@@ -235,6 +241,7 @@ VARIANTS: dict[str, Variant] = {
             launch_rule=_split,
             takes_block_size=True,
             default_block_size=256,
+            kernel_functions=("split_partial", "split_finish"),
         ),
         Variant(
             key="fast",
@@ -246,10 +253,11 @@ VARIANTS: dict[str, Variant] = {
             kernel_file="fast.cu",
             reads_per_element=1,
             writes_per_element=1,
-            lesson="Memory-bound: cache the row on chip (registers of a warp, a block or a Hopper cluster) so x is read once and y written once, with 16-byte loads; split very long rows across blocks.",
+            lesson="Memory-bound: cache the row on chip (registers of a warp, a block or a Hopper cluster) so x is read once and y written once, with 16-byte loads; very long or few rows stream through several blocks each (then 2 reads).",
             launch_rule=_fast,
             accumulators=("float32",),
             traceable=False,
+            kernel_functions=("fast_warp", "fast_block", "fast_split_partial", "fast_split_finish"),
         ),
     ]
 }
