@@ -37,12 +37,20 @@ def max_elements() -> int:
         raise InvalidInput(f"EXPLORER_MAX_ELEMENTS must be a whole number, got {raw!r}") from None
 
 
+def forced_backend() -> str | None:
+    """The operator's choice for "auto" (EXPLORER_BACKEND=emulator keeps a shared box off its GPU)."""
+    forced = os.environ.get("EXPLORER_BACKEND", "").strip()
+    if forced and forced not in ("cuda", "emulator"):
+        raise InvalidInput(f"EXPLORER_BACKEND must be cuda or emulator, got {forced!r}")
+    return forced or None
+
+
 def resolve_backend(backend: str) -> str:
-    """"auto" is CUDA where a GPU is usable, else the emulator."""
-    if backend not in BACKENDS:
+    """"auto" is EXPLORER_BACKEND if set, else CUDA where a GPU is usable, else the emulator."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
         raise InvalidInput(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if backend == "auto":
-        return "cuda" if cuda.available() else "emulator"
+        return forced_backend() or ("cuda" if cuda.available() else "emulator")
     return backend
 
 
@@ -153,7 +161,9 @@ def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "a
 
 
 def info() -> dict:
-    """What would run: the GPU and its software, or why the emulator serves instead."""
+    """What "auto" runs: the GPU and its software, or why the emulator serves instead."""
+    if forced_backend() == "emulator":
+        return {"backend": "emulator", "reason": "EXPLORER_BACKEND=emulator"}
     if cuda.available():
         return {"backend": "cuda", **cuda.device_info()}
     return {"backend": "emulator", "reason": cuda.unavailable_reason()}
