@@ -9,7 +9,7 @@ pytest.importorskip("streamlit")
 from test_app import charts, frame, goto, make, ok  # the AppTest page helpers
 
 pytestmark = pytest.mark.gpu
-QUERY = {"rows": "64", "cols": "1000", "variants": "online_thread,online_warp,online_block,fast", "trace_variant": "online_warp"}
+QUERY = {"rows": "64", "cols": "1000", "variants": "online_thread,online_warp,online_block,fast"}
 
 
 @pytest.fixture
