@@ -45,21 +45,27 @@ def sweep_figure(doc: dict, dtype: str) -> go.Figure:
 
 
 def table(doc: dict, dtype: str, names: list[str]) -> str:
+    """One line per shape (and k, for top-k results): each name's median µs, % of copy where measured."""
     by_shape = defaultdict(dict)
     for r in doc["results"]:
         if r["dtype"] == dtype:
-            by_shape[(r["rows"], r["cols"])][r["name"]] = r
-    head = "| rows × cols | " + " | ".join(f"{n} µs (% copy)" for n in names) + " | fast / torch |"
-    lines = [head, "|" + "---|" * (len(names) + 2)]
-    for (rows, cols), got in by_shape.items():
+            by_shape[(r["rows"], r["cols"], r.get("k"))][r["name"]] = r
+    topk = any(key[2] for key in by_shape)
+    baseline = "torch"
+    ours = "topk_fused" if topk else "fast"
+    head = "| rows × cols " + ("| k " if topk else "") + "| " + " | ".join(
+        f"{n} µs" + ("" if topk else " (% copy)") for n in names) + f" | {baseline} / {ours} |"
+    lines = [head, "|" + "---|" * (len(names) + 2 + topk)]
+    for (rows, cols, k), got in by_shape.items():
         cells = []
         for n in names:
             r = got.get(n)
-            cells.append(f"{r['median_us']:.1f} ({r['pct_copy']:.0f}%)" if r else "—")
+            pct = f" ({r['pct_copy']:.0f}%)" if r and r.get("pct_copy") is not None else ""
+            cells.append(f"{r['median_us']:.1f}{pct}" if r else "—")
         ratio = "—"
-        if "torch" in got and "fast" in got:
-            ratio = f"{got['torch']['median_us'] / got['fast']['median_us']:.2f}×"
-        lines.append(f"| {rows}×{cols} | " + " | ".join(cells) + f" | {ratio} |")
+        if baseline in got and ours in got:
+            ratio = f"{got[baseline]['median_us'] / got[ours]['median_us']:.2f}×"
+        lines.append(f"| {rows}×{cols} " + (f"| {k} " if topk else "") + "| " + " | ".join(cells) + f" | {ratio} |")
     return "\n".join(lines)
 
 
