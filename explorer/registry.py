@@ -43,8 +43,8 @@ class Launch:
 class Variant:
     key: str
     title: str
-    family: str  # "thread", "warp" or "block": what works on one row
-    method: str  # "naive", "safe" (max pass, then sum with the final max) or "online" (running max)
+    family: str  # what works on one row: "thread", "warp", "block", "split" (several blocks) or "dispatch" (by shape)
+    method: str  # "naive", "safe" (max pass, then sum with the final max), "online" (running max) or "fast"
     seed: str  # where the idea comes from
     kernel: str  # CUDA template name in kernel_file
     kernel_file: str
