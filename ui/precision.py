@@ -9,6 +9,7 @@ GPU is usable, the emulator otherwise.
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import numpy as np
@@ -22,6 +23,15 @@ from explorer import precision
 
 from . import figures
 from .common import guarded, header, stamp
+from .state import (
+    PREC_BLOCKS,
+    PREC_CAP_GPU,
+    PREC_EXPONENTS,
+    PREC_STAG_DISTS,
+    PREC_STAG_NS,
+    PREC_STEP_CAPS,
+    PRECISION_DEFAULTS,
+)
 
 ss = st.session_state
 ACC_COLORS = {"float16": "#d62728", "bfloat16": "#9467bd", "float32": "#1f77b4"}
@@ -62,9 +72,27 @@ def _level(fig: go.Figure, y: float, text: str, color: str, dash: str = "dot", p
                        font=dict(size=11, color=color))
 
 
-def _layout(fig: go.Figure) -> go.Figure:
-    """Legend under the title, clear of subplot titles; the stamp under the x axis title."""
-    fig.update_layout(legend=dict(y=1.1), margin=dict(t=150, b=105))
+def _layout(fig: go.Figure, width_px: int = 450, subplot_titles: bool = False) -> go.Figure:
+    """The title at the top, the legend left-aligned under it (never across the title, whatever the chart's
+    width), subplot titles under the legend; the top margin sized for the rows the legend wraps into at
+    about width_px of plot (entries flow in trace order, not stacked by group); the stamp under the x axis."""
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    rows, used = 1, 0
+    for name in names:
+        w = 48 + 7 * len(re.sub(r"<[^>]+>", "", name))
+        if used and used + w > width_px:
+            rows, used = rows + 1, 0
+        used += w
+    lines = str(fig.layout.title.text or "").count("<br>") + 1
+    title_px = 14 + 24 * lines
+    legend_px = 21 * rows + 6
+    extra = 30 if subplot_titles else 0
+    top = title_px + legend_px + extra + 12
+    fig.update_layout(title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=14)),
+                      legend=dict(orientation="h", traceorder="normal", xanchor="left", x=0.0, yanchor="bottom",
+                                  yref="container",
+                                  y=1.0 - (title_px + legend_px) / fig.layout.height),
+                      margin=dict(t=top, b=105))
     fig.update_annotations(selector=dict(name="stamp"), yshift=-50)
     return fig
 
@@ -143,7 +171,7 @@ def error_vs_n_figure(records: list[dict], variant: str, quantity: str, title: s
                         dash="dot", with_input=True, col=c, showlegend=c == 1 or not any(
                             explorer.rounds_input(dtype, a) for a in accs[:c - 1]), legendgroup="bound_in")
         _error_axis(fig, quantity, col=c, title=c == 1)
-    return _layout(figures.finish(fig, title, stamp_, height=560))
+    return _layout(figures.finish(fig, title, stamp_, height=600), width_px=820, subplot_titles=True)
 
 
 def stagnation_figure(trajectories: list[dict], title: str, stamp_: str, max_points: int = 1500) -> go.Figure:
@@ -320,13 +348,10 @@ def run_points(points: list[tuple], dtype: str, block: int, backend: str) -> lis
 
 # --- the page --------------------------------------------------------------------------------------------
 
-EXPONENTS = list(range(4, 21))  # n = 2^4 .. 2^20
-EMULATOR_STEP_CAPS = [2**k for k in range(8, 21)]
-GPU_STEP_CAP = 2**16
-DEFAULTS = {"prec_max": 18, "prec_dtype": "float32", "prec_variants": list(precision.ONLINE_VARIANTS),
-            "prec_block": 256, "prec_cap": 2**12, "prec_quantity": "d", "prec_variant": "online_thread",
-            "prec_cmp_acc": "float16", "prec_cmp_dist": "decreasing", "prec_stag_dist": "constant",
-            "prec_stag_n": 2**13}
+EXPONENTS = list(PREC_EXPONENTS)  # n = 2^4 .. 2^20
+EMULATOR_STEP_CAPS = list(PREC_STEP_CAPS)
+GPU_STEP_CAP = PREC_CAP_GPU
+DEFAULTS = PRECISION_DEFAULTS  # ui.state: the same keys are URL parameters
 
 
 def _restore(backend: str) -> None:
@@ -422,7 +447,7 @@ def precision_page() -> None:
                      format_func=_pow2)
     c2.selectbox("Input and output type", list(explorer.DTYPES), key="prec_dtype",
                  help="float16 with the float32 accumulator is the mixed-precision case: bound 3·n·u32 + u16.")
-    c3.select_slider("Block size B (online_block)", [64, 128, 256, 512, 1024], key="prec_block")
+    c3.select_slider("Block size B (online_block)", list(PREC_BLOCKS), key="prec_block")
     c4.select_slider("Steps per lane at most", EMULATOR_STEP_CAPS, key="prec_cap", format_func=lambda v: f"{v:,}",
                      help="Every run is traced, and its float64 replay walks a lane's steps in a Python loop "
                           "(about 15 µs a step; the emulator's own fold about 25 µs more), so online_thread at "
@@ -483,9 +508,9 @@ def precision_page() -> None:
     st.subheader("fp16 stagnation: the traced d_j flattens")
     left, right = st.columns([3, 2])
     with right:
-        st.radio("Input", ["constant", "decreasing"], key="prec_stag_dist", horizontal=True,
+        st.radio("Input", list(PREC_STAG_DISTS), key="prec_stag_dist", horizontal=True,
                  format_func=precision.INPUT_TITLES.get)
-        caps = [2**k for k in range(11, 21) if 2**k <= max(cap, 2**13)]
+        caps = [n for n in PREC_STAG_NS if n <= max(cap, 2**13)]
         if ss.get("prec_stag_n") not in caps:
             ss["prec_stag_n"] = caps[min(2, len(caps) - 1)]
         st.select_slider("n", caps, key="prec_stag_n", format_func=lambda v: f"{v:,}")
@@ -522,7 +547,7 @@ def precision_page() -> None:
         st.markdown(TEXT_BF16)
     with left:
         recs = [r for r in records if r["variant"] == variant and r["dist"] == "decreasing"]
-        _chart(compare_figure(recs, "acc", quantity, f"{variant}, monotone decreasing row: error of "
+        _chart(compare_figure(recs, "acc", quantity, f"{variant}, monotone decreasing row:<br>error of "
                                                      f"{QUANTITIES[quantity]} per accumulator, bounds dashed", stamp()),
                "bf16", "chart_prec_bf16")
 
@@ -536,7 +561,7 @@ def precision_page() -> None:
     with left:
         acc, dist = ss["prec_cmp_acc"], ss["prec_cmp_dist"]
         recs = [r for r in records if r["acc"] == acc and r["dist"] == dist]
-        _chart(compare_figure(recs, "variant", quantity, f"{precision.INPUT_TITLES[dist]} row, acc {acc}: error of "
+        _chart(compare_figure(recs, "variant", quantity, f"{precision.INPUT_TITLES[dist]} row, acc {acc}:<br>error of "
                                                          f"{QUANTITIES[quantity]} per variant, bounds dashed", stamp()),
                "variants", "chart_prec_tree")
     _remember()

@@ -14,6 +14,7 @@ from .state import (
     DTYPE_NAMES,
     MAX_DIM,
     PAGE_KEYS,
+    PREC_CAP_GPU,
     UPLOAD,
     Config,
     defaults,
@@ -30,6 +31,8 @@ def init_from_url() -> None:
     if "_init" in ss:
         return
     values, problems = parse_query(st.query_params.to_dict())
+    if "prec_cap" not in values and explorer.resolve_backend("auto") == "cuda":
+        values["prec_cap"] = PREC_CAP_GPU  # the precision lab goes further by default where the GPU replays
     for key, value in {**defaults(), **values}.items():
         if key not in ss:
             ss[key] = value

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import explorer
+from explorer import precision
+from explorer.topk import K_MAX, VOCABS
 
 UPLOAD = "upload"  # the "distribution" that means the user's own logits
 DTYPE_NAMES = tuple(explorer.DTYPES)
@@ -21,6 +23,23 @@ MAX_DIM = 2**31 - 1
 # keys of the sidebar (the run's configuration) and of the pages (what the view shows)
 RUN_KEYS = ("dist", "rows", "cols", "seed", "dtype", "acc", "variants", "block", "row")
 PAGE_KEYS = ("log", "tv", "lane", "step", "heat", "tree", "kv", "tshape")
+
+# the Softmax + top-k page and the Precision lab: in the URL only where they differ from their defaults
+TK_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+TOPK_DEFAULTS = {"tk_vocab": VOCABS[0], "tk_batch": 8, "tk_k": 8, "tk_row": 0, "tk_log": True, "tk_tshape": ""}
+PREC_EXPONENTS = tuple(range(4, 21))  # rows of n = 2^4 .. 2^20
+PREC_BLOCKS = (64, 128, 256, 512, 1024)
+PREC_STEP_CAPS = tuple(2**k for k in range(8, 21))
+PREC_STAG_NS = tuple(2**k for k in range(11, 21))
+PREC_STAG_DISTS = ("constant", "decreasing")
+PREC_QUANTITIES = ("d", "out")
+PREC_CAP_EMULATOR, PREC_CAP_GPU = 2**12, 2**16  # steps per lane by default: the GPU replays faster
+PRECISION_DEFAULTS = {"prec_max": 18, "prec_dtype": "float32", "prec_variants": list(precision.ONLINE_VARIANTS),
+                      "prec_block": 256, "prec_cap": PREC_CAP_EMULATOR, "prec_quantity": "d",
+                      "prec_variant": "online_thread", "prec_cmp_acc": "float16", "prec_cmp_dist": "decreasing",
+                      "prec_stag_dist": "constant", "prec_stag_n": 2**13}
+SPARSE_KEYS = tuple(TOPK_DEFAULTS) + tuple(PRECISION_DEFAULTS)
+PAGE_KEYS = PAGE_KEYS + SPARSE_KEYS
 
 
 def default_variants() -> list[str]:
@@ -51,6 +70,9 @@ def defaults() -> dict:
         "tree": "",
         "kv": "",
         "tshape": "",
+        **TOPK_DEFAULTS,
+        **PRECISION_DEFAULTS,
+        "prec_variants": list(PRECISION_DEFAULTS["prec_variants"]),
     }
 
 
@@ -183,24 +205,75 @@ def parse_query(query: Mapping) -> tuple[dict, list[str]]:
                 values[name] = q[name]
             else:
                 bad(name, "unknown variant")
-    for name in ("tree", "tshape"):
+    for name in ("tree", "tshape", "tk_tshape"):
         if name in q:
             values[name] = q[name][:64]
+    _parse_pages(q, values, bad, problems)
     return values, problems
+
+
+def _flag(raw: str) -> bool | None:
+    return {"1": True, "true": True, "True": True, "0": False, "false": False, "False": False}.get(raw)
+
+
+def _parse_pages(q: dict, values: dict, bad, problems: list[str]) -> None:
+    """The top-k page's and the precision lab's keys: each checked against what its widget offers."""
+    choices = {"tk_vocab": VOCABS, "tk_batch": TK_BATCHES, "prec_max": PREC_EXPONENTS, "prec_block": PREC_BLOCKS,
+               "prec_cap": PREC_STEP_CAPS, "prec_stag_n": PREC_STAG_NS}
+    for name, options in choices.items():
+        if name in q:
+            value = _int(q[name], min(options), max(options))
+            if value is None or value not in options:
+                shown = ", ".join(map(str, options)) if len(options) <= 17 else f"{options[0]}, …, {options[-1]}"
+                bad(name, f"choose one of {shown}")
+            else:
+                values[name] = value
+    for name, low, high in (("tk_k", 1, K_MAX), ("tk_row", 0, MAX_DIM)):
+        if name in q:
+            value = _int(q[name], low, high)
+            if value is None:
+                bad(name, f"a whole number from {low} to {high} is needed")
+            else:
+                values[name] = value
+    if "tk_log" in q:
+        flag = _flag(q["tk_log"])
+        if flag is None:
+            bad("tk_log", "1 (log scale) or 0 (linear) is needed")
+        else:
+            values["tk_log"] = flag
+    words = {"prec_dtype": DTYPE_NAMES, "prec_quantity": PREC_QUANTITIES, "prec_variant": precision.ONLINE_VARIANTS,
+             "prec_cmp_acc": precision.ACCUMULATORS, "prec_cmp_dist": tuple(precision.INPUT_CLASSES),
+             "prec_stag_dist": PREC_STAG_DISTS}
+    for name, options in words.items():
+        if name in q:
+            if q[name] in options:
+                values[name] = q[name]
+            else:
+                bad(name, f"choose one of {', '.join(options)}")
+    if "prec_variants" in q:
+        keys = [k for k in q["prec_variants"].split(",") if k]
+        unknown = [k for k in keys if k not in precision.ONLINE_VARIANTS]
+        if unknown:
+            problems.append(f"URL parameter prec_variants: unknown {', '.join(unknown)} ignored (choose from "
+                            f"{', '.join(precision.ONLINE_VARIANTS)})")
+        values["prec_variants"] = list(dict.fromkeys(k for k in keys if k in precision.ONLINE_VARIANTS))
 
 
 HEAT_CHOICES = {"d": "kernel's d (log10)", "m": "kernel's m", "err": "relative error of d (log10)"}
 
 
 def to_query(values: Mapping) -> dict[str, str]:
-    """URL parameters for session values: every key of RUN_KEYS and PAGE_KEYS, and the current params."""
+    """URL parameters for session values: every key of RUN_KEYS and PAGE_KEYS (those of the top-k page and the
+    precision lab only where they differ from their defaults), and the current distribution's params."""
     d = defaults()
     out: dict[str, str] = {}
     for key in RUN_KEYS + PAGE_KEYS:
         value = values.get(key, d[key])
-        if key == "variants":
+        if key in SPARSE_KEYS and value == d[key]:
+            continue
+        if key in ("variants", "prec_variants"):
             out[key] = ",".join(value)
-        elif key == "log":
+        elif key in ("log", "tk_log"):
             out[key] = "1" if value else "0"
         elif value == "" or value is None:
             continue

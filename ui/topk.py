@@ -20,15 +20,16 @@ import explorer
 from explorer.numerics import dtype_name, ulp
 from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS
 
-from . import compute, figures, timing
+from . import compute, figures, gpu_lock, timing
 from .common import backend_badge, guarded, stamp
+from .state import TK_BATCHES, TOPK_DEFAULTS
 
 ss = st.session_state
 
 VOCAB_NAMES = {32000: "LLaMA-2", 50257: "GPT-2", 128256: "LLaMA-3", 151936: "Qwen-2", 262144: "Gemma"}
-BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+BATCHES = TK_BATCHES
 EMULATOR_MAX_ELEMENTS = 8 * 262144  # batch × vocab the CPU emulation runs (about a second for both variants)
-DEFAULTS = {"tk_vocab": VOCABS[0], "tk_batch": 8, "tk_k": 8, "tk_row": 0, "tk_log": True, "tk_tshape": ""}
+DEFAULTS = TOPK_DEFAULTS  # ui.state: the same keys are URL parameters
 BENCH_COMMAND = "python -m explorer bench --topk 8 50 --json FILE"
 
 INTRO = """
@@ -339,12 +340,14 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
                    "files below.")
     elif st.button(f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch)", key="tk_bench_run",
                    icon=":material/timer:", type="primary"):
-        bar = st.progress(0.0, text="Validating, warming up and timing…")
-        try:
-            ss["_tk_bench"] = mod.bench_topk([(rows, cols)], [k], [dtype], peers=True,
-                                             progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
-        finally:
-            bar.empty()
+        with gpu_lock.gpu_turn():  # one benchmark at a time across sessions: ui/gpu_lock.py
+            bar = st.progress(0.0, text="Validating, warming up and timing…")
+            try:
+                ss["_tk_bench"] = mod.bench_topk([(rows, cols)], [k], [dtype], peers=True,
+                                                 progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0),
+                                                                                       text=text))
+            finally:
+                bar.empty()
         ss["tk_tshape"] = f"{rows}×{cols} {dtype} top-{k}"
         st.caption("The benchmark draws its own input (normal × 3, like `explorer bench --topk`), not the one above.")
 
