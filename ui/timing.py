@@ -14,7 +14,7 @@ import streamlit as st
 
 import explorer
 
-from . import compute, figures
+from . import compute, figures, gpu_lock
 
 SCHEMA = "softmax-explorer-bench/1"
 RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "median_us", "p10_us", "p90_us", "gbps")
@@ -79,14 +79,19 @@ def _run_benchmark(cfg, mod) -> None:
     if not st.button(f"Run the benchmark: {len(cfg.variants)} variant(s) on {cfg.rows}×{cfg.cols} {cfg.dtype}",
                      key="bench_run", icon=":material/timer:", type="primary"):
         return
+    with gpu_lock.gpu_turn():  # one benchmark at a time across sessions: ui/gpu_lock.py
+        result = _timed_run(cfg, mod, peers)
+    ss["_bench_results"] = result
+
+
+def _timed_run(cfg, mod, peers: bool) -> dict:
     bar = st.progress(0.0, text="Validating, warming up and timing…")
     try:
-        result = mod.run(list(cfg.variants), [(cfg.rows, cfg.cols)], [cfg.dtype], acc=cfg.acc,
-                         block_size=cfg.block if any(explorer.VARIANTS[k].takes_block_size for k in cfg.variants)
-                         else None, peers=peers, progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
+        return mod.run(list(cfg.variants), [(cfg.rows, cfg.cols)], [cfg.dtype], acc=cfg.acc,
+                       block_size=cfg.block if any(explorer.VARIANTS[k].takes_block_size for k in cfg.variants)
+                       else None, peers=peers, progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
     finally:
         bar.empty()
-    ss["_bench_results"] = result
 
 
 def render(cfg) -> None:
