@@ -2,77 +2,50 @@
 
 What AppTest cannot see: plotly frames and the Play button, the modebar's PNG download, download
 buttons, URLs typed into the address bar. Saves a full-page screenshot of each page to docs/screenshots/.
+The server, browser and page helpers live in tests/browser_helpers.py.
 """
 
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_helpers import (
+    bench_file,
+    choose,
+    chromium,
+    no_exception,
+    query,
+    require_browser,
+    screenshot,
+    settle,
+    streamlit_server,
+    wait_for_charts,
+)
 
 pytestmark = pytest.mark.browser
+sync_api = require_browser()
 
-CHROMIUM = "/usr/bin/chromium"
-ROOT = Path(__file__).resolve().parents[1]
-SHOTS = ROOT / "docs" / "screenshots"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
-PAGES = {"outputs": "", "step": "step", "errors": "errors", "timing": "timing", "kernels": "kernels"}
+PAGES = {"outputs": "", "step": "step", "errors": "errors", "precision": "precision", "topk": "topk",
+         "timing": "timing", "kernels": "kernels"}
 BASE_QUERY = "?rows=8&cols=1000&variants=naive,safe_thread,online_thread,online_warp,online_block"
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} is missing", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# the precision lab up to n = 2^12 (a few seconds on the emulator), its stagnation trace at 2^13
+PAGE_QUERIES = {"step": "&tv=online_warp&step=12", "precision": "&prec_max=12",
+                "topk": "&dist=zipf&dtype=float16&tk_vocab=50257&tk_k=16"}
+CHARTS = {"outputs": 2, "step": 2, "errors": 1, "precision": 5, "topk": 1, "timing": 2}
 
 
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    log = open(ROOT / ".pytest_cache" / "streamlit_browser.log", "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                pytest.fail("streamlit did not come up")
-            time.sleep(0.3)
+    with streamlit_server() as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with chromium(sync_api) as b:
         yield b
-        b.close()
 
 
 @pytest.fixture
@@ -81,61 +54,6 @@ def page(browser):
     pg = context.new_page()
     yield pg
     context.close()
-
-
-def settle(pg, timeout: float = 60) -> None:
-    """Wait until the script run is over and the page has stopped changing."""
-    pg.wait_for_selector('[data-testid="stAppViewContainer"]', timeout=timeout * 1000)
-    time.sleep(0.5)
-    pg.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout * 1000)
-    pg.wait_for_function("!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout * 1000)
-    time.sleep(0.7)
-
-
-def no_exception(pg) -> None:
-    assert pg.locator('[data-testid="stException"]').count() == 0
-    body = pg.locator('[data-testid="stMain"]').inner_text()
-    assert "Traceback" not in body and "unexpected problem" not in body
-
-
-def query(pg) -> dict:
-    from urllib.parse import parse_qs, urlparse
-    return {k: v[-1] for k, v in parse_qs(urlparse(pg.url).query).items()}
-
-
-def choose(pg, label: str, option: str) -> None:
-    box = pg.get_by_test_id("stSelectbox").filter(has_text=label).first
-    box.click()
-    pg.get_by_role("option", name=option, exact=True).click()
-    settle(pg)
-
-
-def screenshot(pg, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    height = pg.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    side = pg.evaluate("(document.querySelector('[data-testid=\"stSidebarContent\"]') || {scrollHeight: 0}).scrollHeight")
-    pg.set_viewport_size({"width": 1400, "height": max(900, height, side)})
-    time.sleep(1.5)
-    pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-    pg.set_viewport_size({"width": 1400, "height": 900})
-
-
-def _bench_file(tmp_path: Path) -> Path:
-    """A results file in explorer.bench's schema; its meta says plainly that the numbers are made up."""
-    rows = []
-    for name, kind, t in (("online_warp", "variant", 41.0), ("online_block", "variant", 36.0), ("naive", "variant", 95.0),
-                          ("safe_thread", "variant", 120.0), ("online_thread", "variant", 88.0), ("cupyx", "peer", 52.0),
-                          ("copy", "copy", 30.0)):
-        rows.append({"name": name, "kind": kind, "dtype": "float32", "acc": "float32", "rows": 4096, "cols": 4096,
-                     "block_size": 256 if name == "online_block" else None, "median_us": t, "p10_us": t * 0.96,
-                     "p90_us": t * 1.08, "gbps": 134.2 / t * 1e3, "pct_copy": 100 * 30.0 / t,
-                     "bytes_moved": 134217728, "reads_per_element": 2, "writes_per_element": 1, "max_rel": 1e-7})
-    path = tmp_path / "example_bench.json"
-    path.write_text(json.dumps({"schema": "softmax-explorer-bench/1",
-                                "meta": {"gpu": "EXAMPLE (synthetic numbers)", "cuda_runtime": "-", "cuda_driver": "-",
-                                         "cupy": "-", "torch": None, "date": "2025-01-01", "l2_bytes": 0},
-                                "results": rows}))
-    return path
 
 
 def test_controls_change_the_view_and_the_url(server, page):
@@ -234,16 +152,16 @@ def test_png_and_csv_downloads(server, page, tmp_path):
 
 def test_every_page_renders_and_is_captured(server, page, tmp_path):
     for name, path in PAGES.items():
-        extra = "&tv=online_warp&step=12" if name == "step" else ""
-        page.goto(f"{server}/{path}{BASE_QUERY}{extra}")
-        settle(page)
+        page.goto(f"{server}/{path}{BASE_QUERY}{PAGE_QUERIES.get(name, '')}")
+        settle(page, timeout=120)
         no_exception(page)
         if name == "timing":
-            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(_bench_file(tmp_path)))
+            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(bench_file(tmp_path)))
             settle(page)
-            page.wait_for_selector(".js-plotly-plot")
             no_exception(page)
         if name == "kernels":
             assert page.get_by_test_id("stCode").first.is_visible()
-        screenshot(page, name)
-        assert (SHOTS / f"{name}.png").stat().st_size > 20_000
+        if name in CHARTS:
+            wait_for_charts(page, CHARTS[name])
+        shot = screenshot(page, name)
+        assert shot.stat().st_size > 20_000

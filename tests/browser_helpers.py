@@ -1,0 +1,151 @@
+"""What the browser tests share: starting `streamlit run app.py` on a free port (polling /_stcore/health),
+launching Debian's chromium through Playwright, waiting for a script run to settle, choosing from a
+select box, full-page screenshots, and a synthetic benchmark results file. Plain functions: each test
+module wraps them in its own fixtures."""
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "docs" / "screenshots"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+
+def require_browser():
+    """playwright.sync_api, or a clean module-level skip without chromium or playwright."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing", allow_module_level=True)
+    return pytest.importorskip("playwright.sync_api")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(log_name: str = "streamlit_browser.log") -> Iterator[str]:
+    """`streamlit run app.py` on a free port, healthy; yields its base URL and stops it afterwards."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    log = open(ROOT / ".pytest_cache" / log_name, "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail("streamlit did not come up")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def chromium(sync_api) -> Iterator:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def settle(pg, timeout: float = 60) -> None:
+    """Wait until the script run is over and the page has stopped changing."""
+    pg.wait_for_selector('[data-testid="stAppViewContainer"]', timeout=timeout * 1000)
+    time.sleep(0.5)
+    pg.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout * 1000)
+    pg.wait_for_function("!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout * 1000)
+    time.sleep(0.7)
+
+
+def no_exception(pg) -> None:
+    assert pg.locator('[data-testid="stException"]').count() == 0
+    body = pg.locator('[data-testid="stMain"]').inner_text()
+    assert "Traceback" not in body and "unexpected problem" not in body
+
+
+def query(pg) -> dict:
+    from urllib.parse import parse_qs, urlparse
+    return {k: v[-1] for k, v in parse_qs(urlparse(pg.url).query).items()}
+
+
+def choose(pg, label: str, option: str) -> None:
+    """Pick `option` in the select box labelled `label` (scrolled into view first: a box at the viewport's
+    edge opens no list)."""
+    box = pg.get_by_test_id("stSelectbox").filter(has_text=label).first
+    box.scroll_into_view_if_needed()
+    box.get_by_role("combobox").click()
+    pg.get_by_role("option", name=option, exact=True).click()
+    settle(pg)
+
+
+def wait_for_charts(pg, count: int = 1, timeout: float = 60) -> None:
+    """Until `count` plotly charts have drawn their SVG (not only their frames)."""
+    pg.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {count}",
+                         timeout=timeout * 1000)
+    time.sleep(1.0)
+
+
+def screenshot(pg, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    height = pg.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    side = pg.evaluate("(document.querySelector('[data-testid=\"stSidebarContent\"]') || {scrollHeight: 0}).scrollHeight")
+    pg.set_viewport_size({"width": 1400, "height": max(900, height, side)})
+    time.sleep(1.5)
+    path = SHOTS / f"{name}.png"
+    pg.screenshot(path=str(path), full_page=True)
+    pg.set_viewport_size({"width": 1400, "height": 900})
+    return path
+
+
+def bench_doc(gpu: str = "EXAMPLE (synthetic numbers)", rows: int = 4096, cols: int = 4096, scale: float = 1.0) -> dict:
+    """A results document in explorer.bench's schema (explorer.bench.load accepts it); the numbers are made
+    up, and its meta says so."""
+    results = []
+    for name, kind, t in (("online_warp", "variant", 41.0), ("online_block", "variant", 36.0), ("naive", "variant", 95.0),
+                          ("safe_thread", "variant", 120.0), ("online_thread", "variant", 88.0), ("cupyx", "peer", 52.0),
+                          ("copy", "copy", 30.0)):
+        t *= scale
+        moved = 3 * rows * cols * 4
+        results.append({"name": name, "kind": kind, "dtype": "float32", "acc": "float32", "rows": rows, "cols": cols,
+                        "block_size": 256 if name == "online_block" else None, "median_us": t, "p10_us": t * 0.96,
+                        "p90_us": t * 1.08, "gbps": moved / t / 1e3, "pct_copy": 100 * 30.0 * scale / t,
+                        "bytes_moved": moved, "reads_per_element": 2, "writes_per_element": 1, "max_rel": 1e-7})
+    return {"schema": "softmax-explorer-bench/1",
+            "meta": {"gpu": gpu, "cuda_runtime": "-", "cuda_driver": "-", "cupy": "-", "torch": None,
+                     "date": "2025-01-01", "l2_bytes": 0, "note": "synthetic numbers for tests and screenshots"},
+            "results": results}
+
+
+def bench_file(tmp_path: Path, name: str = "example_bench.json", **kwargs) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(bench_doc(**kwargs)))
+    return path
