@@ -292,7 +292,9 @@ def kernels_page() -> None:
     st.selectbox("Variant", keys, key="kv", format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
     v = explorer.VARIANTS[ss["kv"]]
     st.markdown(f"**{v.title}**: {v.lesson}")
-    entry = {f.name: getattr(v, f.name) for f in dataclasses.fields(v) if f.name not in ("launch_rule", "lesson", "title")}
+    entry = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)
+             if f.name not in ("launch_rule", "lesson", "title", "kernel_functions")}
+    entry["kernel functions"] = v.functions
     entry = {k: ", ".join(val) if isinstance(val, tuple) else val for k, val in entry.items()}
     c1, c2 = st.columns(2)
     with c1:
@@ -307,6 +309,8 @@ def kernels_page() -> None:
                      "threads_per_row": "threads per row"}
             fields = {names.get(k, k.replace("_", " ")): (", ".join(map(str, val)) or "–") if isinstance(val, tuple)
                       else val for k, val in dataclasses.asdict(launch).items()}
+            kernel = launch.kernel or v.kernel
+            fields["kernel"] = f"{kernel}<{', '.join(map(str, launch.template_args))}>" if launch.template_args else kernel
             fields["global reads per element"] = v.reads_per_element
             fields["global writes per element"] = v.writes_per_element
             st.table(pd.DataFrame({"value": {k: str(val) for k, val in fields.items()}}))
