@@ -62,6 +62,27 @@ def load_results(data: bytes) -> dict:
     return validate(data)
 
 
+def result_sources(run: dict | None, files, download_name: str, download_key: str) -> tuple[dict, dict]:
+    """This session's run (offered as a JSON download) and the uploaded results files, each labelled by
+    its GPU: {label: document}, {label: meta}. A file that is not a results file is refused in words."""
+    sources, metas, taken = {}, {}, set()
+    if run:
+        label = _label(run.get("meta", {}), "this run", taken)
+        sources[label], metas[label] = run, run.get("meta", {})
+        st.download_button("Download this run's results (JSON)", json.dumps(run, indent=1),
+                           file_name=f"{download_name}_{datetime.date.today().isoformat()}.json",
+                           mime="application/json", key=download_key, on_click="ignore", icon=":material/download:")
+    for f in files or []:
+        try:
+            data = load_results(f.getvalue())
+        except explorer.ExplorerError as exc:
+            st.error(f"{f.name}: {exc}")
+            continue
+        label = _label(data.get("meta", {}), f.name, taken)
+        sources[label], metas[label] = data, data.get("meta", {})
+    return sources, metas
+
+
 def meta_stamp(meta: dict) -> str:
     return figures.stamp_text({"backend": "cuda", **meta}, str(meta.get("date", "?"))[:10])
 
@@ -109,22 +130,7 @@ def render(cfg) -> None:
 
     files = st.file_uploader("Benchmark results (JSON, one file per GPU)", type=["json"], accept_multiple_files=True,
                              key="bench_files", help=f"Files with schema {SCHEMA!r}; several files show side by side.")
-    sources, metas, taken = {}, {}, set()
-    if ss.get("_bench_results"):
-        data = ss["_bench_results"]
-        label = _label(data.get("meta", {}), "this run", taken)
-        sources[label], metas[label] = data, data.get("meta", {})
-        st.download_button("Download this run's results (JSON)", json.dumps(data, indent=1),
-                           file_name=f"bench_{datetime.date.today().isoformat()}.json", mime="application/json",
-                           key="json_bench", on_click="ignore", icon=":material/download:")
-    for f in files or []:
-        try:
-            data = load_results(f.getvalue())
-        except explorer.ExplorerError as exc:
-            st.error(f"{f.name}: {exc}")
-            continue
-        label = _label(data.get("meta", {}), f.name, taken)
-        sources[label], metas[label] = data, data.get("meta", {})
+    sources, metas = result_sources(ss.get("_bench_results"), files, "bench", "json_bench")
     if not sources:
         return
     df = figures.results_frame(sources)

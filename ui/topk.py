@@ -7,8 +7,6 @@ explorer.bench is imported lazily, as ui/timing.py does: on the CPU the page onl
 
 from __future__ import annotations
 
-import datetime
-import json
 import math
 import time
 
@@ -155,12 +153,6 @@ def reference_row(spec: tuple, row: int, k: int) -> tuple[np.ndarray, np.ndarray
     x = compute.get_input(spec)[row:row + 1]
     values, indices = explorer.reference_topk(x, k)
     return explorer.reference(x)[0], values[0], indices[0]
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def load_results(data: bytes) -> dict:
-    mod = timing.bench_module()
-    return mod.load(data) if mod is not None and hasattr(mod, "load") else timing.validate(data)
 
 
 # --- the page -----------------------------------------------------------------------------------------------------
@@ -354,22 +346,7 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     files = st.file_uploader("Top-k results (JSON, one file per GPU)", type=["json"], accept_multiple_files=True,
                              key="tk_bench_files", help=f"Written by `{BENCH_COMMAND}`; several files show side "
                                                         "by side.")
-    sources, metas, taken = {}, {}, set()
-    if ss.get("_tk_bench"):
-        data = ss["_tk_bench"]
-        label = timing._label(data.get("meta", {}), "this run", taken)
-        sources[label], metas[label] = data, data.get("meta", {})
-        st.download_button("Download this run's results (JSON)", json.dumps(data, indent=1),
-                           file_name=f"topk_bench_{datetime.date.today().isoformat()}.json", mime="application/json",
-                           key="json_tk_bench", on_click="ignore", icon=":material/download:")
-    for f in files or []:
-        try:
-            data = load_results(f.getvalue())
-        except explorer.ExplorerError as exc:
-            st.error(f"{f.name}: {exc}")
-            continue
-        label = timing._label(data.get("meta", {}), f.name, taken)
-        sources[label], metas[label] = data, data.get("meta", {})
+    sources, metas = timing.result_sources(ss.get("_tk_bench"), files, "topk_bench", "json_tk_bench")
     if not sources:
         return
     df = figures.topk_timing_frame(sources)
