@@ -118,3 +118,18 @@ def config_and_spec():
         st.info("Select at least one variant in the sidebar.", icon=":material/checklist:")
         return None, None
     return cfg, spec_of(cfg)
+
+
+def restore_widgets(defaults: dict) -> None:
+    """Widget state is dropped while another page shows: take back the copy under "_"-prefixed keys
+    (or the default) for every widget key not set now."""
+    for key, value in defaults.items():
+        if key not in st.session_state:
+            st.session_state[key] = st.session_state.get("_" + key, value)
+
+
+def remember_widgets(keys) -> None:
+    """Keep a copy of these widgets' values under "_"-prefixed keys, for restore_widgets."""
+    for key in keys:
+        if key in st.session_state:
+            st.session_state["_" + key] = st.session_state[key]

@@ -22,7 +22,7 @@ import explorer
 from explorer import precision
 
 from . import figures
-from .common import guarded, header, stamp
+from .common import guarded, header, remember_widgets, restore_widgets, stamp
 from .state import (
     PREC_BLOCKS,
     PREC_CAP_GPU,
@@ -355,17 +355,11 @@ DEFAULTS = PRECISION_DEFAULTS  # ui.state: the same keys are URL parameters
 
 
 def _restore(backend: str) -> None:
-    """Widget state is dropped while another page shows: keep a copy under "_"-prefixed keys."""
-    defaults = {**DEFAULTS, "prec_cap": GPU_STEP_CAP if backend == "cuda" else DEFAULTS["prec_cap"]}
-    for key, value in defaults.items():
-        if key not in ss:
-            ss[key] = ss.get("_" + key, value)
+    restore_widgets({**DEFAULTS, "prec_cap": GPU_STEP_CAP if backend == "cuda" else DEFAULTS["prec_cap"]})
 
 
 def _remember() -> None:
-    for key in DEFAULTS:
-        if key in ss:
-            ss["_" + key] = ss[key]
+    remember_widgets(DEFAULTS)
 
 
 def _chart(fig: go.Figure, name: str, key: str) -> None:

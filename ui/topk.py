@@ -19,7 +19,7 @@ from explorer.numerics import dtype_name, ulp
 from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS
 
 from . import compute, figures, gpu_lock, timing
-from .common import backend_badge, guarded, stamp
+from .common import backend_badge, guarded, remember_widgets, restore_widgets, stamp
 from .state import TK_BATCHES, TOPK_DEFAULTS
 
 ss = st.session_state
@@ -157,17 +157,8 @@ def reference_row(spec: tuple, row: int, k: int) -> tuple[np.ndarray, np.ndarray
 
 # --- the page -----------------------------------------------------------------------------------------------------
 
-def _restore() -> None:
-    """Widget state is dropped while another page shows: keep a copy under "_"-prefixed keys."""
-    for key, value in DEFAULTS.items():
-        if key not in ss:
-            ss[key] = ss.get("_" + key, value)
-
-
 def _remember() -> None:
-    for key in DEFAULTS:
-        if key in ss:
-            ss["_" + key] = ss[key]
+    remember_widgets(DEFAULTS)
 
 
 def _chart(fig, name: str, key: str) -> None:
@@ -232,7 +223,7 @@ def _describe(spec: tuple) -> str:
 @guarded
 def topk_page() -> None:
     st.title("Softmax + top-k")
-    _restore()
+    restore_widgets(DEFAULTS)
     cfg = ss.get("_cfg")
     info = compute.backend_info()
     gpu = info.get("backend") == "cuda"
