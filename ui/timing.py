@@ -62,6 +62,17 @@ def load_results(data: bytes) -> dict:
     return validate(data)
 
 
+# How every timing table (this page's and the top-k page's) shows the measurements.
+TIME_COLUMNS = {
+    "median_us": st.column_config.NumberColumn("median µs", format="%.2f"),
+    "p10_us": st.column_config.NumberColumn("p10 µs", format="%.2f"),
+    "p90_us": st.column_config.NumberColumn("p90 µs", format="%.2f"),
+    "gbps": st.column_config.NumberColumn("GB/s", format="%.0f"),
+    "bytes_moved": st.column_config.NumberColumn("bytes moved", format="%d"),
+    "max_rel": st.column_config.NumberColumn("max rel", format="%.1e"),
+}
+
+
 def result_sources(run: dict | None, files, download_name: str, download_key: str) -> tuple[dict, dict]:
     """This session's run (offered as a JSON download) and the uploaded results files, each labelled by
     its GPU: {label: document}, {label: meta}. A file that is not a results file is refused in words."""
@@ -155,14 +166,9 @@ def render(cfg) -> None:
     st.caption("Bars: p10–p90 spread. Hatched: peers (/) and the copy baseline (.). GB/s = bytes moved / median time; "
                "% of copy: against a device-to-device copy of the same bytes measured in the same run.")
     st.dataframe(table[shown], width="stretch", hide_index=True, key="table_timing", column_config={
-        "median_us": st.column_config.NumberColumn("median µs", format="%.2f"),
-        "p10_us": st.column_config.NumberColumn("p10 µs", format="%.2f"),
-        "p90_us": st.column_config.NumberColumn("p90 µs", format="%.2f"),
-        "gbps": st.column_config.NumberColumn("GB/s", format="%.0f"),
+        **TIME_COLUMNS,
         "pct_copy": st.column_config.NumberColumn("% of copy", format="%.0f"),
-        "bytes_moved": st.column_config.NumberColumn("bytes moved", format="%d"),
         "reads_per_element": st.column_config.NumberColumn("reads/elem"),
-        "writes_per_element": st.column_config.NumberColumn("writes/elem"),
-        "max_rel": st.column_config.NumberColumn("max rel", format="%.1e")})
+        "writes_per_element": st.column_config.NumberColumn("writes/elem")})
     st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
                        mime="text/csv", key="csv_timing", on_click="ignore", icon=":material/download:")

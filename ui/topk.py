@@ -360,13 +360,8 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
                "bytes each pipeline moves, and speed-up against torch.softmax + torch.topk in the same file.")
     shown = table.drop(columns=["rows", "cols", "dtype", "k"])  # the shape is chosen above
     st.dataframe(shown, width="stretch", hide_index=True, key="table_topk_time", column_config={
-        "median_us": st.column_config.NumberColumn("median µs", format="%.2f"),
-        "p10_us": st.column_config.NumberColumn("p10 µs", format="%.2f"),
-        "p90_us": st.column_config.NumberColumn("p90 µs", format="%.2f"),
-        "bytes_moved": st.column_config.NumberColumn("bytes moved", format="%d"),
+        **timing.TIME_COLUMNS,
         "MB_moved": st.column_config.NumberColumn("MB moved", format="%.2f"),
-        "gbps": st.column_config.NumberColumn("GB/s", format="%.0f"),
-        "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×"),
-        "max_rel": st.column_config.NumberColumn("max rel", format="%.1e")})
+        "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×")})
     st.download_button("Download timing table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
                        mime="text/csv", key="csv_topk_time", on_click="ignore", icon=":material/download:")
