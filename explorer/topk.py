@@ -126,6 +126,20 @@ class TopkReport:
     rows_checked: int  # rows with a finite reference (NaN/+inf rows have no meaningful top-k)
 
 
+def tie_within_rounding(got_ref: np.ndarray, ref_values: np.ndarray, dtype: str) -> np.ndarray:
+    """Whether a returned index whose reference probability is got_ref may stand where the reference
+    has ref_values: the two are within 2 ulps of dtype (subnormals included), or both flushed.
+
+    The unfused pipeline selects on probabilities already rounded to the dtype (each within ~1 ulp of
+    float64), so such a pair can come out in either order; below fp32's smallest normal the GPU flushes
+    probabilities to 0 (-ftz=true), so there every order is a tie. The fused kernel selects on the
+    logits themselves and never needs this.
+    """
+    flushed = FORMATS["float32"].smallest_normal
+    return (np.abs(got_ref - ref_values) <= 2 * ulp(ref_values, FORMATS[dtype])) | (
+        (got_ref < flushed) & (ref_values < flushed))
+
+
 def topk_errors(result: TopkResult, x: np.ndarray) -> TopkReport:
     x2 = np.asarray(x).reshape(-1, np.shape(x)[-1])
     k = result.k
@@ -136,16 +150,7 @@ def topk_errors(result: TopkResult, x: np.ndarray) -> TopkReport:
     ref_values, ref_indices = reference_topk(x2, k)
     got_ref = np.take_along_axis(ref, indices.astype(np.int64), axis=1)  # the reference at the returned indices
     differ = (indices != ref_indices) & finite[:, None]
-    # A swap is a tie within rounding when the two reference probabilities are within 2 ulps of the
-    # dtype (subnormals included): the unfused pipeline selects on probabilities already rounded to the
-    # dtype (each within ~1 ulp of float64), so such a pair can come out in either order. The fused
-    # kernel selects on the logits themselves and never needs this.
-    # Below fp32's smallest normal the GPU flushes probabilities to 0 (-ftz=true), so there every
-    # order is a tie too.
-    flushed = FORMATS["float32"].smallest_normal
-    rounded_equal = (np.abs(got_ref - ref_values) <= 2 * ulp(ref_values, FORMATS[dtype_name(x.dtype)])) | (
-        (got_ref < flushed) & (ref_values < flushed))
-    tie_swaps = int(np.sum(differ & rounded_equal))
+    tie_swaps = int(np.sum(differ & tie_within_rounding(got_ref, ref_values, dtype_name(x.dtype))))
     fmt = FORMATS[dtype_name(result.values.dtype)]
     rel = np.abs(values - got_ref) / np.maximum(np.abs(got_ref), fmt.smallest_normal)
     return TopkReport(
@@ -157,4 +162,4 @@ def topk_errors(result: TopkResult, x: np.ndarray) -> TopkReport:
 
 
 __all__ = ["K_MAX", "TOPK_VARIANTS", "VOCABS", "TopkReport", "TopkResult", "reference_topk",
-           "softmax_topk", "topk_errors", "topk_launch"]
+           "softmax_topk", "tie_within_rounding", "topk_errors", "topk_launch"]

@@ -15,8 +15,8 @@ import pandas as pd
 import streamlit as st
 
 import explorer
-from explorer.numerics import dtype_name, ulp
-from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS
+from explorer.numerics import dtype_name
+from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, tie_within_rounding
 
 from . import compute, figures, gpu_lock, timing
 from .common import backend_badge, guarded, remember_widgets, restore_widgets, stamp
@@ -62,8 +62,8 @@ def batch_options(vocab: int, emulated: bool) -> list[int]:
 
 
 def position_status(ref_row: np.ndarray, ref_indices: np.ndarray, indices: np.ndarray, dtype: str) -> np.ndarray:
-    """Per rank of one row: "same", "tie" (a different index whose reference probability equals the
-    reference's at that rank within 2 ulps of dtype: explorer.topk_errors' tie_swaps) or "wrong"."""
+    """Per rank of one row: "same", "tie" (a different index whose reference probability matches the
+    reference's at that rank within rounding: explorer.topk_errors' tie_swaps) or "wrong"."""
     ref_row = np.asarray(ref_row, dtype=np.float64)
     ref_indices = np.asarray(ref_indices, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
@@ -73,7 +73,7 @@ def position_status(ref_row: np.ndarray, ref_indices: np.ndarray, indices: np.nd
     ref_values = ref_row[ref_indices]
     got = ref_row[np.clip(indices, 0, ref_row.size - 1)]
     differ = indices != ref_indices
-    tie = np.abs(got - ref_values) <= 2 * ulp(ref_values, explorer.FORMATS[dtype])
+    tie = tie_within_rounding(got, ref_values, dtype)
     out[differ & tie] = "tie"
     out[differ & ~tie] = "wrong"
     return out
