@@ -218,7 +218,8 @@ def sweep_shapes(kind: str) -> list[tuple[int, int]]:
     raise InvalidInput(f"unknown sweep {kind!r}; choose cols or rows")
 
 
-TOPK_SHAPES = [(batch, vocab) for vocab in (32000, 50257, 128256, 151936, 262144) for batch in (512, 1)]
+TOPK_SHAPES = [(batch, vocab) for vocab in (32000, 50257, 128256, 151936, 262144) for batch in (512, 1)] + [
+    (4096, 128256)]  # the reference point: torch.softmax + torch.topk took 7.74 ms there
 
 
 def bench_topk(shapes, ks=(8, 50), dtypes=("float32",), peers: bool = True,

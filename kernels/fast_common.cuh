@@ -7,6 +7,21 @@
 
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
 
+// Packs first, first + stride, ... (PER of them, those below end) of a row as floats, 16 bytes per
+// load; valid marks the elements loaded (the others read as 0 and must be skipped).
+template <typename T, int VEC, int PER>
+__device__ __forceinline__ void load_packs(const Pack<T, VEC>* row, int first, int stride, int end,
+                                           float (&v)[PER * VEC], bool (&valid)[PER * VEC]) {
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        const int p = first + k * stride;
+        Pack<T, VEC> pack;
+        if (p < end) pack = row[p];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
+    }
+}
+
 // e^{x - m} as 2^{x·log2e - m·log2e}: one FMA and one MUFU.EX2 instead of expf's ~10 instructions.
 __device__ __forceinline__ float exp_shifted(float x, float m_log2e) { return exp2f(fmaf(x, LOG2E, -m_log2e)); }
 

@@ -214,3 +214,20 @@ def test_bench_validates_then_times():
 def test_cuda_backend_reported_by_info():
     info = explorer.info()
     assert info["backend"] == "cuda" and info["gpu"]
+
+
+def test_over_memory_request_is_refused_with_the_numbers(monkeypatch):
+    """More than the card holds, and a run that does not fit beside another allocation: TooLarge, no CUDA
+    out-of-memory error; once the memory is back, the same run works."""
+    monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", str(2**40))  # past the operator cap: memory decides
+    with pytest.raises(explorer.TooLarge, match=r"needs about 512\.00 GiB .* GiB of GPU memory is free"):
+        explorer.check_fits(2**18, 2**18, "float32", "cuda")  # 256 GiB in, 256 GiB out
+    x = explorer.make_input("normal", 1024, 2**16)  # 256 MiB in, 256 MiB out
+    hog = cuda.cp.empty(cuda.free_bytes() - 2**28, np.uint8)  # another user holds all but 256 MiB
+    try:
+        with pytest.raises(explorer.TooLarge, match="GiB of GPU memory is free"):
+            explorer.softmax(x, "fast", backend="cuda")
+    finally:
+        del hog
+        cuda.cp.get_default_memory_pool().free_all_blocks()
+    assert explorer.errors(explorer.softmax(x, "fast", backend="cuda").out, x).max_rel < 1e-5

@@ -7,6 +7,7 @@ import math
 
 import ml_dtypes
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -132,9 +133,23 @@ def calls(draw):
     return dict(variant=variant, dtype=dtype, acc=acc, rows=rows, cols=cols, one_d=one_d, trace=trace, block=block)
 
 
+fuzz_args = dict(call=calls(), dist=st.sampled_from(sorted(explorer.DISTRIBUTIONS)), seed=st.integers(0, 2**32 - 1))
+
+
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(call=calls(), dist=st.sampled_from(sorted(explorer.DISTRIBUTIONS)), seed=st.integers(0, 2**32 - 1))
+@given(**fuzz_args)
 def test_fuzz_softmax(call, dist, seed):
+    fuzz_one_call(call, dist, seed, "emulator")
+
+
+@pytest.mark.gpu
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**fuzz_args)
+def test_fuzz_softmax_cuda(call, dist, seed):
+    fuzz_one_call(call, dist, seed, "cuda")
+
+
+def fuzz_one_call(call, dist, seed, backend):
     variant, dtype, acc, rows, cols, one_d, trace, block = (
         call[k] for k in ("variant", "dtype", "acc", "rows", "cols", "one_d", "trace", "block"))
     source = dtype if dtype in DT else "float32"
@@ -148,7 +163,7 @@ def test_fuzz_softmax(call, dist, seed):
     must_refuse = expected_invalid(variant, dtype, acc, n_rows, block, trace)
     event("refused" if must_refuse else "computed")
     try:
-        res = explorer.softmax(x, variant, acc=acc, backend="emulator", trace_row=trace, block_size=block)
+        res = explorer.softmax(x, variant, acc=acc, backend=backend, trace_row=trace, block_size=block)
     except explorer.ExplorerError as exc:
         assert must_refuse, f"refused valid arguments: {exc}"
         assert isinstance(exc, explorer.InvalidInput), exc
@@ -156,7 +171,7 @@ def test_fuzz_softmax(call, dist, seed):
         return
     assert not must_refuse, "accepted invalid arguments"
     assert res.out.shape == x.shape and res.out.dtype == x.dtype
-    assert res.backend == "emulator" and res.variant == variant and res.acc == acc
+    assert res.backend == backend and res.variant == variant and res.acc == acc
     used_block = block or CORE[variant].default_block_size
     if trace is not None:
         assert res.trace is not None and res.trace.row == trace
@@ -166,16 +181,30 @@ def test_fuzz_softmax(call, dist, seed):
     check_accuracy(res.out, x, variant, dtype, acc, dist, used_block)
 
 
+bit_args = dict(variant=st.sampled_from(list(CORE)), dtype=st.sampled_from(list(DT)), acc=st.sampled_from(list(DT)),
+                rows=st.integers(1, 4), cols=st.integers(1, 70), data=st.data())
+
+
 @settings(max_examples=80, deadline=None)
-@given(variant=st.sampled_from(list(CORE)), dtype=st.sampled_from(list(DT)), acc=st.sampled_from(list(DT)),
-       rows=st.integers(1, 4), cols=st.integers(1, 70), data=st.data())
+@given(**bit_args)
 def test_fuzz_arbitrary_bit_patterns(variant, dtype, acc, rows, cols, data):
+    fuzz_bit_patterns(variant, dtype, acc, rows, cols, data, "emulator")
+
+
+@pytest.mark.gpu
+@settings(max_examples=500, deadline=None)
+@given(**bit_args)
+def test_fuzz_arbitrary_bit_patterns_cuda(variant, dtype, acc, rows, cols, data):
+    fuzz_bit_patterns(variant, dtype, acc, rows, cols, data, "cuda")
+
+
+def fuzz_bit_patterns(variant, dtype, acc, rows, cols, data, backend):
     """Any bits at all (NaN payloads, subnormals, ±0, ±inf, the largest values): never a stray exception,
     and outside naive the NaN/inf pattern is the reference's wherever the input fits the accumulator."""
     nbits = DT[dtype].itemsize * 8
     raw = data.draw(st.lists(st.integers(0, 2**nbits - 1), min_size=rows * cols, max_size=rows * cols))
     x = np.array(raw, {16: np.uint16, 32: np.uint32}[nbits]).view(DT[dtype]).reshape(rows, cols)
-    res = explorer.softmax(x, variant, acc=acc, backend="emulator")
+    res = explorer.softmax(x, variant, acc=acc, backend=backend)
     assert res.out.shape == x.shape and res.out.dtype == x.dtype
     x64 = x.astype(np.float64)
     finite = x64[np.isfinite(x64)]

@@ -6,6 +6,7 @@ import pytest
 
 import explorer
 from explorer.backends import cuda
+from explorer.topk import tie_within_rounding
 
 DTYPES = ("float32", "float16", "bfloat16")
 SHAPES = [(3, 1000), (2, 33), (1, 32000), (200, 2048), (1, 50257), (140, 4097)]  # rows >= 132: one block per row
@@ -92,6 +93,35 @@ def test_gpu_topk_equals_emulation_and_float64(variant, k, dtype):
             assert np.allclose(gpu.values.astype(np.float64), emu.values.astype(np.float64), rtol=tolerance(dtype))
 
 
+def special_rows(cols: int, dtype: str) -> np.ndarray:
+    """Rows that walk the kernels' rare paths: all ties, ties at the k-th value, -inf masks, NaN."""
+    rng = np.random.default_rng(cols)
+    x = rng.standard_normal((8, cols)).astype(np.float32)
+    x[0] = 1.0  # every element ties: the lowest indices win
+    x[1] = np.round(x[1])  # a few distinct values, many ties each
+    x[2] = -np.inf  # all masked
+    x[3, rng.random(cols) < 0.99] = -np.inf  # mostly masked: fewer finite values than k
+    x[4, ::7] = np.nan  # NaN ranks below -inf
+    x[5] = np.nan
+    x[6] = np.arange(cols)  # ascending: every element enters the list
+    x[7] = -np.arange(cols)  # descending: none after the first
+    return x.astype(explorer.DTYPES[dtype])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", (1, 7, 32, 33, 64))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gpu_fused_topk_on_ties_masks_and_nan(k, dtype):
+    for rows_repeat, cols in [(1, 100), (1, 40000), (20, 3000)]:  # several blocks per row; one block per row
+        x = np.tile(special_rows(cols, dtype), (rows_repeat, 1))
+        gpu = explorer.softmax_topk(x, k, backend="cuda")
+        emu = explorer.softmax_topk(x, k, backend="emulator")
+        assert np.array_equal(gpu.indices, emu.indices), (cols, k)
+        got, want = gpu.values.astype(np.float64), emu.values.astype(np.float64)
+        assert np.array_equal(np.isnan(got), np.isnan(want)), (cols, k)
+        assert np.allclose(got, want, rtol=tolerance(dtype), equal_nan=True), (cols, k)
+
+
 @pytest.mark.gpu
 def test_gpu_topk_repeatable_bitwise():
     x = explorer.make_input("normal", 3, 128256, "bfloat16", 1)
@@ -99,3 +129,13 @@ def test_gpu_topk_repeatable_bitwise():
     again = explorer.softmax_topk(x, 50, backend="cuda")
     assert first.values.tobytes() == again.values.tobytes() and np.array_equal(first.indices, again.indices)
     assert cuda.available()
+
+
+def test_a_tie_within_rounding_is_what_the_kernels_cannot_order():
+    """float32: each unfused probability is within 8 fp32 units of roundoff + 1 rounding of float64,
+    so pairs closer than twice that may swap; pairs farther apart may not. Flushed values all tie."""
+    u = 2.0**-24
+    ref = np.array([0.25, 0.25, 0.25, 1e-39])
+    got = ref * np.array([1 + 10 * u, 1 + 15 * u, 1 + 100 * u, 0.5])
+    assert tie_within_rounding(got, ref, "float32").tolist() == [True, True, False, True]
+    assert tie_within_rounding(ref * (1 + 2.0**-9), ref, "bfloat16")[:3].all()  # 2 ulps of bf16

@@ -112,6 +112,11 @@ def _module(filename: str, names: tuple[str, ...]):
 def _function(filename: str, dtype: str, acc: str, name: str):
     """A compiled kernel; shape-specific instantiations (fast's) get a module of their own."""
     _require_gpu()
+    return _compiled_function(filename, dtype, acc, name)
+
+
+@functools.cache  # a dictionary lookup per launch, not a walk over the registry (small launches are CPU-bound)
+def _compiled_function(filename: str, dtype: str, acc: str, name: str):
     fixed = _fixed_names(filename, dtype, acc)
     with _compile_lock:
         module = _module(filename, fixed if name in fixed else (name,))
@@ -173,9 +178,10 @@ def _null_trace():
             cp.empty(1, np.float32))
 
 
-def _fail(exc: Exception, variant: Variant, shape) -> KernelFailed:
+def _fail(exc: Exception, kernel: str, shape) -> KernelFailed:
+    """A CUDA error in a launch of `kernel` (the variant's name) on `shape`, as the explorer reports it."""
     global _context_lost
-    message = f"{variant.key} on {shape[0]}×{shape[1]} failed on the GPU: {exc}"
+    message = f"{kernel} on {shape[0]}×{shape[1]} failed on the GPU: {exc}"
     if any(code in str(exc) for code in STICKY_ERRORS):
         _context_lost = message
         return GPUContextLost(message + ". The CUDA context is lost; restart the server.")
@@ -203,7 +209,7 @@ def run(variant: Variant, geometry: Launch, x: np.ndarray, dtype: str, acc: str,
     except Exception as exc:  # CUDA driver/runtime/NVRTC errors
         if cp is not None and isinstance(exc, cp.cuda.compiler.CompileException):
             raise KernelFailed(f"{variant.key} did not compile for {dtype}/{acc}: {exc}") from exc
-        raise _fail(exc, variant, x.shape) from exc
+        raise _fail(exc, variant.key, x.shape) from exc
     if unwritten:
         raise KernelFailed(f"{variant.key} left {unwritten} of {x.size} outputs unwritten on {rows}×{cols}")
     return out, raw
@@ -224,7 +230,7 @@ def run_topk(fused: bool, launch: Launch, x: np.ndarray, dtype: str, k: int, sof
     except Exception as exc:
         if cp is not None and isinstance(exc, cp.cuda.compiler.CompileException):
             raise KernelFailed(f"top-k did not compile for {dtype}: {exc}") from exc
-        raise _fail(exc, VARIANTS["fast"], x.shape) from exc
+        raise _fail(exc, "topk_fused" if fused else "topk_unfused", x.shape) from exc
     if unwritten:
         raise KernelFailed(f"top-k left {unwritten} of {2 * rows * k} outputs unwritten on {rows}×{cols}")
     return out
@@ -244,17 +250,31 @@ def topk_on_device(fused: bool, geometry: Launch, x_dev, rows: int, cols: int, d
         source = cp.empty_like(x_dev)
         launch(VARIANTS["fast"], softmax_launch, x_dev, source, rows, cols, dtype, "float32")
     vec, per, lists = geometry.template_args
-    extra = (vec, per, lists, 1 if fused else 0)
-    partial_kernel = _function("topk.cu", dtype, "float32", _name("topk_partial", dtype, "float32", False, extra))
+    kernel = _function("topk.cu", dtype, "float32", _name("topk", dtype, "float32", False,
+                                                         (vec, per, lists, 1 if fused else 0)))
     chunks = geometry.chunks
-    partial = cp.empty(max(1, rows * chunks * (2 + lists)), np.float32) if chunks > 1 else _null_trace()[0]
-    partial_index = cp.empty(max(1, rows * chunks * lists), np.int32) if chunks > 1 else _null_trace()[2]
-    shape = (np.int32(rows), np.int32(cols), np.int32(chunks), np.int32(k))
-    partial_kernel((geometry.grid,), (geometry.block,), (source, values, indices, partial, partial_index, *shape))
     if chunks > 1:
-        finish = _function("topk.cu", dtype, "float32", _name("topk_finish", dtype, "float32", False, extra))
-        finish((rows,), (32,), (values, indices, partial, partial_index, np.int32(rows), np.int32(chunks), np.int32(k)))
+        partial = cp.empty(rows * chunks * (2 + lists), np.float32)
+        partial_index = cp.empty(rows * chunks * lists, np.int32)
+    else:
+        partial, partial_index = _null_trace()[0], _null_trace()[2]
+    kernel((geometry.grid,), (geometry.block,), (source, values, indices, partial, partial_index,
+                                                 _arrival_counters(rows), np.int32(rows), np.int32(cols),
+                                                 np.int32(chunks), np.int32(k)))
     return values, indices
+
+
+_arrivals: dict[int, object] = {}
+
+
+def _arrival_counters(rows: int):
+    """The top-k kernel's per-row counters of finished chunks: zero between launches (each row's last
+    block resets its own), one set per stream, so launches that could overlap never share one."""
+    stream = cp.cuda.get_current_stream().ptr
+    counters = _arrivals.get(stream)
+    if counters is None or counters.size < rows:
+        counters = _arrivals[stream] = cp.zeros(max(rows, 1024), np.uint32)
+    return counters
 
 
 def free_bytes() -> int:

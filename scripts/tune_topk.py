@@ -1,0 +1,80 @@
+"""Time topk_fused under several launch geometries per shape (run on a GPU machine), to choose
+explorer.topk.topk_launch's rule. Every geometry is validated (indices against float64) first.
+
+    PYTHONPATH=. python scripts/tune_topk.py [--ks 8 50] [--blocks 128 256 512] [--chunks 1 2 4 8 16 32]
+"""
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+from explorer import bench
+from explorer.backends import cuda
+from explorer.registry import SMS, VARIANTS, cdiv
+from explorer.topk import TopkResult, topk_errors, topk_launch
+
+SHAPES = [(4096, 128256), (512, 32000), (512, 128256), (512, 262144), (64, 128256), (1, 32000), (1, 128256),
+          (1, 262144)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ks", type=int, nargs="+", default=[8, 50])
+    parser.add_argument("--blocks", type=int, nargs="+", default=[128, 256, 512])
+    parser.add_argument("--chunks", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32],
+                        help="blocks per row to try (capped at one batch of the block per chunk)")
+    parser.add_argument("--dtype", default="float32")
+    args = parser.parse_args()
+    cp, torch = cuda.cp, bench._torch()
+    dtype = args.dtype
+    for rows, cols in SHAPES:
+        x32 = cp.random.default_rng(rows + cols).standard_normal((rows, cols), dtype=cp.float32) * 3
+        buffers = max(1, min(16, math.ceil(4 * cuda.device_info()["l2_bytes"] / x32.nbytes)))
+        xs = [bench._round_on_device(cp.roll(x32, i, axis=1), dtype) for i in range(buffers)]
+        x_host = cuda.from_device(xs[0][:8], cuda.DTYPES[dtype])
+        for k in args.ks:
+            print(tune(rows, cols, k, dtype, xs, x_host, args, torch), flush=True)
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray, args, torch) -> str:
+    cp = cuda.cp
+    buffers = len(xs)
+    fast = VARIANTS["fast"].launch(rows, cols, None, dtype)
+    line = [f"{rows}x{cols} k={k}"]
+    if torch is not None and dtype != "bfloat16":
+        tx = [torch.from_dlpack(x) for x in xs]
+        t = bench._time_launches(lambda i: torch.topk(torch.softmax(tx[i], dim=1), k, dim=1), buffers)
+        line.append(f"torch {np.median(t):.1f}")
+    seen = set()
+    for block in args.blocks:
+        for chunks in args.chunks if rows < SMS else [1]:
+            launch = topk_launch(rows, cols, k, dtype, block, min(chunks, cdiv(cols, block * 16)))
+            if (launch.block, launch.chunks) in seen:
+                continue
+            seen.add((launch.block, launch.chunks))
+            values, indices = cuda.topk_on_device(True, launch, xs[0], rows, cols, dtype, k, fast)
+            got = TopkResult(cuda.from_device(values[:8], cuda.DTYPES[dtype]), cp.asnumpy(indices[:8]), "cuda",
+                             "topk_fused", k, launch)
+            report = topk_errors(got, x_host)
+            t = bench._time_launches(lambda i, launch=launch: cuda.topk_on_device(
+                True, launch, xs[i], rows, cols, dtype, k, fast, False), buffers)
+            bad = "" if report.index_mismatch == 0 else f" WRONG({report.index_mismatch})"
+            line.append(f"b{block}c{launch.chunks} {np.median(t):.1f}{bad}")
+    launch = topk_launch(rows, cols, k, dtype)  # the API's choice: how long does Python take to launch it?
+    line.append(f"rule b{launch.block}c{launch.chunks}")
+    cuda.cp.cuda.get_current_stream().synchronize()
+    started = time.perf_counter()
+    for i in range(100):
+        cuda.topk_on_device(True, launch, xs[i % buffers], rows, cols, dtype, k, fast, False)
+    line.append(f"python {(time.perf_counter() - started) * 1e4:.1f}/call")
+    name = cuda._name("topk", dtype, "float32", False, (*launch.template_args, 1))
+    line.append(f"{cuda._function('topk.cu', dtype, 'float32', name).num_regs} regs")
+    cuda.cp.cuda.get_current_stream().synchronize()
+    return " | ".join(line)
+
+
+if __name__ == "__main__":
+    main()
