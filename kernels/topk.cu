@@ -250,7 +250,8 @@ __global__ void __launch_bounds__(512) topk(const T* __restrict__ x, T* __restri
     if (lane == 0) { state[0] = s.m; state[1] = s.d; }
 #pragma unroll
     for (int r = 0; r < R; ++r) { state[2 + r * 32 + lane] = lv[r]; partial_index[(long long)blockIdx.x * K + r * 32 + lane] = li[r]; }
-    __threadfence();  // this chunk's state is visible before the counter says so
+    __threadfence();  // this chunk's state is visible before the counter says so...
+    __syncwarp();     // ...every lane's part of it, not only lane 0's
     unsigned arrived = 0;
     if (lane == 0) arrived = atomicAdd(arrivals + row, 1u);
     if (__shfl_sync(ALL_LANES, arrived, 0) != chunks - 1) return;

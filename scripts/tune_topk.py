@@ -1,7 +1,7 @@
 """Time topk_fused under several launch geometries per shape (run on a GPU machine), to choose
 explorer.topk.topk_launch's rule. Every geometry is validated (indices against float64) first.
 
-    PYTHONPATH=. python scripts/tune_topk.py [--ks 8 50] [--blocks 128 256 512] [--chunks 1 2 4 8 16 32]
+    PYTHONPATH=. python scripts/tune_topk.py [--ks 8 50] [--blocks 128 256 512] [--chunks 1 2 4 8 16 32] [--shapes 512x50257]
 """
 
 import argparse
@@ -26,10 +26,12 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32],
                         help="blocks per row to try (capped at one batch of the block per chunk)")
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--shapes", nargs="+", help="ROWSxCOLS (default: a batch-4096/512/64/1 set)")
     args = parser.parse_args()
     cp, torch = cuda.cp, bench._torch()
     dtype = args.dtype
-    for rows, cols in SHAPES:
+    shapes = [tuple(int(n) for n in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
+    for rows, cols in shapes:
         x32 = cp.random.default_rng(rows + cols).standard_normal((rows, cols), dtype=cp.float32) * 3
         buffers = max(1, min(16, math.ceil(4 * cuda.device_info()["l2_bytes"] / x32.nbytes)))
         xs = [bench._round_on_device(cp.roll(x32, i, axis=1), dtype) for i in range(buffers)]

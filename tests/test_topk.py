@@ -90,7 +90,10 @@ def test_gpu_topk_equals_emulation_and_float64(variant, k, dtype):
         if variant == "topk_fused":  # selects on the logits: exactly the emulation's choice
             emu = explorer.softmax_topk(x, k, variant, backend="emulator")
             assert np.array_equal(gpu.indices, emu.indices), (seed, rows, cols)
-            assert np.allclose(gpu.values.astype(np.float64), emu.values.astype(np.float64), rtol=tolerance(dtype))
+            # below the dtype's smallest normal, relative error is measured against it (as topk_errors does)
+            floor = explorer.FORMATS[dtype].smallest_normal * tolerance(dtype)
+            assert np.allclose(gpu.values.astype(np.float64), emu.values.astype(np.float64), rtol=tolerance(dtype),
+                               atol=floor), (seed, rows, cols)
 
 
 def special_rows(cols: int, dtype: str) -> np.ndarray:
@@ -119,7 +122,8 @@ def test_gpu_fused_topk_on_ties_masks_and_nan(k, dtype):
         assert np.array_equal(gpu.indices, emu.indices), (cols, k)
         got, want = gpu.values.astype(np.float64), emu.values.astype(np.float64)
         assert np.array_equal(np.isnan(got), np.isnan(want)), (cols, k)
-        assert np.allclose(got, want, rtol=tolerance(dtype), equal_nan=True), (cols, k)
+        floor = explorer.FORMATS[dtype].smallest_normal * tolerance(dtype)
+        assert np.allclose(got, want, rtol=tolerance(dtype), atol=floor, equal_nan=True), (cols, k)
 
 
 @pytest.mark.gpu
