@@ -32,7 +32,14 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
         const int packs = live ? cols / VEC : 0;
         float v[PER * VEC];
         bool valid[PER * VEC];
-        load_packs<T, VEC, PER>(xr, lane, LANES, packs, v, valid);
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const int p = k * LANES + lane;
+            Pack<T, VEC> pack;
+            if (p < packs) pack = xr[p];
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < packs; v[k * VEC + i] = p < packs ? to_float(pack.v[i]) : 0.0f; }
+        }
         const State<float> mine = exps_in_place(v, valid);
         const State<float> s = group_merge<LANES>(mine);
         const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
@@ -62,7 +69,14 @@ fast_block(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
         Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
         float v[PER * VEC];
         bool valid[PER * VEC];
-        load_packs<T, VEC, PER>(xr, begin + threadIdx.x, blockDim.x, end, v, valid);
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const int p = begin + k * blockDim.x + threadIdx.x;
+            Pack<T, VEC> pack;
+            if (p < end) pack = xr[p];
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
+        }
         const State<float> mine = exps_in_place(v, valid);
         State<float> s = fast_block_merge(mine);
         if (CLUSTER > 1) {
@@ -103,7 +117,14 @@ __global__ void __launch_bounds__(512) fast_split_partial(const T* __restrict__ 
     for (int base = begin; base < end; base += PER * blockDim.x) {
         float v[PER * VEC];
         bool valid[PER * VEC];
-        load_packs<T, VEC, PER>(xr, base + threadIdx.x, blockDim.x, end, v, valid);
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const int p = base + k * blockDim.x + threadIdx.x;
+            Pack<T, VEC> pack;
+            if (p < end) pack = xr[p];
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
+        }
         s = fast_merge(s, exps_in_place(v, valid));
     }
     s = fast_block_merge(s);
