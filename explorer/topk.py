@@ -2,7 +2,7 @@
 
 The fused kernel (Milakov & Gimelshein 2018) reads the logits once, keeping the online (m, d) and a
 running top-k together; the unfused pair is `fast` softmax (read, write) then a top-k selection
-(read again). Order: larger probability first, ties to the lower index, NaN never chosen.
+(read again). Order: larger probability first, ties to the lower index, NaN below -inf.
 """
 
 from __future__ import annotations

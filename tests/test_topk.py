@@ -50,7 +50,7 @@ def test_masked_and_nan_logits():
     assert result.values[0, 2] == 0
     x[0, 5] = np.nan
     nan_row = explorer.softmax_topk(x, 2, backend="emulator")
-    assert nan_row.indices[0].tolist() == [20, 10] and np.isnan(nan_row.values).all()  # NaN is never chosen
+    assert nan_row.indices[0].tolist() == [20, 10] and np.isnan(nan_row.values).all()  # NaN ranks below -inf
 
 
 @pytest.mark.parametrize(("k", "message"), [(0, "k must be"), (65, "k must be"), (2.0, "k must be"), (True, "k must be")])

@@ -402,7 +402,7 @@ def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
 
 def top_indices(values: np.ndarray, k: int) -> np.ndarray:
     """The k best of each row as the top-k kernels order them: larger first, ties to the lower index,
-    NaN never chosen (it sorts last)."""
+    NaN below -inf (it sorts last)."""
     return np.argsort(-values.astype(np.float64), axis=1, kind="stable")[:, :k]
 
 
