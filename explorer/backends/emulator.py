@@ -370,7 +370,7 @@ def _fast_normalise(x32: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np
 
 
 def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
-    """The row's (m, d) as fast_split_partial + fast_split_finish (and topk_partial + topk_finish) get it."""
+    """The row's (m, d) as fast_split_partial + fast_split_finish (and topk, chunks merged by a row's last block) get it."""
     rows, cols = x32.shape
     packs, chunks, threads = cols // vec, launch.chunks, launch.block
     chunk = cdiv(packs, chunks)
