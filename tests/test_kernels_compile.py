@@ -1,0 +1,54 @@
+"""Every kernel instantiation the explorer can launch compiles, with nvcc to PTX (no GPU needed): a kernel
+edit that breaks the build fails here, on CI, not first on the GPU machine."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from explorer import bench
+from explorer.backends import cuda
+from explorer.registry import VARIANTS
+from explorer.topk import VOCABS, topk_launch
+
+NVCC = shutil.which("nvcc")
+pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+# fast's instantiations depend on the shape: the benchmark sweeps plus odd and tiny shapes
+FAST_SHAPES = [(bench.SWEEP_ELEMENTS // c, c) for c in bench.SWEEP_COLS] + list(bench.LONG_ROW_SHAPES) + [
+    (1, 1), (3, 33), (1823, 781), (2, 4097)]
+
+
+def launched_names() -> dict[str, set[str]]:
+    """Kernel file → the instantiations the backend asks CuPy to compile, for the shapes above."""
+    names: dict[str, set[str]] = {}
+    for v in VARIANTS.values():
+        for dtype in v.dtypes:
+            for acc in v.accumulators:
+                names.setdefault(v.kernel_file, set()).update(cuda._fixed_names(v.kernel_file, dtype, acc))
+                if v.method == "fast":
+                    for rows, cols in FAST_SHAPES:
+                        names[v.kernel_file].update(cuda.kernel_names(v, v.launch(rows, cols, None, dtype), dtype, acc))
+    for dtype in ("float32", "float16", "bfloat16"):
+        for k in (1, 8, 33, 64):
+            for rows, cols in [(512, c) for c in VOCABS] + [(1, 50257), (3, 1000)]:
+                launch = topk_launch(rows, cols, k, dtype)
+                for softmax in (0, 1):  # fused, and the selection of the unfused pipeline
+                    names.setdefault("topk.cu", set()).add(
+                        cuda._name("topk", dtype, "float32", False, (*launch.template_args, softmax)))
+    return names
+
+
+NAMES = launched_names()
+
+
+@pytest.mark.parametrize("filename", sorted(NAMES))
+def test_every_launched_instantiation_compiles(filename, tmp_path):
+    names = sorted(NAMES[filename])
+    # taking each specialisation's address instantiates it, without spelling out its parameters
+    source = cuda.kernel_source(filename) + "\nvoid instantiate_all() {\n" + "".join(f"    (void)&{n};\n" for n in names) + "}\n"
+    (tmp_path / filename).write_text(source)
+    ptx = tmp_path / "out.ptx"
+    result = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90", "-ptx", "-o", str(ptx), str(tmp_path / filename)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert ptx.read_text().count(".entry ") == len(names)
