@@ -86,6 +86,16 @@ def settle(pg, timeout: float = 60) -> None:
     time.sleep(0.7)
 
 
+def shown(locator, timeout: float = 30) -> bool:
+    """Whether the locator's first match becomes visible within timeout seconds: a rerun that a widget
+    started may still be drawing when settle() returns (seen on CI)."""
+    try:
+        locator.first.wait_for(state="visible", timeout=timeout * 1000)
+    except Exception:  # playwright's TimeoutError
+        return False
+    return True
+
+
 def no_exception(pg) -> None:
     assert pg.locator('[data-testid="stException"]').count() == 0
     body = pg.locator('[data-testid="stMain"]').inner_text()

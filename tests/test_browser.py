@@ -20,6 +20,7 @@ from browser_helpers import (
     require_browser,
     screenshot,
     settle,
+    shown,
     streamlit_server,
     wait_for_charts,
 )
@@ -100,7 +101,7 @@ def test_step_through_slider_and_play(server, page):
         page.keyboard.press("ArrowRight")
     settle(page)
     assert query(page)["step"] == "5"
-    assert page.get_by_text("The update at step j = 5").is_visible()
+    assert shown(page.get_by_text("The update at step j = 5"))
     choose(page, "Variant to trace", "online_block — Online softmax, block per row")
     assert query(page)["tv"] == "online_block"
     assert page.locator(".js-plotly-plot").count() == 3  # steps, lanes heatmap, merge tree

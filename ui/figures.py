@@ -548,14 +548,13 @@ TOPK_STATUS_PATTERN = {"same": "", "tie": ".", "wrong": "x"}
 
 
 def topk_bars_figure(ref_values: np.ndarray, ref_indices: np.ndarray, outputs: dict[str, tuple], log: bool,
-                     title: str, stamp: str, status: dict[str, np.ndarray] | None = None,
-                     label_limit: int = 16) -> go.Figure:
+                     title: str, stamp: str, status: dict[str, np.ndarray] | None = None) -> go.Figure:
     """One row's top-k: the float64 reference's bars beside each variant's, rank by rank.
 
     outputs: name -> (values, indices), each of length k. status: name -> per rank "same", "tie" (the index
     differs from the reference's only between probabilities equal within rounding) or "wrong"; ties are
-    dotted, wrong indices crossed. The x axis names each rank with the reference's index; bars whose index
-    differs carry their own index as a label (every bar does when k <= label_limit).
+    dotted, wrong indices crossed. The x axis names each rank with the reference's index; only bars whose index
+    differs from it carry a label (their own index), so the labels are exactly the disagreements.
     """
     ref_values = np.asarray(ref_values, dtype=np.float64)
     ref_indices = np.asarray(ref_indices, dtype=np.int64)
@@ -564,14 +563,13 @@ def topk_bars_figure(ref_values: np.ndarray, ref_indices: np.ndarray, outputs: d
     ticks = [f"{r}<br>#{i}" for r, i in zip(ranks, ref_indices)]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=ranks, y=ref_values, name="float64 reference", marker_color=REF_COLOR,
-                         text=[f"#{i}" for i in ref_indices] if k <= label_limit else None, textposition="outside",
                          customdata=ref_indices,
                          hovertemplate="reference, rank %{x}<br>index %{customdata}<br>p = %{y:.10g}<extra></extra>"))
     for n, (name, (values, indices)) in enumerate(outputs.items()):
         values = np.asarray(values, dtype=np.float64)
         indices = np.asarray(indices, dtype=np.int64)
         st_ = np.asarray(status.get(name) if status else ["same"] * k)
-        text = [f"#{i}" if (k <= label_limit or s != "same") else "" for i, s in zip(indices, st_)]
+        text = [f"#{i}" if s != "same" else "" for i, s in zip(indices, st_)]
         color = COLORS[n % len(COLORS)]
         fig.add_trace(go.Bar(
             x=ranks, y=values, name=name, marker_color=color, text=text, textposition="outside",
