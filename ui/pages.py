@@ -32,18 +32,26 @@ def _clamp(key: str, low: int, high: int) -> None:
         ss[key] = low
 
 
+def run_page(title: str):
+    """The start of a page over the chosen variants' results: its header, every variant run (failures
+    shown); (cfg, spec, results, failed), or None when there is nothing to show."""
+    cfg, spec = config_and_spec()
+    header(title, cfg)
+    if cfg is None:
+        return None
+    results, failed = run_all(cfg, spec)
+    show_failures(failed)
+    return (cfg, spec, results, failed) if results else None
+
+
 # --- 1. outputs ---------------------------------------------------------------------------------------
 
 @guarded
 def outputs_page() -> None:
-    cfg, spec = config_and_spec()
-    header("Outputs", cfg)
-    if cfg is None:
+    ran = run_page("Outputs")
+    if ran is None:
         return
-    results, failed = run_all(cfg, spec)
-    show_failures(failed)
-    if not results:
-        return
+    cfg, spec, results, failed = ran
     ref = compute.get_reference(spec)[cfg.row]
     st.toggle("Log scale", key="log", help="Probabilities span many decades; zeros cannot sit on a log axis "
                                           "and are marked in the strip under the plot instead.")
@@ -206,14 +214,10 @@ def step_page() -> None:
 
 @guarded
 def errors_page() -> None:
-    cfg, spec = config_and_spec()
-    header("Error vs float64", cfg)
-    if cfg is None:
+    ran = run_page("Error vs float64")
+    if ran is None:
         return
-    results, failed = run_all(cfg, spec)
-    show_failures(failed)
-    if not results:
-        return
+    cfg, spec, results, _failed = ran
     with st.spinner("Comparing with the float64 reference…"):
         reports = {k: compute.error_report(spec, k, cfg.acc, cfg.block_for(k)) for k in results}
     df = figures.error_table(reports)

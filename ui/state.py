@@ -166,20 +166,9 @@ def parse_query(query: Mapping) -> tuple[dict, list[str]]:
             bad(name, f"outside [{p.low:g}, {p.high:g}]")
             continue
         values[param_key(dist, pname)] = value
-    for name, low, high in (("rows", 1, MAX_DIM), ("cols", 1, MAX_DIM), ("seed", 0, 2**32 - 1),
-                            ("row", 0, MAX_DIM), ("lane", 0, 1023), ("step", 0, MAX_DIM)):
-        if name in q:
-            value = _int(q[name], low, high)
-            if value is None:
-                bad(name, f"a whole number from {low} to {high} is needed")
-            else:
-                values[name] = value
-    for name in ("dtype", "acc"):
-        if name in q:
-            if q[name] in DTYPE_NAMES:
-                values[name] = q[name]
-            else:
-                bad(name, f"choose one of {', '.join(DTYPE_NAMES)}")
+    _take_whole_numbers(q, values, bad, (("rows", 1, MAX_DIM), ("cols", 1, MAX_DIM), ("seed", 0, 2**32 - 1),
+                                         ("row", 0, MAX_DIM), ("lane", 0, 1023), ("step", 0, MAX_DIM)))
+    _take_words(q, values, bad, {"dtype": DTYPE_NAMES, "acc": DTYPE_NAMES})
     if "variants" in q:
         keys = [k for k in q["variants"].split(",") if k]
         unknown = [k for k in keys if k not in explorer.VARIANTS]
@@ -194,11 +183,7 @@ def parse_query(query: Mapping) -> tuple[dict, list[str]]:
             values["block"] = value
     if "log" in q:
         values["log"] = q["log"] not in ("0", "false", "False", "")
-    if "heat" in q:
-        if q["heat"] in HEAT_CHOICES:
-            values["heat"] = q["heat"]
-        else:
-            bad("heat", f"choose one of {', '.join(HEAT_CHOICES)}")
+    _take_words(q, values, bad, {"heat": HEAT_CHOICES})
     for name in ("tv", "kv"):
         if name in q:
             if q[name] in explorer.VARIANTS:
@@ -210,6 +195,27 @@ def parse_query(query: Mapping) -> tuple[dict, list[str]]:
             values[name] = q[name][:64]
     _parse_pages(q, values, bad, problems)
     return values, problems
+
+
+def _take_whole_numbers(q: dict, values: dict, bad, ranges) -> None:
+    """values[name] = int(q[name]) for each (name, low, high) given, if it lies in [low, high]."""
+    for name, low, high in ranges:
+        if name in q:
+            value = _int(q[name], low, high)
+            if value is None:
+                bad(name, f"a whole number from {low} to {high} is needed")
+            else:
+                values[name] = value
+
+
+def _take_words(q: dict, values: dict, bad, choices: Mapping) -> None:
+    """values[name] = q[name] for each name given whose value is one of choices[name]."""
+    for name, options in choices.items():
+        if name in q:
+            if q[name] in options:
+                values[name] = q[name]
+            else:
+                bad(name, f"choose one of {', '.join(options)}")
 
 
 def _flag(raw: str) -> bool | None:
@@ -228,13 +234,7 @@ def _parse_pages(q: dict, values: dict, bad, problems: list[str]) -> None:
                 bad(name, f"choose one of {shown}")
             else:
                 values[name] = value
-    for name, low, high in (("tk_k", 1, K_MAX), ("tk_row", 0, MAX_DIM)):
-        if name in q:
-            value = _int(q[name], low, high)
-            if value is None:
-                bad(name, f"a whole number from {low} to {high} is needed")
-            else:
-                values[name] = value
+    _take_whole_numbers(q, values, bad, (("tk_k", 1, K_MAX), ("tk_row", 0, MAX_DIM)))
     if "tk_log" in q:
         flag = _flag(q["tk_log"])
         if flag is None:
@@ -244,12 +244,7 @@ def _parse_pages(q: dict, values: dict, bad, problems: list[str]) -> None:
     words = {"prec_dtype": DTYPE_NAMES, "prec_quantity": PREC_QUANTITIES, "prec_variant": precision.ONLINE_VARIANTS,
              "prec_cmp_acc": precision.ACCUMULATORS, "prec_cmp_dist": tuple(precision.INPUT_CLASSES),
              "prec_stag_dist": PREC_STAG_DISTS}
-    for name, options in words.items():
-        if name in q:
-            if q[name] in options:
-                values[name] = q[name]
-            else:
-                bad(name, f"choose one of {', '.join(options)}")
+    _take_words(q, values, bad, words)
     if "prec_variants" in q:
         keys = [k for k in q["prec_variants"].split(",") if k]
         unknown = [k for k in keys if k not in precision.ONLINE_VARIANTS]
