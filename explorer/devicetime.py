@@ -1,0 +1,109 @@
+"""Device time from CUPTI activity records (torch.profiler), beside the CUDA-event time per launch.
+
+CUDA events around each launch time what a Python loop sees: the GPU work plus any gap while the
+next launch is being issued. The profiler's activity records hold only the GPU's execution: for a
+batch of calls we sum the durations of the recorded kernels (for the copy, the memcpy too) and
+divide by the calls; the median over several batches is the device time, p10/p90 its spread.
+One profiling session holds all batches of a row, separated by an idle gap of GAP_S, which is how
+the records are told apart afterwards (a row whose gaps are ambiguous gets no device time).
+
+The aggregation (`split_batches`, `per_call_us`, `summarize`) is pure: it reads Chrome-trace events,
+the format torch.profiler exports, so it is tested on the CPU with made-up events.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+KERNELS = ("kernel",)  # Chrome-trace categories counted for a kernel; memset/memcpy of setup are not
+COPY = ("kernel", "gpu_memcpy")  # the copy baseline is a memcpy (or a copy kernel): count either
+BATCHES = 5
+BATCH_US = 20_000  # GPU time aimed at per profiled batch
+MAX_CALLS = 100
+GAP_S = 0.005  # idle time between batches; a gap of at least half of it separates two batches
+
+
+def _counted(e: dict, categories: Sequence[str]) -> bool:
+    return e.get("ph") == "X" and e.get("cat") in categories
+
+
+def per_call_us(events: Iterable[dict], calls: int, categories: Sequence[str] = KERNELS) -> float | None:
+    """Sum of the durations (µs) of the complete events in `categories`, per call; None if there are none."""
+    total, seen = 0.0, 0
+    for e in events:
+        if _counted(e, categories):
+            total += float(e.get("dur", 0.0))
+            seen += 1
+    return total / calls if seen else None
+
+
+def split_batches(events: Iterable[dict], batches: int, categories: Sequence[str] = KERNELS,
+                  min_gap_us: float = GAP_S * 1e6 / 2) -> list[list[dict]] | None:
+    """The counted records of one session, in time order, cut into `batches` groups at the idle gaps
+    between them: exactly batches - 1 gaps must be at least min_gap_us long, else None."""
+    records = sorted((e for e in events if _counted(e, categories)), key=lambda e: float(e["ts"]))
+    cuts = [j + 1 for j in range(len(records) - 1)
+            if float(records[j + 1]["ts"]) - float(records[j]["ts"]) - float(records[j]["dur"]) >= min_gap_us]
+    if not records or len(cuts) != batches - 1:
+        return None
+    bounds = [0, *cuts, len(records)]
+    return [records[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def summarize(per_batch: Sequence[float | None]) -> dict[str, float] | None:
+    """Median and p10/p90 over batches; None unless every batch recorded something."""
+    if not per_batch or any(v is None for v in per_batch):
+        return None
+    values = np.array(per_batch, dtype=float)
+    return {"device_us": float(np.median(values)), "device_p10_us": float(np.percentile(values, 10)),
+            "device_p90_us": float(np.percentile(values, 90))}
+
+
+def calls_per_batch(event_median_us: float) -> int:
+    """Enough calls that a batch holds about BATCH_US of work: 1 to MAX_CALLS."""
+    return int(np.clip(BATCH_US / max(event_median_us, 1e-3), 1, MAX_CALLS))
+
+
+def profiler():
+    """torch.profiler when torch sees a GPU, else None (device time is then not reported)."""
+    try:
+        import torch
+        import torch.profiler
+    except ImportError:
+        return None
+    return torch.profiler if torch.cuda.is_available() else None
+
+
+def measure(launch: Callable[[int], object], buffers: int, calls: int, sync: Callable[[], None],
+            categories: Sequence[str] = KERNELS, batches: int = BATCHES) -> dict[str, float] | None:
+    """Profile `batches` batches of `calls` launches (rotating over `buffers` inputs) in one session;
+    summarize()'s dict, or None without torch or when the batches cannot be told apart."""
+    prof_mod = profiler()
+    if prof_mod is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        sync()
+        try:
+            with prof_mod.profile(activities=[prof_mod.ProfilerActivity.CUDA]) as prof:
+                for _ in range(batches):
+                    for i in range(calls):
+                        launch(i % buffers)
+                    sync()  # the batch is done before the gap starts
+                    time.sleep(GAP_S)
+            prof.export_chrome_trace(path)
+        except RuntimeError as exc:  # CUPTI refused (e.g. no profiling permission): no device time
+            warnings.warn(f"torch.profiler failed, device time not reported: {exc}", stacklevel=2)
+            return None
+        with open(path) as f:
+            trace = json.load(f)
+    groups = split_batches(trace.get("traceEvents", []), batches, categories)
+    return None if groups is None else summarize([per_call_us(g, calls, categories) for g in groups])

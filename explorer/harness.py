@@ -1,0 +1,97 @@
+"""What the softmax and top-k benchmarks share: the run's meta, CUDA-event timing of a launch rotated
+over input buffers, device time for a shape's timed rows, rows for peers that failed."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+
+import numpy as np
+
+from . import devicetime, peers
+from .backends import cuda
+
+SCHEMA = "softmax-explorer-bench/1"
+DEVICE_FIELDS = ("device_us", "device_p10_us", "device_p90_us", "gbps_device", "pct_copy_device")
+# A row to time in device time after the shape's event timings: (row, launch(i), trace categories counted).
+Timed = tuple[dict, Callable[[int], object], tuple[str, ...]]
+
+
+def meta() -> dict:
+    info = cuda.device_info()
+    torch = peers.torch_module()
+    return {
+        "gpu": info["gpu"], "compute_capability": info["compute_capability"], "l2_bytes": info["l2_bytes"],
+        "cuda_runtime": info["cuda_runtime"], "cuda_driver": info["cuda_driver"], "cupy": info["cupy"],
+        "torch": torch.__version__ if torch else None,
+        "device_time": "torch.profiler (CUPTI kernel records)" if devicetime.profiler() else None,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def sync() -> None:
+    cuda.cp.cuda.Device().synchronize()
+
+
+def time_launches(launch: Callable[[int], None], buffers: int, min_repeats: int = 20, max_repeats: int = 200,
+                   budget_s: float = 0.5) -> np.ndarray:
+    """Per-launch GPU times in µs (CUDA events), after a warm-up, rotating over `buffers` inputs."""
+    cp = cuda.cp
+    launch(0)  # warm-up: module load, allocator, clocks
+    cp.cuda.get_current_stream().synchronize()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    launch(1 % buffers)
+    end.record()
+    end.synchronize()
+    first_ms = cp.cuda.get_elapsed_time(start, end)
+    repeats = int(min(max_repeats, max(min_repeats, budget_s * 1e3 / max(first_ms, 1e-3))))
+    if first_ms > 200:  # a slow teaching kernel on a big problem: a few launches say enough
+        repeats = 3
+    events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(repeats)]
+    for i, (s, e) in enumerate(events):
+        s.record()
+        launch(i % buffers)
+        e.record()
+    events[-1][1].synchronize()
+    return np.array([cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in events])
+
+
+def round_on_device(x32, dtype: str):
+    """fp32 -> dtype on the GPU, round to nearest even; bfloat16 as its uint16 bits."""
+    cp = cuda.cp
+    if dtype == "float32":
+        return x32
+    if dtype == "float16":
+        return x32.astype(cp.float16)
+    bits = x32.view(cp.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(cp.uint16)
+
+
+def error_row(name: str, dtype: str, acc: str, rows: int, cols: int, version: str | None, launch: str, error: str,
+              max_rel: float | None = None, **extra) -> dict:
+    """A peer that could not run (or ran wrong) on this shape: the row says why, with no times."""
+    empty = dict.fromkeys(("median_us", "p10_us", "p90_us", "gbps", "pct_copy", "bytes_moved", "reads_per_element",
+                           "writes_per_element", *DEVICE_FIELDS))
+    return {"name": name, "kind": "peer", "dtype": dtype, "acc": acc, "rows": rows, "cols": cols, "block_size": 0,
+            **extra, **empty, "max_rel": max_rel, "launch": launch, "version": version, "error": error[:300]}
+
+
+def add_device_times(timed: list[Timed], buffers: int) -> None:
+    """Device time for every timed row (after all event timings of the shape, so profiling never
+    overlaps them), then GB/s and % of copy from it; the copy row comes first."""
+    for row, launch, categories in timed:
+        stats = devicetime.measure(launch, buffers, devicetime.calls_per_batch(row["median_us"]), sync, categories)
+        row.update(stats or dict.fromkeys(("device_us", "device_p10_us", "device_p90_us")))
+        row["gbps_device"] = row["bytes_moved"] / row["device_us"] / 1e3 if row["device_us"] else None
+    copy_device = timed[0][0]["device_us"]
+    for row, _, _ in timed:
+        row["pct_copy_device"] = 100 * copy_device / row["device_us"] if copy_device and row["device_us"] else None
+
+
+def free() -> None:
+    """Give back this shape's buffers (CuPy's pool and torch's cache share the card)."""
+    cuda.cp.get_default_memory_pool().free_all_blocks()
+    torch = peers.torch_module()
+    if torch is not None:
+        torch.cuda.empty_cache()

@@ -1,0 +1,219 @@
+"""The benchmark harness without a GPU: device-time aggregation from made-up profiler events, % of copy
+and the read-once floor from made-up rows, peers absent without torch, load() of old and new files.
+The GPU paths themselves are the @pytest.mark.gpu tests at the end."""
+
+import contextlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from explorer import bench, bench_topk, devicetime, harness, peers
+from explorer.errors import InvalidInput
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+def kernel(name: str, dur: float, cat: str = "kernel") -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "ts": 0.0, "dur": dur}
+
+
+TRACE = [kernel("softmax_fast", 10.0), kernel("softmax_fast", 12.0),
+         kernel("Memset (Device)", 50.0, "gpu_memset"), kernel("Memcpy DtoD (Device -> Device)", 30.0, "gpu_memcpy"),
+         kernel("cudaLaunchKernel", 4.0, "cuda_runtime"), kernel("aten::softmax", 40.0, "gpu_user_annotation"),
+         {"ph": "f", "cat": "ac2g", "name": "flow"}, {"ph": "i", "cat": "kernel", "name": "instant", "dur": 99.0}]
+
+
+def test_per_call_sums_kernels_only_and_divides_by_calls():
+    assert devicetime.per_call_us(TRACE, 2) == pytest.approx(11.0)  # (10 + 12) / 2: no memset, memcpy, runtime
+    assert devicetime.per_call_us(TRACE, 2, devicetime.COPY) == pytest.approx(26.0)  # the copy counts its memcpy
+    assert devicetime.per_call_us([kernel("Memset (Device)", 5.0, "gpu_memset")], 1) is None  # nothing recorded
+
+
+def test_summarize_takes_median_and_spread_over_batches():
+    got = devicetime.summarize([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert got == {"device_us": 3.0, "device_p10_us": pytest.approx(1.4), "device_p90_us": pytest.approx(4.6)}
+    assert devicetime.summarize([1.0, None, 2.0]) is None  # a batch without records: no device time at all
+    assert devicetime.summarize([]) is None
+
+
+def test_calls_per_batch_aims_at_a_fixed_amount_of_work():
+    assert devicetime.calls_per_batch(200.0) == devicetime.BATCH_US // 200
+    assert devicetime.calls_per_batch(1.0) == devicetime.MAX_CALLS
+    assert devicetime.calls_per_batch(1e6) == 1
+
+
+def timeline(durations: list[list[float]], gap: float = 6000.0, spacing: float = 30.0) -> list[dict]:
+    """Kernel records for batches of launches: `spacing` µs apart within a batch, `gap` µs idle between."""
+    events, t = [], 0.0
+    for batch in durations:
+        for d in batch:
+            events.append({**kernel("k", d), "ts": t})
+            events.append({**kernel("Memset (Device)", 1.0, "gpu_memset"), "ts": t + d + 1})
+            t += d + spacing
+        t += gap
+    return events
+
+
+def test_split_batches_cuts_at_the_idle_gaps_only():
+    events = timeline([[5.0, 5.0], [6.0, 6.0, 6.0], [7.0]])
+    groups = devicetime.split_batches(list(reversed(events)), 3)  # any order: sorted by time
+    assert [[e["dur"] for e in g] for g in groups] == [[5.0, 5.0], [6.0, 6.0, 6.0], [7.0]]
+    assert devicetime.split_batches(events, 2) is None  # two long gaps where one was expected: ambiguous
+    assert [len(g) for g in devicetime.split_batches(timeline([[5.0, 5.0]]), 1)] == [2]  # one batch, no cut
+    assert devicetime.split_batches(timeline([[5.0], [5.0]], gap=100.0), 2) is None  # gap too short to trust
+    assert devicetime.split_batches([], 1) is None
+
+
+class FakeProfiler:
+    """torch.profiler's shape: profile() as a context manager whose export_chrome_trace writes the records
+    of the session; each launch adds a kernel (2 µs + the batch number) and a memset of setup, and the
+    harness's sleep between batches moves the fake GPU clock on instead of sleeping."""
+
+    ProfilerActivity = type("ProfilerActivity", (), {"CUDA": "cuda"})
+
+    def __init__(self):
+        self.events: list[dict] = []
+        self.clock, self.batch, self.sessions = 0.0, 0, 0
+
+    @contextlib.contextmanager
+    def profile(self, activities):
+        assert activities == ["cuda"]
+        self.sessions += 1
+        yield self
+
+    def launch(self, i: int) -> None:
+        d = 3.0 + self.batch
+        self.events += [{**kernel(f"k{i}", d), "ts": self.clock},
+                        {**kernel("Memset (Device)", 100.0, "gpu_memset"), "ts": self.clock + d}]
+        self.clock += d + 20.0
+
+    def sleep(self, seconds: float) -> None:
+        self.clock += seconds * 1e6
+        self.batch += 1
+
+    def export_chrome_trace(self, path: str) -> None:
+        Path(path).write_text(json.dumps({"traceEvents": self.events}))
+
+
+def test_measure_profiles_batches_in_one_session_and_summarizes(monkeypatch):
+    fake = FakeProfiler()
+    monkeypatch.setattr(devicetime, "profiler", lambda: fake)
+    monkeypatch.setattr(devicetime.time, "sleep", fake.sleep)
+    synced = []
+    got = devicetime.measure(fake.launch, buffers=3, calls=4, sync=lambda: synced.append(1), batches=5)
+    assert fake.sessions == 1 and len(synced) == 6  # before the session and after every batch
+    assert got["device_us"] == pytest.approx(5.0)  # batches run 3..7 µs per kernel: median 5, memsets left out
+    assert got["device_p10_us"] < got["device_us"] < got["device_p90_us"]
+
+
+def test_without_torch_there_is_no_device_time_and_no_torch_peers(monkeypatch):
+    monkeypatch.setattr(devicetime, "profiler", lambda: None)
+    assert devicetime.measure(lambda i: None, 1, 1, lambda: None) is None
+    monkeypatch.setattr(peers, "torch_module", lambda: None)
+    assert peers.softmax_peers() == [] and peers.topk_peers(8) == []
+    assert peers.version("no-such-distribution-for-the-explorer") is None
+
+
+def test_device_times_give_pct_of_copy_from_device_time(monkeypatch):
+    """add_device_times: the first row is the copy; % of copy (device) = copy's device time / the row's."""
+    device = {"copy": 100.0, "fast": 125.0, "quack": None}
+    monkeypatch.setattr(devicetime, "measure", lambda launch, *a, **k: None if launch() is None else
+                        {"device_us": launch(), "device_p10_us": launch(), "device_p90_us": launch()})
+    rows = [{"name": n, "median_us": 130.0, "bytes_moved": 4e8} for n in device]
+    harness.add_device_times([(r, lambda i=None, n=r["name"]: device[n], ()) for r in rows], buffers=1)
+    copy, fast, quack = rows
+    assert copy["pct_copy_device"] == pytest.approx(100.0) and fast["pct_copy_device"] == pytest.approx(80.0)
+    assert fast["gbps_device"] == pytest.approx(4e8 / 125.0 / 1e3)
+    assert quack["device_us"] is None and quack["pct_copy_device"] is None and quack["gbps_device"] is None
+
+
+def test_floor_is_reading_the_logits_once_at_the_copys_rate():
+    copy = {"median_us": 40.0, "device_us": 30.0}
+    row = {"median_us": 25.0, "device_us": 20.0}
+    bench_topk._add_floor(row, copy)
+    assert row["floor_us"] == 20.0 and row["pct_floor"] == pytest.approx(80.0)
+    assert row["floor_device_us"] == 15.0 and row["pct_floor_device"] == pytest.approx(75.0)
+    failed = {"median_us": None, "device_us": None}
+    bench_topk._add_floor(failed, {"median_us": 40.0, "device_us": None})
+    assert failed["pct_floor"] is None and failed["floor_device_us"] is None and failed["pct_floor_device"] is None
+
+
+def test_topk_peer_bytes_count_its_passes_and_int64_indices():
+    lse = peers.TopkPeer("torch_lse", "2.9", "torch.topk + torch.logsumexp", lambda tx: (tx, tx), 2)
+    assert lse.bytes_moved(4, 1000, 8, "bfloat16") == 2 * 4 * 1000 * 2 + 4 * 8 * (2 + 8)
+
+
+def test_sweeps_and_topk_shapes():
+    assert bench.sweep_shapes("odd") == [(134217, 1000), (26843, 5000), (2670, 50257), (883, 151936)]
+    assert all(r * c <= bench.SWEEP_ELEMENTS for r, c in bench.sweep_shapes("cols") + bench.sweep_shapes("odd"))
+    assert {b for b, _ in bench.TOPK_SHAPES} == {1, 64, 512, 4096}
+    assert (64, 128256) in bench.TOPK_SHAPES and bench.bench_topk is bench_topk.bench_topk
+    with pytest.raises(InvalidInput, match="cols, odd or rows"):
+        bench.sweep_shapes("wide")
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("*.json")), ids=lambda p: p.name)
+def test_existing_results_files_still_load(path):
+    doc = bench.load(path.read_bytes())
+    assert doc["results"] and not any("device_us" in r for r in doc["results"])
+
+
+def new_doc() -> dict:
+    ok = {"name": "quack", "kind": "peer", "dtype": "bfloat16", "acc": "float32", "rows": 8192, "cols": 16384,
+          "block_size": 0, "median_us": 140.0, "p10_us": 139.0, "p90_us": 142.0, "gbps": 3835.0, "pct_copy": 92.7,
+          "bytes_moved": 536870912, "reads_per_element": None, "writes_per_element": None, "max_rel": 3e-3,
+          "launch": "quack.softmax.softmax_fwd(x)", "version": "0.2.1", "error": None, "device_us": 133.0,
+          "device_p10_us": 132.5, "device_p90_us": 133.4, "gbps_device": 4036.5, "pct_copy_device": 95.0}
+    failed = harness.error_row("quack", "bfloat16", "float32", 1, 2**24, "0.2.1", "quack.softmax.softmax_fwd(x)",
+                               "RuntimeError: shared memory " + "x" * 400)
+    return {"schema": bench.SCHEMA, "meta": {"gpu": "FAKE", "device_time": "torch.profiler (CUPTI kernel records)"},
+            "results": [ok, failed]}
+
+
+def test_new_results_with_device_time_versions_and_errors_load():
+    doc = bench.load(bench.dumps(new_doc()))
+    ok, failed = doc["results"]
+    assert ok["version"] == "0.2.1" and ok["pct_copy_device"] == 95.0
+    assert failed["median_us"] is None and failed["device_us"] is None and len(failed["error"]) == 300
+
+
+@pytest.mark.parametrize(("field", "value"), [("device_us", "fast"), ("pct_floor", True), ("version", 2),
+                                              ("error", ["x"])])
+def test_wrongly_typed_optional_fields_are_refused(field, value):
+    doc = new_doc()
+    doc["results"][0][field] = value
+    with pytest.raises(InvalidInput, match=field):
+        bench.load(doc)
+
+
+# --- on a GPU ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_softmax_bench_rows_carry_device_time_and_peer_versions():
+    doc = bench.run(["fast"], [(4096, 1024)], ["float32", "bfloat16"])
+    bench.load(bench.dumps(doc))
+    for r in doc["results"]:
+        assert r["error"] is None, r
+        assert (r["version"] is not None) == (r["kind"] == "peer")
+        if peers.torch_module() is not None:  # device time needs torch.profiler
+            assert r["device_p10_us"] <= r["device_us"] <= r["device_p90_us"], r
+            assert 0 < r["pct_copy_device"] < 150
+    names = {r["name"] for r in doc["results"]}
+    assert {"copy", "fast"} <= names and ("torch" in names) == (peers.torch_module() is not None)
+
+
+@pytest.mark.gpu
+def test_topk_bench_times_a_copy_and_reports_the_floor():
+    doc = bench.bench_topk([(64, 32000)], [1, 8], ["float32"])
+    bench.load(bench.dumps(doc))
+    copy = [r for r in doc["results"] if r["name"] == "copy"]
+    assert len(copy) == 1 and copy[0]["k"] is None
+    rows = [r for r in doc["results"] if r["name"] != "copy"]
+    expected = {"topk_fused", "topk_unfused"} | ({"torch", "torch_lse"} if peers.torch_module() else set())
+    assert {r["name"] for r in rows} == expected and {r["k"] for r in rows} == {1, 8}
+    for r in rows:
+        assert r["error"] is None, r
+        assert r["floor_us"] == pytest.approx(copy[0]["median_us"] / 2)
+        assert math.isclose(r["pct_floor"], 100 * r["floor_us"] / r["median_us"])
