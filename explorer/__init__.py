@@ -12,15 +12,19 @@ from .api import (
     SoftmaxResult,
     bytes_needed,
     check_fits,
+    error_bound,
+    errors,
     info,
     kernel_resources,
     kernel_source,
+    reference,
     resolve_backend,
+    rounds_input,
     softmax,
 )
 from .errors import ExplorerError, GPUContextLost, GPUUnavailable, InvalidInput, KernelFailed, TooLarge
 from .inputs import DISTRIBUTIONS, load_logits, make_input
-from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, ErrorReport, error_bound, errors, reference, rounds_input
+from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, ErrorReport
 from .registry import VARIANTS, Launch, Variant
 from .topk import K_MAX, TOPK_VARIANTS, TopkReport, TopkResult, reference_topk, softmax_topk, topk_errors
 from .trace import MergeLevel, Trace

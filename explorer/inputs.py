@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InvalidInput
+from .api import check_dtype, check_memory, check_shape, sizes, whole
+from .errors import ExplorerError, InvalidInput
 from .numerics import DTYPES
 
 MAX_UPLOAD_BYTES = 64 * 2**20
+CHUNK_ELEMENTS = 2**20  # make_input generates in float64 this many elements (rows) at a time
+TEMPORARY_BYTES = 48  # per element of a chunk: the float64 draws and the generators' masks and indices
 
 
 @dataclass(frozen=True)
@@ -27,53 +31,55 @@ class Distribution:
     key: str
     title: str
     shows: str  # what this input makes visible
-    generate: Callable[..., np.ndarray]  # (rng, rows, cols, **params) -> float64 array
+    # (rng, first, rows, cols, **params) -> float64 rows × cols: rows first, first + 1, ... of the input
+    generate: Callable[..., np.ndarray]
     params: dict[str, Param] = field(default_factory=dict)
 
 
-def _normal(rng, rows, cols, mean, std):
+def _normal(rng, first, rows, cols, mean, std):
     return rng.normal(mean, std, (rows, cols))
 
 
-def _uniform(rng, rows, cols, low, high):
+def _uniform(rng, first, rows, cols, low, high):
     return rng.uniform(min(low, high), max(low, high), (rows, cols))
 
 
-def _large(rng, rows, cols, scale):
+def _large(rng, first, rows, cols, scale):
     return rng.normal(0.0, scale, (rows, cols))
 
 
-def _decreasing(rng, rows, cols, spread):
+def _decreasing(rng, first, rows, cols, spread):
     return np.broadcast_to(np.linspace(0.0, -spread, cols), (rows, cols)).copy()
 
 
-def _increasing(rng, rows, cols, spread):
+def _increasing(rng, first, rows, cols, spread):
     return np.broadcast_to(np.linspace(-spread, 0.0, cols), (rows, cols)).copy()
 
 
-def _spike(rng, rows, cols, height):
+def _spike(rng, first, rows, cols, height):
     x = rng.normal(0.0, 0.1, (rows, cols))
     x[np.arange(rows), rng.integers(0, cols, rows)] = height
     return x
 
 
-def _zipf(rng, rows, cols, top, slope, noise):
+def _zipf(rng, first, rows, cols, top, slope, noise):
     ranks = np.argsort(rng.random((rows, cols)), axis=1) + 1.0  # a random permutation of 1..cols per row
     return top - slope * np.log(ranks) + rng.normal(0.0, noise, (rows, cols))
 
 
-def _constant(rng, rows, cols, value):
+def _constant(rng, first, rows, cols, value):
     return np.full((rows, cols), value)
 
 
-def _causal_mask(rng, rows, cols, masked_rows):
+def _causal_mask(rng, first, rows, cols, masked_rows):
     x = rng.normal(0.0, 1.0, (rows, cols))
-    x[np.arange(cols)[None, :] > (np.arange(rows) % cols)[:, None]] = -np.inf
-    x[: int(min(masked_rows, rows))] = -np.inf
+    row = np.arange(first, first + rows)
+    x[np.arange(cols)[None, :] > (row % cols)[:, None]] = -np.inf
+    x[row < masked_rows] = -np.inf
     return x
 
 
-def _nonfinite(rng, rows, cols, rate):
+def _nonfinite(rng, first, rows, cols, rate):
     x = rng.normal(0.0, 1.0, (rows, cols))
     kind = rng.choice(4, size=(rows, cols), p=[1 - 3 * rate, rate, rate, rate])
     x[kind == 1] = np.nan
@@ -111,17 +117,6 @@ DISTRIBUTIONS: dict[str, Distribution] = {
 }
 
 
-def _check_shape(rows, cols) -> tuple[int, int]:
-    for name, value in (("rows", rows), ("cols", cols)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise InvalidInput(f"{name} must be a whole number, got {value!r}")
-        if value < 1:
-            raise InvalidInput(f"{name} must be at least 1, got {value}")
-        if value > 2**31 - 1:
-            raise InvalidInput(f"{name} must be below 2^31, got {value}")
-    return int(rows), int(cols)
-
-
 def make_input(distribution: str, rows: int, cols: int, dtype: str = "float32", seed: int = 0, **params) -> np.ndarray:
     """A rows × cols array of logits from a named distribution, reproducible for a given seed.
 
@@ -130,12 +125,15 @@ def make_input(distribution: str, rows: int, cols: int, dtype: str = "float32", 
     distribution : a key of DISTRIBUTIONS.
     dtype : "float32", "float16" or "bfloat16" (an ml_dtypes.bfloat16 array).
     params : the distribution's parameters (see DISTRIBUTIONS[key].params); missing ones take defaults.
+
+    Raises InvalidInput for an unknown name, a shape outside 1 … 2^31 - 1 or a parameter outside its
+    range, TooLarge for a shape over this server's limit or the host's free memory (checked before
+    anything is allocated).
     """
-    if distribution not in DISTRIBUTIONS:
+    if not isinstance(distribution, str) or distribution not in DISTRIBUTIONS:
         raise InvalidInput(f"unknown distribution {distribution!r}; choose one of {', '.join(DISTRIBUTIONS)}")
-    if dtype not in DTYPES:
-        raise InvalidInput(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    rows, cols = _check_shape(rows, cols)
+    check_dtype(dtype)
+    rows, cols = check_shape(rows, cols)
     dist = DISTRIBUTIONS[distribution]
     unknown = set(params) - set(dist.params)
     if unknown:
@@ -145,45 +143,91 @@ def make_input(distribution: str, rows: int, cols: int, dtype: str = "float32", 
         value = params.get(name, spec.default)
         try:
             value = float(value)
-        except (TypeError, ValueError):
-            raise InvalidInput(f"parameter {name} must be a number, got {value!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidInput(f"parameter {name} must be a number from {spec.low} to {spec.high}, got {value!r}") from None
         if not spec.low <= value <= spec.high:
             raise InvalidInput(f"parameter {name}={value} is outside [{spec.low}, {spec.high}]")
         values[name] = value
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+    if not whole(seed) or seed < 0:
         raise InvalidInput(f"seed must be a whole number >= 0, got {seed!r}")
+    itemsize = DTYPES[dtype].itemsize
+    chunk = max(1, CHUNK_ELEMENTS // cols)
+    need = rows * cols * itemsize + min(rows, chunk) * cols * TEMPORARY_BYTES
+    check_memory(rows, cols, itemsize, need, "emulator", f"a {dtype} input")
+    out = np.empty((rows, cols), DTYPES[dtype])
     rng = np.random.default_rng(seed)
-    with np.errstate(over="ignore"):
-        return dist.generate(rng, rows, cols, **values).astype(DTYPES[dtype])
+    with np.errstate(over="ignore"):  # values past the dtype's range become ±inf
+        for first in range(0, rows, chunk):
+            count = min(chunk, rows - first)
+            out[first:first + count] = dist.generate(rng, first, count, cols, **values)
+    return out
+
+
+NOT_AN_ARRAY = "it is not a NumPy array file, or it holds Python objects; save it with np.save from a numeric array"
+
+
+def _npy_header(data: bytes, filename: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype from an .npy header, after checking that the file holds all the data it announces."""
+    f = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(f)
+        read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}[version]
+        shape, _fortran, dtype = read(f)
+    except (ValueError, TypeError, KeyError, EOFError, OSError, SyntaxError, RecursionError):
+        raise InvalidInput(f"{filename} could not be read: {NOT_AN_ARRAY}") from None
+    if dtype.hasobject or dtype.fields is not None:
+        raise InvalidInput(f"{filename} could not be read: {NOT_AN_ARRAY}")
+    if dtype.kind not in "fiub":
+        raise InvalidInput(f"{filename} holds {dtype} values; real numbers are needed")
+    if len(shape) not in (1, 2):
+        raise InvalidInput(f"{filename} has shape {shape}; give a vector or a rows × cols matrix")
+    if len(data) - f.tell() < math.prod(shape) * dtype.itemsize:
+        raise InvalidInput(f"{filename} could not be read: it is shorter than its header says "
+                           f"(shape {shape}, {dtype}); the file is cut off")
+    return shape, dtype
 
 
 def load_logits(data: bytes, filename: str, dtype: str = "float32", max_bytes: int = MAX_UPLOAD_BYTES) -> np.ndarray:
-    """Parse uploaded logits (.npy or .csv; 1-D is one row) as data only, never as code."""
+    """Parse uploaded logits (.npy or .csv; 1-D is one row) as data only, never as code.
+
+    Raises InvalidInput for data that is not bytes, a filename that is not a str, a file over max_bytes,
+    of another format, or not holding a non-empty vector or matrix of numbers; TooLarge for more
+    elements than this server's limit or the host's free memory can take.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidInput(f"data must be the file's bytes, got {type(data).__name__}")
+    if not isinstance(filename, str):
+        raise InvalidInput(f"filename must be a str, got {type(filename).__name__}")
+    check_dtype(dtype)
+    if not whole(max_bytes) or max_bytes < 0:
+        raise InvalidInput(f"max_bytes must be a whole number >= 0, got {max_bytes!r}")
+    data = bytes(data)
     if len(data) > max_bytes:
-        raise InvalidInput(f"{filename} is {len(data) / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
-    if dtype not in DTYPES:
-        raise InvalidInput(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+        shown, limit = sizes(len(data), max_bytes)
+        raise InvalidInput(f"{filename} is {shown}; the limit is {limit}: upload a smaller file")
     name = filename.lower()
     try:
         if name.endswith(".npy"):
+            shape, source = _npy_header(data, filename)
+            rows, cols = (1, *shape) if len(shape) == 1 else shape
+            if rows and cols:
+                check_memory(rows, cols, DTYPES[dtype].itemsize, rows * cols * (source.itemsize + 8 + 8),
+                             "emulator", f"{filename} as {dtype}")
             array = np.load(io.BytesIO(data), allow_pickle=False)
         elif name.endswith(".csv"):
             array = np.loadtxt(io.StringIO(data.decode("utf-8")), delimiter=",", dtype=np.float64, ndmin=1)
         else:
             raise InvalidInput(f"{filename}: upload a .npy or .csv file")
-    except InvalidInput:
+    except ExplorerError:
         raise
     except (ValueError, UnicodeDecodeError, EOFError, OSError) as exc:
         raise InvalidInput(f"{filename} could not be read as numbers: {exc}") from None
-    if not isinstance(array, np.ndarray):  # an .npz archive, say
-        raise InvalidInput(f"{filename} holds {type(array).__name__}, not one array; save it with np.save")
-    if array.dtype.kind not in "fiub":
-        raise InvalidInput(f"{filename} holds {array.dtype} values; numbers are needed")
     if array.ndim == 1:
         array = array[None, :]
     if array.ndim != 2:
         raise InvalidInput(f"{filename} has shape {array.shape}; give a vector or a rows × cols matrix")
     if array.size == 0:
         raise InvalidInput(f"{filename} is empty (shape {array.shape})")
+    check_memory(*array.shape, DTYPES[dtype].itemsize, array.size * 8, "emulator", f"{filename} as {dtype}")
     with np.errstate(over="ignore"):
         return np.ascontiguousarray(array.astype(np.float64).astype(DTYPES[dtype]))

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .api import check_fits, resolve_backend
+from .api import check_fits, check_k, check_logits, check_numbers, resolve_backend, whole
 from .backends import cuda, emulator
 from .errors import InvalidInput
-from .numerics import FORMATS, dtype_name, reference, ulp
+from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
 from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv
 
 K_MAX = 64
@@ -87,22 +87,11 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     """
     if not isinstance(variant, str) or variant not in TOPK_VARIANTS:
         raise InvalidInput(f"unknown top-k variant {variant!r}; choose one of {', '.join(TOPK_VARIANTS)}")
-    if not isinstance(x, np.ndarray):
-        raise InvalidInput(f"x must be a numpy array, got {type(x).__name__}")
-    try:
-        dtype = dtype_name(x.dtype)
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from None
-    if x.ndim not in (1, 2) or x.size == 0:
-        raise InvalidInput(f"x must be a non-empty 1-D or 2-D array, got shape {x.shape}")
-    x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
-    rows, cols = x2.shape
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= min(K_MAX, cols):
-        raise InvalidInput(f"k must be a whole number from 1 to {min(K_MAX, cols)} (at most 64 and at most cols), "
-                           f"got {k!r}")
-    k = int(k)
+    dtype, rows, cols = check_logits(x)  # from the shape: nothing is copied before check_fits
+    k = check_k(k, cols, K_MAX)
     used = resolve_backend(backend)
     check_fits(rows, cols, dtype, used)
+    x2 = np.ascontiguousarray(x.reshape(rows, cols))
     launch = topk_launch(rows, cols, k, dtype)
     fast_launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
     fused = variant == "topk_fused"
@@ -115,7 +104,12 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
 
 
 def reference_topk(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Float64 top-k: indices by the logits (larger first, ties to the lower index), probabilities from reference()."""
+    """Float64 top-k: indices by the logits (larger first, ties to the lower index), probabilities from reference().
+    x: a non-empty 1-D or 2-D array of numbers; k: 1 to cols. Raises InvalidInput otherwise."""
+    x = check_numbers(x)
+    if x.ndim > 2:
+        raise InvalidInput(f"x must be 1-D or 2-D (rows × cols), got shape {x.shape}")
+    k = check_k(k, x.shape[-1], x.shape[-1])
     x2 = np.asarray(x).reshape(-1, np.shape(x)[-1])
     indices = emulator.top_indices(x2, k)
     return np.take_along_axis(reference(x2), indices, axis=1), indices
@@ -144,7 +138,26 @@ def tie_within_rounding(got_ref: np.ndarray, ref_values: np.ndarray, dtype: str)
     return (np.abs(got_ref - ref_values) <= slack) | ((got_ref < flushed) & (ref_values < flushed))
 
 
+def _check_result(result: object, x: object) -> None:
+    """InvalidInput unless result is a TopkResult that softmax_topk could have returned for x."""
+    if not isinstance(result, TopkResult):
+        raise InvalidInput(f"result must be what softmax_topk returned, got {type(result).__name__}")
+    _dtype, _rows, cols = check_logits(x)
+    values, indices = result.values, result.indices
+    shape = (*x.shape[:-1], result.k)
+    if not (isinstance(values, np.ndarray) and isinstance(indices, np.ndarray) and whole(result.k)
+            and 1 <= result.k <= cols and values.shape == shape and indices.shape == shape and indices.dtype.kind in "iu"
+            and values.dtype in DTYPES.values()):
+        raise InvalidInput(f"result does not belong to x: x has shape {x.shape}, so values and indices must have "
+                           f"shape {shape} (k = {result.k!r})")
+    if indices.size and not 0 <= indices.min() <= indices.max() < cols:
+        raise InvalidInput(f"result's indices run outside x's {cols} columns; pass the x that gave the result")
+
+
 def topk_errors(result: TopkResult, x: np.ndarray) -> TopkReport:
+    """Index agreement and error of a softmax_topk result against the float64 reference of its x.
+    Raises InvalidInput where result and x do not belong together."""
+    _check_result(result, x)
     x2 = np.asarray(x).reshape(-1, np.shape(x)[-1])
     k = result.k
     values = result.values.reshape(-1, k).astype(np.float64)

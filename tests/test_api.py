@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
 
 import explorer
+from explorer import api
 from explorer.backends import cuda
 
 DT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
@@ -216,8 +221,10 @@ def test_too_large_over_the_cap(monkeypatch, shape):
     cap = rows * cols - 1
     monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", str(cap))
     x = np.zeros(shape, np.float32)
-    msg = raises(explorer.TooLarge, f"{rows}×{cols}", f"{rows * cols:,}", f"{cap:,}", "EXPLORER_MAX_ELEMENTS", x=x)
-    assert isinstance(msg, str)
+    msg = raises(explorer.TooLarge, f"{rows}×{cols}", f"{rows * cols:,} elements", f"this server's limit of {cap:,} elements",
+                 "smaller shape", x=x)
+    assert "EXPLORER_MAX_ELEMENTS" not in msg  # the operator's setting is not the user's business
+    assert "bytes" in msg or "KiB" in msg or "MiB" in msg  # the limit in bytes too
     # exactly at the cap is allowed
     monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", str(rows * cols))
     assert explorer.softmax(x, "online_warp", backend="emulator").out.shape == shape
@@ -228,10 +235,74 @@ def test_too_large_counts_a_one_dimensional_input(monkeypatch):
     raises(explorer.TooLarge, "1×100", "100", "99", x=np.zeros(100, np.float32))
 
 
-@pytest.mark.parametrize("raw", ["lots", "1e6", "1.5"])
-def test_malformed_cap_is_invalid_input(monkeypatch, raw):
+@pytest.mark.parametrize("raw", ["lots", "1e6", "1.5", "-5", "0", "-1"])
+def test_malformed_cap_is_refused_and_the_default_used(monkeypatch, caplog, raw):
     monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", raw)
-    raises(explorer.InvalidInput, "EXPLORER_MAX_ELEMENTS", repr(raw))
+    problems = api.settings_problems()
+    assert len(problems) == 1 and repr(raw) in problems[0] and "default" in problems[0]
+    with caplog.at_level("WARNING", logger="explorer"):
+        assert api.max_elements() == api.DEFAULT_MAX_ELEMENTS
+    assert explorer.softmax(X, "online_warp", backend="emulator").out.shape == X.shape
+
+
+@pytest.mark.parametrize("raw", ["", " ", "1", "1000", " 4096 "])
+def test_valid_cap_settings(monkeypatch, raw):
+    monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", raw)
+    assert api.settings_problems() == []
+    assert api.max_elements() == (int(raw) if raw.strip() else api.DEFAULT_MAX_ELEMENTS)
+
+
+def test_malformed_cap_is_reported_when_the_package_loads():
+    env = {**os.environ, "EXPLORER_MAX_ELEMENTS": "-5", "EXPLORER_BACKEND": "emulator"}
+    code = "import explorer; explorer.softmax(explorer.make_input('normal', 2, 3), 'online_warp')"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "EXPLORER_MAX_ELEMENTS='-5' is refused" in done.stderr and "default" in done.stderr
+
+
+# ---------------------------------------------------------------- checks on the shape, before any copy
+
+
+@pytest.mark.parametrize(("shape", "exc", "words"), [
+    ((1, 2**31), explorer.InvalidInput, ["below 2^31", "1×2147483648"]),
+    ((2**31,), explorer.InvalidInput, ["below 2^31"]),
+    ((2**20, 2**20), explorer.TooLarge, ["1048576×1048576", "this server's limit"]),
+    ((2**15, 2**15), None, []),  # within the cap: the memory guard or the run decides (patched below)
+])
+def test_huge_broadcast_views_are_refused_from_the_shape(monkeypatch, shape, exc, words):
+    """np.broadcast_to makes views of any size for free; softmax must not copy one before checking it."""
+    monkeypatch.setattr(np, "ascontiguousarray", lambda *a, **k: pytest.fail("copied before the checks"))
+    monkeypatch.setattr(api, "free_bytes", lambda backend: 2**20)
+    x = np.broadcast_to(np.float32(0), shape)
+    for call in (lambda: explorer.softmax(x, "online_warp", backend="emulator"),
+                 lambda: explorer.softmax_topk(x, 4, backend="emulator")):
+        with pytest.raises(exc or explorer.TooLarge) as info:
+            call()
+        for word in words if exc else ["host memory is free", "smaller shape", "GPU"]:
+            assert word in str(info.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: explorer.check_fits("8", 8, "float32", "emulator"),
+    lambda: explorer.check_fits(8, 8, "float64", "emulator"),
+    lambda: explorer.check_fits(8, 8, ["float32"], "emulator"),
+    lambda: explorer.check_fits(8, 8, "float32", "tpu"),
+    lambda: explorer.check_fits(8, 8, "float32", "emulator", "online_warp"),
+    lambda: explorer.check_fits(8, 8, "float32", "emulator", explorer.VARIANTS["online_block"], 33),
+    lambda: explorer.bytes_needed(0, 8, "float32", "emulator"),
+    lambda: explorer.bytes_needed(8, 2**31, "float32", "emulator"),
+    lambda: explorer.bytes_needed(8, 8, "float32", "emulator", explorer.VARIANTS["fast"], 64),
+    lambda: explorer.bytes_needed(8, 8, "float32", "emulator", traced=np.ones(3)),
+])
+def test_check_fits_and_bytes_needed_refuse_bad_arguments(call):
+    with pytest.raises(explorer.InvalidInput):
+        call()
+
+
+def test_block_size_zero_means_the_default_in_the_estimates():
+    v = explorer.VARIANTS["online_block"]
+    assert explorer.bytes_needed(4, 64, "float32", "emulator", v, 0, True) == explorer.bytes_needed(
+        4, 64, "float32", "emulator", v, None, True)
 
 
 def test_check_fits_and_bytes_needed(monkeypatch):
@@ -267,3 +338,94 @@ def test_result_fields(variant):
 @pytest.mark.parametrize("call", [{"variant": ["online_warp"]}, {"acc": ["float32"]}])
 def test_unhashable_names_are_invalid_input(call):
     raises(explorer.InvalidInput, **call)
+
+
+# ---------------------------------------------------------------- the other public functions: our errors only
+
+
+OUT = explorer.softmax(X, "online_warp", backend="emulator").out
+
+
+@pytest.mark.parametrize(("out", "x", "words"), [
+    (OUT.astype(np.float64), X, ["out", "unsupported dtype"]),
+    (OUT, X[:2], ["shape (3, 40)", "(2, 40)"]),
+    (OUT, X.T, ["must match"]),
+    (np.float32(0.5), np.float32(1.0), ["out must be a numpy array"]),
+    (np.array(0.5, np.float32), np.array(1.0, np.float32), ["at least one element", "()"]),
+    (OUT[:0], X[:0], ["at least one element"]),
+    (OUT.tolist(), X, ["numpy array"]),
+    (OUT, "x", ["real numbers"]),
+])
+def test_errors_refuses_mismatched_arguments(out, x, words):
+    with pytest.raises(explorer.InvalidInput) as info:
+        explorer.errors(out, x)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_errors_checks_ref():
+    with pytest.raises(explorer.InvalidInput, match="ref has shape"):
+        explorer.errors(OUT, X, ref=np.zeros(3))
+    assert explorer.errors(OUT, X, ref=explorer.reference(X)) == explorer.errors(OUT, X)
+
+
+@pytest.mark.parametrize("x", [np.zeros(0), np.zeros((5, 0)), np.array(1.0), np.array(["a"]), [[1, 2], [3]], None,
+                               np.array([1 + 1j])])
+def test_reference_refuses_empty_and_non_numeric(x):
+    with pytest.raises(explorer.InvalidInput):
+        explorer.reference(x)
+
+
+def test_reference_takes_array_likes_and_any_real_dtype():
+    assert np.allclose(explorer.reference([[0.0, 0.0]]), 0.5)
+    assert np.allclose(explorer.reference(np.zeros((2, 3, 4), np.int8)), 0.25)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: explorer.error_bound(-1, "float16", "float32"),
+    lambda: explorer.error_bound(10**400, "float16", "float32"),
+    lambda: explorer.error_bound(4, "fp16", "float32"),
+    lambda: explorer.error_bound(4, "float16", ["float32"]),
+    lambda: explorer.error_bound(4, "float16", "float32", float("nan")),
+    lambda: explorer.error_bound(True, "float16", "float32"),
+    lambda: explorer.rounds_input("float16", None),
+    lambda: explorer.rounds_input(np.array(["float16"]), "float16"),
+])
+def test_error_bound_and_rounds_input_refuse_bad_arguments(call):
+    with pytest.raises(explorer.InvalidInput):
+        call()
+
+
+def test_error_bound_agrees_with_numerics():
+    from explorer import numerics
+
+    assert explorer.error_bound(7, "bfloat16", "float16", 3.5) == numerics.error_bound(7, "bfloat16", "float16", 3.5)
+    assert explorer.rounds_input("float32", "float16") is True and explorer.rounds_input("float16", "float32") is False
+
+
+def test_topk_errors_refuses_a_result_of_another_x():
+    x = X[:, :16]
+    result = explorer.softmax_topk(x, 8, backend="emulator")
+    assert explorer.topk_errors(result, x).index_mismatch == 0
+    for other, words in ((X[:, :5], "does not belong"), (X[:2, :16], "does not belong"), (X[:, :16].ravel(), "shape"),
+                         (x.astype(np.float64), "unsupported dtype")):
+        with pytest.raises(explorer.InvalidInput, match=words):
+            explorer.topk_errors(result, other)
+    wrong = explorer.TopkResult(result.values, result.indices + 16, "emulator", "topk_fused", 8, result.launch)
+    with pytest.raises(explorer.InvalidInput, match="outside x's 16 columns"):
+        explorer.topk_errors(wrong, x)
+    with pytest.raises(explorer.InvalidInput, match="what softmax_topk returned"):
+        explorer.topk_errors((result.values, result.indices), x)
+
+
+@pytest.mark.parametrize(("x", "k"), [(X, 0), (X, 41), (X, 2.0), (np.zeros((2, 2, 2)), 1), (np.zeros(0), 1), ("ab", 1)])
+def test_reference_topk_refuses_bad_arguments(x, k):
+    with pytest.raises(explorer.InvalidInput):
+        explorer.reference_topk(x, k)
+
+
+@pytest.mark.parametrize("kwargs", [dict(dtype=["float32"]), dict(acc=None), dict(rows=0), dict(cols="8"),
+                                    dict(block_size=33), dict(variant="nope")])
+def test_kernel_resources_refuses_bad_arguments(kwargs):
+    with pytest.raises(explorer.InvalidInput):
+        explorer.kernel_resources(**{"variant": "online_block", **kwargs})

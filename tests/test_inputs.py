@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import zlib
@@ -216,6 +217,11 @@ def test_numpy_integer_shape_accepted():
         (dict(params=dict(std=None)), ["std", "must be a number", "None"]),
         (dict(distribution="nonfinite", params=dict(rate=0.5)), ["rate=0.5", "outside", "0.3"]),
         (dict(distribution="large", params=dict(scale=0.5)), ["scale=0.5", "outside"]),
+        (dict(distribution=["normal"]), ["unknown distribution", "['normal']"]),
+        (dict(dtype=["float32"]), ["unknown dtype", "['float32']"]),
+        (dict(dtype=np.float32), ["unknown dtype"]),
+        (dict(params=dict(mean=10**400)), ["mean", "must be a number"]),
+        (dict(rows=2**31 - 1, cols=2**31 - 1, params=dict(std=-1.0)), ["std=-1.0"]),  # arguments before size
     ],
 )
 def test_make_input_rejects_bad_arguments(kwargs, words):
@@ -228,6 +234,47 @@ def test_make_input_rejects_bad_arguments(kwargs, words):
     for word in words:
         assert word in message, (word, message)
     assert isinstance(info.value, explorer.ExplorerError)
+
+
+@pytest.mark.parametrize("shape", [(100000, 100000), (2**31 - 1, 2**31 - 1), (2**20, 2**20)])
+def test_make_input_refuses_large_shapes_before_allocating(monkeypatch, shape):
+    monkeypatch.setattr(np, "empty", lambda *a, **k: pytest.fail("allocated"))
+    with pytest.raises(explorer.TooLarge, match=r"elements .* over this server's limit of 2,147,483,647 elements"):
+        explorer.make_input("normal", *shape)
+
+
+def test_make_input_memory_guard(monkeypatch):
+    from explorer import api
+
+    monkeypatch.setattr(api, "free_bytes", lambda backend: 10**6)
+    with pytest.raises(explorer.TooLarge, match="host memory is free; choose a smaller shape") as info:
+        explorer.make_input("normal", 1000, 1000)
+    assert "1000×1000 = 1,000,000 elements" in str(info.value)
+    assert explorer.make_input("normal", 10, 10).shape == (10, 10)
+
+
+@pytest.mark.parametrize("dist", ALL_DISTRIBUTIONS)
+def test_make_input_generates_in_row_chunks(monkeypatch, dist):
+    """Chunks of 2 rows: the generator never sees more, rows keep their place (the causal mask's
+    diagonal, the masked leading rows), and the result is finite where one chunk's is."""
+    from explorer import inputs
+
+    whole = explorer.make_input(dist, 7, 5, "float16", seed=3)
+    seen = []
+    generate = inputs.DISTRIBUTIONS[dist].generate
+    monkeypatch.setattr(inputs, "CHUNK_ELEMENTS", 10)
+    monkeypatch.setitem(inputs.DISTRIBUTIONS, dist, dataclasses.replace(
+        inputs.DISTRIBUTIONS[dist], generate=lambda rng, first, rows, cols, **p: seen.append(rows) or generate(
+            rng, first, rows, cols, **p)))
+    params = {"masked_rows": 3.0} if dist == "causal_mask" else {}
+    chunked = explorer.make_input(dist, 7, 5, "float16", seed=3, **params)
+    assert seen == [2, 2, 2, 1] and chunked.dtype == np.float16
+    if dist in DETERMINISTIC | {"normal", "uniform", "large"}:  # one stream of draws: equal to one chunk
+        assert same_bits(chunked, whole)
+    if dist == "causal_mask":
+        assert np.isneginf(chunked[:3]).all()
+        keep = np.arange(5)[None, :] <= (np.arange(7) % 5)[:, None]
+        assert np.array_equal(np.isfinite(chunked[3:]), keep[3:])
 
 
 @pytest.mark.parametrize("seed", [-1, -(2**40), 1.5, "a", None, True, [1, 2]])
@@ -339,14 +386,46 @@ def assert_invalid(data: bytes, filename: str, *words: str, **kwargs):
     return message
 
 
-def test_pickled_object_array_refused():
-    a = np.array([{"evil": 1}, [1, 2]], dtype=object)
-    data = npy_bytes(a)
-    assert_invalid(data, "x.npy", "x.npy", "could not be read")
+PICKLE_ADVICE = ("allow_pickle", "pickle")
 
 
-def test_object_array_of_numbers_also_refused():
-    assert_invalid(npy_bytes(np.array([1.0, 2.0], dtype=object)), "x.npy", "x.npy")
+@pytest.mark.parametrize("a", [np.array([{"evil": 1}, [1, 2]], dtype=object), np.array([1.0, 2.0], dtype=object)])
+def test_object_arrays_refused_in_our_words(a):
+    msg = assert_invalid(npy_bytes(a), "x.npy", "x.npy", "not a NumPy array file", "np.save")
+    assert not any(word in msg for word in PICKLE_ADVICE), msg
+
+
+def test_header_shape_is_checked_before_loading(monkeypatch):
+    """A 192-byte file whose header claims 100000 × 100000: refused from the header, nothing allocated."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (100000, 100000)})
+    data = header.getvalue() + bytes(192 - len(header.getvalue()))
+    assert len(data) == 192
+    msg = assert_invalid(data, "liar.npy", "liar.npy", "shorter than its header says", "(100000, 100000)")
+    assert "allow_pickle" not in msg
+    # a complete file over this server's limit is refused from its header, before np.load reads it
+    monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", "11")
+    monkeypatch.setattr(np, "load", lambda *a, **k: pytest.fail("np.load ran"))
+    with pytest.raises(explorer.TooLarge, match=r"3×4 = 12 elements .* over this server's limit of 11 elements"):
+        explorer.load_logits(npy_bytes(np.zeros((3, 4))), "big.npy")
+
+
+@pytest.mark.parametrize("data", [np.float64(1.0).tobytes(), b"\x93NUMPY\x03\x00" + b"\x00" * 20, b"PK\x03\x04"])
+def test_not_npy_refused_in_our_words(data):
+    assert_invalid(data, "x.npy", "not a NumPy array file")
+
+
+@pytest.mark.parametrize(("data", "filename"), [("1,2,3", "x.csv"), (None, "x.csv"), (b"1,2", None), (b"1,2", b"x.csv"),
+                                                (np.zeros(3), "x.csv")])
+def test_wrong_python_types_are_invalid_input(data, filename):
+    with pytest.raises(explorer.InvalidInput, match=r"data must be|filename must be"):
+        explorer.load_logits(data, filename)
+
+
+@pytest.mark.parametrize("dtype", [[], None, np.float32, "float64"])
+def test_load_logits_unknown_dtype(dtype):
+    with pytest.raises(explorer.InvalidInput, match="unknown dtype"):
+        explorer.load_logits(b"1,2\n", "x.csv", dtype=dtype)
 
 
 def test_three_d_refused():
@@ -401,15 +480,19 @@ def test_npz_archive_named_npy_refused():
 
 def test_over_limit_refused_before_parsing():
     data = npy_bytes(np.zeros((64, 64)))
-    msg = assert_invalid(data, "big.npy", "big.npy", "limit", max_bytes=len(data) - 1)
-    assert "MiB" in msg
+    msg = assert_invalid(data, "big.npy", "big.npy", "limit", max_bytes=len(data) - 1000)
+    assert "KiB" in msg
     # exactly at the limit is fine
     assert explorer.load_logits(data, "big.npy", max_bytes=len(data)).shape == (64, 64)
 
 
-def test_default_limit_is_64_mib():
-    data = b"0" * (64 * 2**20 + 1)
-    assert_invalid(data, "huge.csv", "huge.csv", "64 MiB")
+def test_one_byte_over_the_limit_shows_exact_bytes():
+    """Rounded, 64 MiB + 1 byte and 64 MiB look equal: the message gives both in bytes."""
+    limit = 64 * 2**20
+    msg = assert_invalid(b"0" * (limit + 1), "huge.csv", "huge.csv", f"{limit + 1:,} bytes", f"{limit:,} bytes")
+    assert "64.00 MiB" in msg  # the limit in round figures too
+    msg = assert_invalid(b"0" * (2 * limit), "huge.csv", "huge.csv", "128.00 MiB", "64.00 MiB")
+    assert "bytes" not in msg  # figures that differ need no exact bytes
 
 
 @pytest.mark.parametrize("name", ["x.txt", "x.json", "x", "x.npz", "x.npy.exe", "x.tsv"])
