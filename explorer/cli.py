@@ -6,11 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from . import api, bench
-from .errors import ExplorerError
+from .errors import ExplorerError, InvalidInput
 from .inputs import DISTRIBUTIONS, make_input
-from .numerics import DTYPES, errors
+from .numerics import DTYPES
 from .registry import VARIANTS
 from .topk import TOPK_VARIANTS, softmax_topk, topk_errors
 
@@ -57,13 +58,25 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _block_sizes(variants: list[str], block_size: int | None) -> dict[str, int | None]:
+    """--block-size for each variant that takes one; refused where none of them does."""
+    sized = [k for k in variants if VARIANTS[k].takes_block_size]
+    if block_size is not None and not sized:
+        raise InvalidInput(f"--block-size {block_size}: {', '.join(variants)} take no block size (only "
+                           f"{', '.join(k for k, v in VARIANTS.items() if v.takes_block_size)} do)")
+    return {k: block_size if k in sized else None for k in variants}
+
+
 def cmd_run(args) -> int:
+    blocks = _block_sizes(args.variant, args.block_size)
+    backend = api.resolve_backend(args.backend)
+    for key, block_size in blocks.items():  # from the shape, before the input is made
+        api.check_fits(args.rows, args.cols, args.dtype, backend, VARIANTS[key], block_size)
     x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed, **dict(args.param or []))
     rows = []
-    for key in args.variant:
-        block_size = args.block_size if VARIANTS[key].takes_block_size else None
-        result = api.softmax(x, key, acc=args.acc, backend=args.backend, block_size=block_size)
-        report = errors(result.out, x).as_dict()
+    for key, block_size in blocks.items():
+        result = api.softmax(x, key, acc=args.acc, backend=backend, block_size=block_size)
+        report = api.errors(result.out, x).as_dict()
         rows.append({"variant": key, "backend": result.backend, **report})
     print(f"{args.dist} {args.rows}×{args.cols} {args.dtype}, accumulator {args.acc}; error vs float64")
     print(_table(rows, ["variant", "backend", "max_rel", "mean_rel", "max_ulp", "row_sum_dev", "nan_count",
@@ -76,6 +89,7 @@ RESULT_COLUMNS = ["name", "dtype", "rows", "cols", "block_size", "median_us", "p
 
 
 def cmd_topk(args) -> int:
+    api.check_fits(args.rows, args.cols, args.dtype, args.backend)
     x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed)
     result = softmax_topk(x, args.k, args.variant, args.backend)
     report = topk_errors(result, x)
@@ -87,7 +101,7 @@ def cmd_topk(args) -> int:
 
 
 def _print_results(doc: dict, columns: list[str] = RESULT_COLUMNS) -> None:
-    meta = doc["meta"]
+    meta = {key: doc["meta"].get(key, "?") for key in ("gpu", "cuda_runtime", "cupy", "torch", "date")}
     print(f"{meta['gpu']}, CUDA {meta['cuda_runtime']}, CuPy {meta['cupy']}, torch {meta['torch']}, {meta['date']}")
     print(_table(doc["results"], columns))
 
@@ -116,12 +130,25 @@ def cmd_bench(args) -> int:
 
 def cmd_show(args) -> int:
     for path in args.files:
-        _print_results(bench.load(Path(path).read_bytes()))
+        try:
+            doc = bench.load(Path(path).read_bytes())
+        except RecursionError:
+            raise InvalidInput(f"{path}: not a results file (its JSON is nested too deeply)") from None
+        except ExplorerError as exc:
+            raise InvalidInput(f"{path}: {exc}") from None
+        _print_results(doc)
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line in one line (exit 2), like every other refusal."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m explorer", description="Softmax kernel explorer")
+    p = Parser(prog="python -m explorer", description="Softmax kernel explorer")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="the GPU, driver, CUDA and CuPy, or why emulation is used").set_defaults(fn=cmd_info)
 
@@ -133,7 +160,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--cols", type=int, default=4096)
     r.add_argument("--dtype", default="float32", choices=list(DTYPES))
     r.add_argument("--acc", default="float32", choices=list(DTYPES))
-    r.add_argument("--block-size", type=int)
+    r.add_argument("--block-size", type=int, help="threads per row for the variants that take one")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--backend", default="auto", choices=api.BACKENDS)
     r.set_defaults(fn=cmd_run)
@@ -169,12 +196,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    api.max_elements()  # a malformed EXPLORER_MAX_ELEMENTS is reported now, and the default used
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except ExplorerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ExplorerError, OSError, json.JSONDecodeError) as exc:
+        print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # one line
         return 2

@@ -1,0 +1,149 @@
+"""python -m explorer: every bad input is one line on stderr and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explorer import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def call(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = cli.main(list(argv))
+    except SystemExit as exc:  # argparse's own exits
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def refused(capsys, *argv: str, words: tuple[str, ...] = ()) -> str:
+    code, _out, err = call(capsys, *argv)
+    assert code == 2, (argv, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for word in words:
+        assert word in err, (word, err)
+    return err
+
+
+@pytest.fixture(autouse=True)
+def _emulator(monkeypatch):
+    monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
+    monkeypatch.delenv("EXPLORER_MAX_ELEMENTS", raising=False)
+
+
+@pytest.mark.parametrize("command", ["run --variant online_warp", "topk"])
+@pytest.mark.parametrize("shape", [(100000, 100000), (2147483647, 2147483647)])
+def test_huge_shapes_are_refused_in_one_line(capsys, command, shape):
+    argv = [*command.split(), "--rows", str(shape[0]), "--cols", str(shape[1])]
+    refused(capsys, *argv, words=("this server's limit", "elements", "smaller shape"))
+
+
+def test_run_checks_memory_before_making_the_input(capsys, monkeypatch):
+    from explorer import api, inputs
+
+    monkeypatch.setattr(api, "free_bytes", lambda backend: 10**6)
+    monkeypatch.setattr(inputs, "make_input", lambda *a, **k: pytest.fail("input made"))
+    refused(capsys, "run", "--variant", "online_warp", "--rows", "1000", "--cols", "1000",
+            words=("host memory is free", "GPU"))
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["run", "--variant", "fast", "--block-size", "-1"], ("--block-size -1", "fast take no block size")),
+    (["run", "--variant", "online_warp", "--block-size", "64"], ("take no block size", "online_block")),
+    (["run", "--variant", "online_block", "--block-size", "-1"], ("multiple of 32",)),
+    (["run", "--variant", "online_block", "--variant", "fast", "--block-size", "100"], ("multiple of 32",)),
+    (["run", "--variant", "fast", "--acc", "float16"], ("float16",)),
+    (["run", "--variant", "naive", "--rows", "0"], ("rows must be at least 1",)),
+    (["run", "--variant", "naive", "--cols", "-4"], ("cols must be at least 1",)),
+    (["run", "--variant", "naive", "--rows", "99999999999999999999"], ("below 2^31",)),
+    (["run", "--variant", "naive", "--param", "std=-1"], ("std=-1.0", "outside")),
+    (["run", "--variant", "naive", "--param", "nope=1"], ("normal takes",)),
+    (["run", "--variant", "naive", "--param", "std=1e999"], ("outside",)),
+    (["run", "--variant", "naive", "--seed", "-1"], ("seed",)),
+    (["run", "--variant", "nope"], ("invalid choice",)),
+    (["run", "--variant", "naive", "--rows", "abc"], ("invalid int value",)),
+    (["run", "--variant", "naive", "--param", "std"], ("name=value",)),
+    (["run"], ("--variant",)),
+    (["topk", "--k", "0"], ("k must be",)),
+    (["topk", "--k", "65", "--cols", "100"], ("at most 64",)),
+    (["topk", "--cols", "4", "--k", "8"], ("from 1 to 4",)),
+    (["frobnicate"], ("invalid choice",)),
+    ([], ("required",)),
+])
+def test_bad_command_lines(capsys, argv, words):
+    refused(capsys, *argv, words=words)
+
+
+def test_a_block_size_for_the_variants_that_take_one(capsys):
+    code, out, err = call(capsys, "run", "--variant", "online_block", "--variant", "fast", "--block-size", "64",
+                          "--rows", "2", "--cols", "100")
+    assert code == 0, err
+    assert "online_block" in out and "fast" in out
+
+
+def results_file(tmp_path: Path, doc: object, name: str = "r.json") -> str:
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return str(path)
+
+
+RESULT = {"name": "fast", "dtype": "float32", "rows": 4, "cols": 1024, "block_size": 0, "median_us": 3.0,
+          "p10_us": 2.9, "p90_us": 3.1, "gbps": 10.0, "pct_copy": 50.0, "max_rel": 1e-7}
+
+
+def valid_doc(meta: dict) -> dict:
+    from explorer import bench
+
+    result = {**RESULT, **{f: RESULT.get(f, 0) for f in bench.RESULT_FIELDS}}
+    return {"schema": bench.SCHEMA, "meta": meta, "results": [result]}
+
+
+def test_show_with_an_empty_meta_prints_the_table(capsys, tmp_path):
+    code, out, err = call(capsys, "show", results_file(tmp_path, valid_doc({})))
+    assert code == 0, err
+    assert "?, CUDA ?" in out and "fast" in out
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    ("[" * 100000 + "]" * 100000, ("nested too deeply",)),
+    ('{"a": ' * 50000 + "1" + "}" * 50000, ("nested too deeply",)),
+    ("not json", ("not a results file",)),
+    ('{"schema": "other"}', ("schema",)),
+    ("\udcff", ("not a results file",)),
+])
+def test_show_refuses_bad_files(capsys, tmp_path, content, words):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content.encode("utf-8", "surrogateescape"))
+    refused(capsys, "show", str(path), words=(str(path), *words))
+
+
+def test_show_missing_file_and_directory(capsys, tmp_path):
+    refused(capsys, "show", str(tmp_path / "missing.json"), words=("No such file",))
+    refused(capsys, "show", str(tmp_path), words=("directory",))
+
+
+def run_module(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "explorer", *argv], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "EXPLORER_BACKEND": "emulator", **env}, timeout=120)
+
+
+def test_as_a_process_a_huge_shape_is_one_line_and_exit_2():
+    done = run_module("run", "--variant", "online_warp", "--rows", "100000", "--cols", "100000")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_malformed_cap_is_reported_at_start_and_the_default_used():
+    done = run_module("run", "--variant", "online_warp", "--rows", "2", "--cols", "8", EXPLORER_MAX_ELEMENTS="-5")
+    assert done.returncode == 0, done.stderr
+    assert "EXPLORER_MAX_ELEMENTS='-5' is refused" in done.stderr and "default limit" in done.stderr
+    assert done.stderr.count("EXPLORER_MAX_ELEMENTS") == 1  # once, not per run
