@@ -1,15 +1,22 @@
-"""The Timing view: run explorer.bench on a GPU, or load results files (several GPUs side by side).
+"""The Timing view: run explorer.bench on a GPU, or load results files (several GPUs side by side); and the
+top-k page's timing frame, table and figure (fused, unfused, both torch baselines, % of the read-once floor).
 
 explorer.bench is imported lazily: without it the page still loads results files, checked by a small
-local validator of the same schema ("softmax-explorer-bench/1").
+local validator of the same schema ("softmax-explorer-bench/1"). Text from results files reaches plotly
+only through plotly_text(): it shows as text, never as markup.
 """
 
 from __future__ import annotations
 
 import datetime
+import html
 import importlib
 import json
+import math
 
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 import explorer
@@ -18,8 +25,14 @@ from . import compute, figures, gpu_lock
 
 SCHEMA = "softmax-explorer-bench/1"
 RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "median_us", "p10_us", "p90_us", "gbps")
-TABLE_COLUMNS = ["source", "name", "kind", "dtype", "acc", "rows", "cols", "block_size", "median_us", "p10_us",
-                 "p90_us", "gbps", "pct_copy", "bytes_moved", "reads_per_element", "writes_per_element", "max_rel"]
+TABLE_COLUMNS = ["source", "name", "version", "kind", "dtype", "acc", "rows", "cols", "block_size", "median_us",
+                 "p10_us", "p90_us", "device_us", "device_p10_us", "device_p90_us", "gbps", "pct_copy",
+                 "pct_copy_device", "bytes_moved", "reads_per_element", "writes_per_element", "max_rel", "error"]
+TIMES_CAPTION = ("Two times per row. **Event** (median µs): CUDA events around each launch, what a Python loop sees, "
+                 "launch gaps included. **Device** (device µs): the kernels' own durations from CUPTI records "
+                 "(torch.profiler; only where torch was installed), summed per call, median over batches. "
+                 "On small problems a kernel lasts a few µs and issuing it from Python longer, so the two differ; "
+                 "on large ones they agree within a few percent.")
 ss = st.session_state
 
 
@@ -47,6 +60,8 @@ def validate(data) -> dict:
         if missing:
             raise explorer.InvalidInput(f"result {i} lacks {', '.join(missing)}")
         for f in ("median_us", "p10_us", "p90_us", "gbps", "rows", "cols"):
+            if r.get("error") and f not in ("rows", "cols") and r[f] is None:
+                continue  # a peer that failed on this shape has no times
             if not isinstance(r[f], (int, float)) or isinstance(r[f], bool):
                 raise explorer.InvalidInput(f"result {i}: {f} must be a number, got {r[f]!r}")
     if not isinstance(data.get("meta", {}), dict):
@@ -68,9 +83,36 @@ TIME_COLUMNS = {
     "p10_us": st.column_config.NumberColumn("p10 µs", format="%.2f"),
     "p90_us": st.column_config.NumberColumn("p90 µs", format="%.2f"),
     "gbps": st.column_config.NumberColumn("GB/s", format="%.0f"),
+    "device_us": st.column_config.NumberColumn("device µs", format="%.2f"),
+    "device_p10_us": st.column_config.NumberColumn("device p10 µs", format="%.2f"),
+    "device_p90_us": st.column_config.NumberColumn("device p90 µs", format="%.2f"),
     "bytes_moved": st.column_config.NumberColumn("bytes moved", format="%d"),
     "max_rel": st.column_config.NumberColumn("max rel", format="%.1e"),
+    "version": st.column_config.TextColumn("version"),
+    "error": st.column_config.TextColumn("error"),
 }
+
+
+def plotly_text(text) -> str:
+    """Text from a results file for a plotly label, legend or hover: `<` and `&` escaped, so shown as text."""
+    return html.escape(str(text), quote=False)
+
+
+def display_names(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy for the figures: names carry the peer's version, and every file string is escaped for plotly."""
+    out = df.copy()
+    if "version" in out.columns:
+        out["name"] = [f"{n} {v}" if isinstance(v, str) and v else n for n, v in zip(out["name"], out["version"])]
+    for c in ("name", "source", "kind"):
+        out[c] = [plotly_text(v) for v in out[c]]
+    return out
+
+
+def failed(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of peers that could not run on the shape (an error, no times)."""
+    if "error" not in df.columns:
+        return df.iloc[0:0]
+    return df[df["error"].notna() & (df["error"].astype(str) != "")]
 
 
 def result_sources(run: dict | None, files, download_name: str, download_key: str) -> tuple[dict, dict]:
@@ -95,7 +137,7 @@ def result_sources(run: dict | None, files, download_name: str, download_key: st
 
 
 def meta_stamp(meta: dict) -> str:
-    return figures.stamp_text({"backend": "cuda", **meta}, str(meta.get("date", "?"))[:10])
+    return plotly_text(figures.stamp_text({"backend": "cuda", **meta}, str(meta.get("date", "?"))[:10]))
 
 
 def _label(meta: dict, filename: str, taken: set) -> str:
@@ -107,7 +149,8 @@ def _label(meta: dict, filename: str, taken: set) -> str:
 
 
 def _run_benchmark(cfg, mod) -> None:
-    peers = st.toggle("Include peers (cupyx, torch) and the copy baseline", value=True, key="bench_peers")
+    peers = st.toggle("Include peers (cupyx, torch, and QuACK and Liger where installed)", value=True,
+                      key="bench_peers")
     if not st.button(f"Run the benchmark: {len(cfg.variants)} variant(s) on {cfg.rows}×{cfg.cols} {cfg.dtype}",
                      key="bench_run", icon=":material/timer:", type="primary"):
         return
@@ -157,18 +200,99 @@ def render(cfg) -> None:
         st.caption("None of the sidebar's variants is in these results; showing every variant measured.")
         chosen = part
     stamp = " | ".join(meta_stamp(metas[s]) for s in dict.fromkeys(chosen["source"]))
-    t, g = figures.timing_figures(chosen, ss["tshape"], stamp)
+    broken = failed(chosen)
+    t, g = figures.timing_figures(display_names(chosen.drop(index=broken.index)), plotly_text(ss["tshape"]),
+                                  stamp)
     slug = f"softmax_timing_{ss['tshape'].replace(' ', '_').replace('×', 'x')}"
     st.plotly_chart(t, config=figures.chart_config(slug + "_time"), key="chart_time", width="stretch", theme=None)
     st.plotly_chart(g, config=figures.chart_config(slug + "_bandwidth"), key="chart_bandwidth", width="stretch", theme=None)
     table = chosen[[c for c in TABLE_COLUMNS if c in chosen.columns]].reset_index(drop=True)
     shown = [c for c in table.columns if c not in ("dtype", "acc", "rows", "cols")]  # the shape is chosen above
-    st.caption("Bars: p10–p90 spread. Hatched: peers (/) and the copy baseline (.). GB/s = bytes moved / median time; "
-               "% of copy: against a device-to-device copy of the same bytes measured in the same run.")
+    st.caption("Bars: event time, p10–p90 spread. Hatched: peers (/, with their versions) and the copy baseline (.). "
+               "GB/s = bytes moved / median time; % of copy: against a device-to-device copy of the same bytes "
+               "measured in the same run, from event time and (table) from device time.")
+    if len(broken):
+        st.warning(f"{len(broken)} peer result(s) on this shape could not be timed: the table's error column says "
+                   "why.", icon=":material/error:")
+    st.caption(TIMES_CAPTION)
     st.dataframe(table[shown], width="stretch", hide_index=True, key="table_timing", column_config={
         **TIME_COLUMNS,
-        "pct_copy": st.column_config.NumberColumn("% of copy", format="%.0f"),
+        "pct_copy": st.column_config.NumberColumn("% of copy (event)", format="%.0f"),
+        "pct_copy_device": st.column_config.NumberColumn("% of copy (device)", format="%.0f"),
         "reads_per_element": st.column_config.NumberColumn("reads/elem"),
         "writes_per_element": st.column_config.NumberColumn("writes/elem")})
     st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
                        mime="text/csv", key="csv_timing", on_click="ignore", icon=":material/download:")
+
+
+# --- the top-k page's timing ----------------------------------------------------------------------------------
+
+TOPK_LABELS = {"topk_fused": "topk_fused", "topk_unfused": "topk_unfused", "torch": "torch.softmax + torch.topk",
+               "torch_lse": "torch.topk + logsumexp"}
+TOPK_EXTRA = ["version", "device_us", "floor_us", "pct_floor", "floor_device_us", "pct_floor_device", "error"]
+TOPK_COLUMNS = {
+    "version": st.column_config.TextColumn("version"),
+    "device_us": st.column_config.NumberColumn("device µs", format="%.2f"),
+    "floor_us": st.column_config.NumberColumn("floor µs (event)", format="%.2f"),
+    "pct_floor": st.column_config.NumberColumn("% of floor (event)", format="%.0f"),
+    "floor_device_us": st.column_config.NumberColumn("floor µs (device)", format="%.2f"),
+    "pct_floor_device": st.column_config.NumberColumn("% of floor (device)", format="%.0f"),
+    "error": st.column_config.TextColumn("error"),
+}
+
+
+def topk_frame(sources: dict[str, dict]) -> pd.DataFrame:
+    """The top-k rows (both kernels and both torch baselines, with a k) of several documents, with 'shape'."""
+    df = figures.results_frame(sources)
+    if df.empty or "k" not in df.columns:
+        return pd.DataFrame()
+    df = df[df["name"].isin(list(TOPK_LABELS)) & df["k"].notna()].copy()
+    if df.empty:
+        return df
+    df["k"] = df["k"].astype(int)
+    df["shape"] = [f"{int(r)}×{int(c)} {d} top-{k}" for r, c, d, k in zip(df["rows"], df["cols"], df["dtype"], df["k"])]
+    return df.reset_index(drop=True)
+
+
+def topk_table(part: pd.DataFrame) -> pd.DataFrame:
+    """figures.topk_timing_table (speed-up against torch, MB moved) plus version, device time and the floor."""
+    table = figures.topk_timing_table(part)
+    for c in TOPK_EXTRA:
+        if c in part.columns:
+            table[c] = part[c].to_numpy()
+    return table
+
+
+def _pct_floor_label(r) -> str:
+    for field, basis in (("pct_floor_device", " (device)"), ("pct_floor", "")):
+        v = r.get(field)
+        if v is not None and isinstance(v, (int, float)) and np.isfinite(v):
+            return f" · {v:.0f}% of floor{basis}"
+    return ""
+
+
+def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
+    """Median µs per launch (event time) with p10–p90 bars, one group per source; each bar labelled with the
+    bytes it moves, its % of the read-once floor and its speed-up against torch.softmax + torch.topk."""
+    fig = go.Figure()
+    timed = table[table["median_us"].notna()]
+    colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
+    for i, (source, part) in enumerate(timed.groupby("source", sort=False)):
+        order = [n for n in TOPK_LABELS if n in set(part["name"])]
+        part = part.set_index("name").loc[order].reset_index()
+        text = []
+        for _, r in part.iterrows():
+            speed = r["speedup_vs_torch"]
+            text.append(f"{r['MB_moved']:,.1f} MB" + _pct_floor_label(r)
+                        + (f" · {speed:.2f}× torch" if math.isfinite(speed) else ""))
+        fig.add_trace(go.Bar(
+            x=[TOPK_LABELS[n] for n in part["name"]], y=part["median_us"], name=plotly_text(source),
+            marker_color=colors[i % len(colors)], text=text, textposition="outside",
+            marker_pattern_shape=["/" if n.startswith("torch") else "" for n in part["name"]],
+            error_y=dict(type="data", symmetric=False, array=part["p90_us"] - part["median_us"],
+                         arrayminus=part["median_us"] - part["p10_us"], thickness=1.5),
+            hovertemplate="%{x}<br>median %{y:.2f} µs<br>%{text}<extra>" + plotly_text(source) + "</extra>"))
+    fig.update_layout(barmode="group", showlegend=True)
+    fig.update_yaxes(title_text="median time per launch (µs), bars p10–p90", rangemode="tozero")
+    fig.update_xaxes(title_text="pipeline (hatched: the torch baselines)")
+    return figures.finish(fig, plotly_text(title), stamp, height=480)

@@ -28,7 +28,7 @@ VOCAB_NAMES = {32000: "LLaMA-2", 50257: "GPT-2", 128256: "LLaMA-3", 151936: "Qwe
 BATCHES = TK_BATCHES
 EMULATOR_MAX_ELEMENTS = 8 * 262144  # batch × vocab the CPU emulation runs (about a second for both variants)
 DEFAULTS = TOPK_DEFAULTS  # ui.state: the same keys are URL parameters
-BENCH_COMMAND = "python -m explorer bench --topk 8 50 --json FILE"
+BENCH_COMMAND = "python -m explorer bench --topk 1 8 50 --json FILE"
 
 INTRO = """
 Sampling from a language model's head, or routing tokens in a mixture of experts, needs only the **k largest
@@ -81,7 +81,8 @@ def position_status(ref_row: np.ndarray, ref_indices: np.ndarray, indices: np.nd
 
 
 def bytes_table(rows: int, cols: int, k: int, dtype: str) -> pd.DataFrame:
-    """Global-memory bytes each pipeline moves for this shape (TOPK_VARIANTS.bytes_moved; torch as unfused)."""
+    """Global-memory bytes each pipeline moves for this shape (TOPK_VARIANTS.bytes_moved; torch as unfused;
+    torch_lse reads the logits twice), at least: what the formulation needs, not what torch's kernels move."""
     fused = TOPK_VARIANTS["topk_fused"].bytes_moved(rows, cols, k, dtype)
     out = []
     for key, v in TOPK_VARIANTS.items():
@@ -91,6 +92,10 @@ def bytes_table(rows: int, cols: int, k: int, dtype: str) -> pd.DataFrame:
     moved = TOPK_VARIANTS["topk_unfused"].bytes_moved(rows, cols, k, dtype)
     out.append({"pipeline": "torch.softmax + torch.topk",
                 "what it does to memory": "softmax writes every probability; topk reads them again (as unfused)",
+                "bytes moved": moved, "MB moved": moved / 1e6, "× fused": moved / fused})
+    moved = 2 * rows * cols * explorer.DTYPES[dtype].itemsize + rows * k * (explorer.DTYPES[dtype].itemsize + 8)
+    out.append({"pipeline": "torch.topk + logsumexp",
+                "what it does to memory": "topk reads the logits, logsumexp reads them again; int64 indices",
                 "bytes moved": moved, "MB moved": moved / 1e6, "× fused": moved / fused})
     return pd.DataFrame(out).set_index("pipeline")
 
@@ -322,7 +327,7 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     elif mod is None or not hasattr(mod, "bench_topk"):
         st.warning("This version of the explorer has no top-k benchmark (explorer.bench.bench_topk); load results "
                    "files below.")
-    elif st.button(f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch)", key="tk_bench_run",
+    elif st.button(f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch baselines)", key="tk_bench_run",
                    icon=":material/timer:", type="primary"):
         with gpu_lock.gpu_turn():  # one benchmark at a time across sessions: ui/gpu_lock.py
             bar = st.progress(0.0, text="Validating, warming up and timing…")
@@ -341,10 +346,10 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     sources, metas = timing.result_sources(ss.get("_tk_bench"), files, "topk_bench", "json_tk_bench")
     if not sources:
         return
-    df = figures.topk_timing_frame(sources)
+    df = timing.topk_frame(sources)
     if df.empty:
-        st.warning("No top-k results in the loaded file(s): they need rows named topk_fused, topk_unfused or torch "
-                   f"with a k, as written by `{BENCH_COMMAND}`.", icon=":material/warning:")
+        st.warning("No top-k results in the loaded file(s): they need rows named topk_fused, topk_unfused, torch or "
+                   f"torch_lse with a k, as written by `{BENCH_COMMAND}`.", icon=":material/warning:")
         return
     shapes = list(dict.fromkeys(df["shape"]))
     if ss.get("tk_tshape") not in shapes:
@@ -352,16 +357,20 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
         ss["tk_tshape"] = here if here in shapes else shapes[0]
     st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
     part = df[df["shape"] == ss["tk_tshape"]]
-    table = figures.topk_timing_table(part)
+    table = timing.topk_table(part)
     stamp_ = " | ".join(timing.meta_stamp(metas[s]) for s in dict.fromkeys(part["source"]))
-    fig = figures.topk_timing_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", stamp_)
+    fig = timing.topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", stamp_)
     slug = "softmax_topk_timing_" + ss["tk_tshape"].replace(" ", "_").replace("×", "x")
     _chart(fig, slug, "chart_topk_time")
     st.caption("Bars: median µs per launch with the p10–p90 spread (CUDA events, inputs rotated out of L2). Labels: "
-               "bytes each pipeline moves, and speed-up against torch.softmax + torch.topk in the same file.")
+               "bytes each pipeline moves, % of the read-once floor (reading the logits once at the rate of a "
+               "device-to-device copy timed in the same run; from device time where measured) and speed-up against "
+               "torch.softmax + torch.topk in the same file. `torch.topk + logsumexp` is the best a user writes "
+               "without a fused kernel: `v, i = torch.topk(x, k)`; `p = torch.exp(v - torch.logsumexp(x, -1))`.")
+    st.caption(timing.TIMES_CAPTION)
     shown = table.drop(columns=["rows", "cols", "dtype", "k"])  # the shape is chosen above
     st.dataframe(shown, width="stretch", hide_index=True, key="table_topk_time", column_config={
-        **timing.TIME_COLUMNS,
+        **timing.TIME_COLUMNS, **timing.TOPK_COLUMNS,
         "MB_moved": st.column_config.NumberColumn("MB moved", format="%.2f"),
         "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×")})
     st.download_button("Download timing table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",

@@ -1,0 +1,108 @@
+"""The Timing and top-k pages with the new results fields: peers with versions, device time beside event
+time, failed peers, torch_lse and % of the read-once floor; strings from files shown as text in plotly."""
+
+import json
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("streamlit")
+from test_app import charts, frame, goto, make, ok  # the AppTest page helpers
+
+from ui import timing
+
+EVIL = "<b>GPU</b> & co"
+
+
+def softmax_row(name, kind, us, version=None, device_us=None, error=None):
+    return {"name": name, "kind": kind, "dtype": "float32", "acc": "float32", "rows": 4096, "cols": 4096,
+            "block_size": 0, "median_us": None if error else us, "p10_us": None if error else 0.9 * us,
+            "p90_us": None if error else 1.1 * us, "gbps": None if error else 134.0 / us,
+            "pct_copy": None if error else 5000 / us, "bytes_moved": None if error else 134217728,
+            "reads_per_element": None, "writes_per_element": None, "max_rel": 1e-7, "launch": "", "version": version,
+            "error": error, "device_us": device_us, "device_p10_us": device_us, "device_p90_us": device_us,
+            "pct_copy_device": 4800 / device_us if device_us else None}
+
+
+def softmax_doc(gpu=EVIL) -> dict:
+    return {"schema": "softmax-explorer-bench/1",
+            "meta": {"gpu": gpu, "cuda_runtime": "13.2", "cupy": "14.2", "date": "2026-12-01"},
+            "results": [softmax_row("copy", "copy", 50.0, device_us=48.0),
+                        softmax_row("online_warp", "variant", 60.0, device_us=57.0),
+                        softmax_row("torch", "peer", 70.0, "2.11", 66.0),
+                        softmax_row("quack", "peer", 55.0, "0.6.5", 52.0),
+                        softmax_row("liger", "peer", 0.0, "0.8.5", error="RuntimeError: <too> long")]}
+
+
+def test_display_names_carry_versions_and_escape_file_text():
+    df = pd.DataFrame([{"source": EVIL, "name": "<i>x</i>", "kind": "peer", "version": "1 & 2"},
+                       {"source": "H200", "name": "fast", "kind": "variant", "version": None}])
+    got = timing.display_names(df)
+    assert list(got["name"]) == ["&lt;i&gt;x&lt;/i&gt; 1 &amp; 2", "fast"]
+    assert got["source"][0] == "&lt;b&gt;GPU&lt;/b&gt; &amp; co"
+    assert list(df["name"]) == ["<i>x</i>", "fast"]  # the table keeps the raw text (shown as text there)
+
+
+def test_validate_accepts_failed_peers_without_times():
+    doc = timing.validate(json.dumps(softmax_doc()))
+    assert doc["results"][-1]["median_us"] is None
+
+
+def test_timing_page_shows_versions_both_times_and_failed_peers():
+    at = goto(make(), "timing")
+    at.file_uploader(key="bench_files").set_value([("new.json", json.dumps(softmax_doc()).encode(),
+                                                    "application/json")]).run()
+    ok(at)
+    t, g = charts(at)
+    assert "<b>GPU" not in json.dumps(g)
+    assert t["data"][0]["x"] == ["copy", "online_warp", "torch 2.11 (peer)", "quack 0.6.5 (peer)"]  # liger failed
+    assert t["data"][0]["name"] == "&lt;b&gt;GPU&lt;/b&gt; &amp; co" and "<b>GPU" not in json.dumps(t)
+    table = frame(at)
+    assert {"version", "device_us", "pct_copy_device", "error"} <= set(table.columns)
+    quack = table[table["name"] == "quack"].iloc[0]
+    assert quack["version"] == "0.6.5" and quack["device_us"] == 52.0
+    assert table[table["name"] == "liger"].iloc[0]["error"] == "RuntimeError: <too> long"
+    assert any("could not be timed" in w.value for w in at.warning)
+
+
+def topk_row(name, k, us, device_us=None, pct_floor=None, pct_floor_device=None, version=None):
+    return {"name": name, "kind": "peer" if name.startswith("torch") else "variant", "dtype": "float32",
+            "acc": "float32", "rows": 512, "cols": 128256, "block_size": 0, "k": k, "median_us": us,
+            "p10_us": us, "p90_us": us, "gbps": 1.0, "pct_copy": None, "bytes_moved": 2_000_000,
+            "reads_per_element": None, "writes_per_element": None, "max_rel": 1e-7, "launch": "", "version": version,
+            "error": None, "device_us": device_us, "floor_us": 20.0, "pct_floor": pct_floor,
+            "floor_device_us": 18.0 if device_us else None, "pct_floor_device": pct_floor_device}
+
+
+def topk_doc() -> dict:
+    rows = [topk_row("topk_fused", 8, 25.0, 22.0, 80.0, 81.8), topk_row("topk_unfused", 8, 60.0, None, 33.3),
+            topk_row("torch", 8, 100.0, 95.0, 20.0, 18.9, "2.11"), topk_row("torch_lse", 8, 50.0, 47.0, 40.0, 38.3,
+                                                                           "2.11")]
+    return {"schema": "softmax-explorer-bench/1", "meta": {"gpu": EVIL, "date": "2026-12-01"},
+            "config": {"topk": [8]}, "results": [{**topk_row("copy", None, 40.0), "kind": "copy"}, *rows]}
+
+
+def test_topk_frame_keeps_torch_lse_and_the_floor():
+    df = timing.topk_frame({"GPU": topk_doc()})
+    assert list(df["name"]) == ["topk_fused", "topk_unfused", "torch", "torch_lse"]  # the copy is not a pipeline
+    table = timing.topk_table(df)
+    assert table.set_index("name").loc["torch_lse", "pct_floor_device"] == pytest.approx(38.3)
+    assert table.set_index("name").loc["torch_lse", "speedup_vs_torch"] == pytest.approx(2.0)
+    fig = timing.topk_figure(table, "t <x>", "stamp")
+    bars = fig.data[0]
+    assert list(bars.x) == ["topk_fused", "topk_unfused", "torch.softmax + torch.topk", "torch.topk + logsumexp"]
+    assert bars.text[0] == "2.0 MB · 82% of floor (device) · 4.00× torch"
+    assert bars.text[1] == "2.0 MB · 33% of floor · 1.67× torch"  # no device time: the event figure
+    assert bars.name == "GPU" and fig.layout.title.text == "t &lt;x&gt;"
+
+
+def test_topk_page_shows_the_floor_and_torch_lse():
+    at = goto(make({"rows": "4", "cols": "100", "variants": "online_warp"}), "topk")
+    at.file_uploader(key="tk_bench_files").set_value([("topk.json", json.dumps(topk_doc()).encode(),
+                                                       "application/json")]).run()
+    ok(at)
+    fig = charts(at)[1]
+    assert fig["data"][0]["x"][-1] == "torch.topk + logsumexp"
+    assert fig["data"][0]["name"] == "&lt;b&gt;GPU&lt;/b&gt; &amp; co"
+    table = at.dataframe[3].value
+    assert {"pct_floor", "pct_floor_device", "device_us", "version"} <= set(table.columns)
