@@ -298,8 +298,9 @@ METHOD = """\
 fresh random input: a softmax variant's output is poisoned beforehand (an unwritten element or a NaN pattern
 different from the reference's fails the run), a top-k kernel's indices must match float64's exactly on the
 first 8 rows (ties within rounding excepted). A peer that fails on a shape (out of shared memory on very long
-rows, say) or whose output is wrong is listed with its error instead of a time. Inputs rotate among enough
-buffers to cover 4× the L2, so no launch reads from L2 what the previous one left there.
+rows, say) or whose output is wrong is listed with its error instead of a time. Peers are used where they
+import (`requirements-peers.txt`: torch, QuACK, Liger), each with the version measured. Inputs rotate among
+enough buffers to cover 4× the L2, so no launch reads from L2 what the previous one left there.
 
 **Two times.** *Event time* (`median_us`): one warm-up launch, then 20–200 launches (≤ 0.5 s), each between two
 CUDA events; the median and p10/p90. It is what a Python loop sees: the kernel plus any gap while Python
