@@ -79,7 +79,10 @@ def profiler():
         import torch.profiler
     except ImportError:
         return None
-    return torch.profiler if torch.cuda.is_available() else None
+    if not torch.cuda.is_available():
+        return None
+    torch.cuda.init()  # the profiler needs torch's CUDA state even when no torch op ran yet (CuPy kernels only)
+    return torch.profiler
 
 
 def measure(launch: Callable[[int], object], buffers: int, calls: int, sync: Callable[[], None],
