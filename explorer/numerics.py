@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 import ml_dtypes
 import numpy as np
 
+from .registry import Launch, cdiv
+
 DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype(np.float32),
     "float16": np.dtype(np.float16),
@@ -16,10 +18,12 @@ DTYPES: dict[str, np.dtype] = {
 
 @dataclass(frozen=True)
 class Format:
-    """What rounding to a format costs: p significand bits (with the implicit one), exponent range."""
+    """What rounding to a format costs, from ml_dtypes.finfo: p significand bits (with the implicit one),
+    the exponent field's width and range."""
 
     name: str
     significand_bits: int
+    exponent_bits: int
     min_exponent: int  # exponent of the smallest normal number
     max_value: float
 
@@ -33,11 +37,13 @@ class Format:
         return 2.0**self.min_exponent
 
 
-FORMATS: dict[str, Format] = {
-    "float32": Format("float32", 24, -126, float(np.finfo(np.float32).max)),
-    "float16": Format("float16", 11, -14, 65504.0),
-    "bfloat16": Format("bfloat16", 8, -126, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)),
-}
+def _format(name: str) -> Format:
+    info = ml_dtypes.finfo(DTYPES[name])
+    return Format(name, significand_bits=info.nmant + 1, exponent_bits=info.nexp, min_exponent=info.minexp,
+                  max_value=float(info.max))
+
+
+FORMATS: dict[str, Format] = {name: _format(name) for name in DTYPES}
 
 # Largest max_rel vs float64 for fp32 accumulation on normal inputs with cols <= 4096, by output type.
 MAX_REL_FP32_ACC = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
@@ -65,13 +71,51 @@ def error_bound(sequential_terms: int, acc: str, out: str, max_abs_x: float = 0.
     return 3 * sequential_terms * u_acc + FORMATS[out].unit_roundoff + 2 * max_abs_x * u_acc
 
 
-def ulp(values: np.ndarray, fmt: Format) -> np.ndarray:
-    """Spacing of `fmt` at |values| (float64), subnormal range included."""
+def sequential_terms(launch: Launch, cols: int) -> int:
+    """The n of error_bound for a row of `cols` run with `launch`: the terms one accumulator folds in sequence.
+
+    A thread folds its share of the row (whole loads of template_args[0] elements where the kernel
+    takes a vector width), its state then goes through the butterflies of its block, ceil(log2) of the
+    block's threads on the row (a merge with an empty partner is exact), and the blocks of a row
+    (launch.chunks) merge one after another.
+    """
+    width = launch.template_args[0] if launch.template_args else 1
+    per_thread = width * cdiv(cdiv(cols, width), launch.threads_per_row)
+    block_levels = (launch.threads_per_row // launch.chunks - 1).bit_length()
+    return per_thread + block_levels + launch.chunks - 1
+
+
+def input_rounding(x: np.ndarray, acc: str) -> float:
+    """error_bound's max_abs_x: max |x| over finite x where some finite x changes on entering the
+    accumulator (through float32, as the kernels load it), else 0."""
+    x64 = np.asarray(x).astype(np.float64)
+    finite = np.isfinite(x64)
+    with np.errstate(over="ignore"):
+        held = np.asarray(x).astype(np.float32).astype(DTYPES[acc]).astype(np.float64)
+    if np.array_equal(held[finite], x64[finite]):
+        return 0.0
+    return float(np.abs(x64[finite]).max())
+
+
+def softmax_bound(launch: Launch, x: np.ndarray, acc: str) -> float:
+    """error_bound for the softmax of x (rows along the last axis) run with `launch` and accumulator acc:
+    the bound the Error page shows, the precision lab plots and the tests hold the kernels to."""
+    x = np.asarray(x)
+    return error_bound(sequential_terms(launch, x.shape[-1]), acc, dtype_name(x.dtype), input_rounding(x, acc))
+
+
+def ulp_exponent(values: np.ndarray | float, fmt: Format) -> np.ndarray:
+    """k such that 2^k is the spacing of `fmt` at |values| (subnormal range included; 0 gets the
+    subnormal spacing, inf and NaN give inf and NaN)."""
     magnitude = np.abs(np.asarray(values, dtype=np.float64))
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, fmt.smallest_normal)))
-    exponent = np.maximum(exponent, fmt.min_exponent)
-    return np.exp2(exponent - (fmt.significand_bits - 1))
+    return np.maximum(exponent, fmt.min_exponent) - (fmt.significand_bits - 1)
+
+
+def ulp(values: np.ndarray | float, fmt: Format) -> np.ndarray:
+    """Spacing of `fmt` at |values| (float64), subnormal range included."""
+    return np.exp2(ulp_exponent(values, fmt))
 
 
 def reference(x: np.ndarray) -> np.ndarray:

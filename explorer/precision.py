@@ -13,7 +13,7 @@ kernels or the NumPy emulation. Pure functions: no Streamlit, no plotting.
 
     >>> from explorer import precision
     >>> r = precision.measure("online_thread", "float16", "constant", 4096, backend="emulator")
-    >>> r["d"], r["exact_d"], r["stagnated_at"]
+    >>> r.d, r.exact_d, r.stagnated_at
     (2048.0, 4096.0, 2048)
 """
 
@@ -22,13 +22,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 
 from .api import softmax
 from .inputs import make_input
-from .numerics import DTYPES, FORMATS, error_bound, errors, rounds_input
+from .numerics import DTYPES, FORMATS, errors, input_rounding, sequential_terms, softmax_bound, ulp
 from .registry import VARIANTS, cdiv
 
 ONLINE_VARIANTS = ("online_thread", "online_warp", "online_block")
@@ -49,21 +51,6 @@ STAGNATION = {acc: 2.0 ** FORMATS[acc].significand_bits for acc in ACCUMULATORS}
 def powers_of_two(low: int, high: int) -> list[int]:
     """2^low, 2^(low+1), ..., 2^high."""
     return [2**k for k in range(low, high + 1)]
-
-
-def sequential_terms(variant: str, n: int, block_size: int | None = None, dtype: str = "float32") -> int:
-    """Additions one accumulator makes in sequence: its share of the row plus one per merge level.
-
-    n for online_thread, ceil(n/32) + 5 for online_warp, ceil(n/B) + log2(B) for online_block;
-    a split row adds one sequential merge per further chunk.
-    """
-    v = VARIANTS[variant]
-    launch = v.launch(1, n, block_size, dtype)
-    threads = launch.threads_per_row
-    if threads == 1:
-        return n
-    per_block = threads // launch.chunks
-    return cdiv(n, threads) + int(math.log2(per_block)) + launch.chunks - 1
 
 
 def lane_steps(variant: str, n: int, block_size: int | None = None, dtype: str = "float32") -> int:
@@ -91,48 +78,67 @@ def stagnation_step(d: np.ndarray, exact_d: np.ndarray, acc: str) -> int | None:
     j = int(changed[-1]) + 2 if changed.size else 1  # d[j-1:] are all equal
     if j >= d.size:
         return None
-    fmt = FORMATS[acc]
-    last = abs(float(d[j - 1]))
-    ulp = 2.0 ** (max(math.floor(math.log2(last)), fmt.min_exponent) - (fmt.significand_bits - 1)) if last else 0.0
-    return j if exact_d[-1] - exact_d[j - 1] >= ulp > 0 else None
+    if d[j - 1] == 0:
+        return None
+    return j if exact_d[-1] - exact_d[j - 1] >= float(ulp(d[j - 1], FORMATS[acc])) else None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One point of the sweep: `variant` on a 1 × n row of input class `dist`, traced."""
+
+    variant: str
+    acc: str
+    dist: str
+    n: int
+    dtype: str
+    backend: str
+    block_size: int | None
+    max_abs_x: float  # max |x| of the row
+    input_rounding: float  # error_bound's max_abs_x: max |x| where x changes on entering acc, else 0
+    d: float  # the kernel's final denominator
+    exact_d: float  # float64's
+    d_rel_error: float  # inf where d overflowed
+    out_max_rel: float  # outputs vs float64 (explorer.errors)
+    sequential_terms: int  # error_bound's n (numerics.sequential_terms)
+    d_bound: float  # 3·n·u_acc + 2·input_rounding·u_acc
+    bound: float  # d_bound + u_out: numerics.softmax_bound
+    bound_applies: bool  # bound < 1 (a relative bound of 1 or more says nothing) and the exact d within acc's range
+    overflow: bool  # d not finite
+    stagnated_at: int | None  # steps lane 0 folded before its d froze
+    seconds: float
 
 
 def measure(variant: str, acc: str, dist: str, n: int, backend: str = "auto", dtype: str = "float32",
-            block_size: int | None = None, seed: int = 0) -> dict:
-    """One point of the sweep: run `variant` on a 1 × n row of input class `dist`, traced.
+            block_size: int | None = None, seed: int = 0) -> Measurement:
+    """Run `variant` on a 1 × n row of input class `dist`, traced, and put its errors beside the bound.
 
-    Returns a dict: variant, acc, dist, n, dtype, backend, d and exact_d (final denominators),
-    d_rel_error, out_max_rel (outputs vs float64, explorer.errors), sequential_terms, d_bound
-    (3·k·u_acc, plus 2·max|x|·u_acc where x is rounded into the accumulator), bound (d_bound + u_out:
-    explorer.error_bound), bound_applies (bound < 1, as a relative bound of 1 or more says nothing, and the
-    exact d within the accumulator's range: the rounding-error model assumes nothing overflows),
-    overflow (d not finite), stagnated_at (steps lane 0 folded before its d froze, or None), seconds.
+    bound_applies is false where the rounding-error model says nothing: a bound of 1 or more, or an
+    exact d beyond the accumulator's range (the model assumes nothing overflows).
     """
     x = make_class_input(dist, n, dtype, seed)
     start = time.perf_counter()
     r = softmax(x, variant, acc=acc, backend=backend, trace_row=0, block_size=block_size)
     seconds = time.perf_counter() - start
     t = r.trace
-    max_abs = float(np.max(np.abs(x.astype(np.float64)))) if rounds_input(dtype, acc) else 0.0
-    k = sequential_terms(variant, n, block_size, dtype)
-    bound = error_bound(k, acc, dtype, max_abs)
-    d_bound = bound - FORMATS[dtype].unit_roundoff
+    bound = softmax_bound(r.launch, x, acc)
     with np.errstate(invalid="ignore", over="ignore"):
         d_err = abs(t.final_d - t.exact_final_d) / abs(t.exact_final_d)
-    return {
-        "variant": variant, "acc": acc, "dist": dist, "n": int(n), "dtype": dtype, "backend": r.backend,
-        "block_size": r.block_size, "max_abs_x": float(np.max(np.abs(x.astype(np.float64)))), "d": float(t.final_d), "exact_d": float(t.exact_final_d),
-        "d_rel_error": float(d_err) if math.isfinite(t.final_d) else math.inf,
-        "out_max_rel": errors(r.out, x).max_rel, "sequential_terms": k, "d_bound": d_bound, "bound": bound,
-        "bound_applies": bound < 1.0 and abs(t.exact_final_d) <= FORMATS[acc].max_value, "overflow": not math.isfinite(t.final_d),
-        "stagnated_at": stagnation_step(t.d[0], t.exact_d[0], acc), "seconds": seconds,
-    }
+    return Measurement(
+        variant=variant, acc=acc, dist=dist, n=int(n), dtype=dtype, backend=r.backend, block_size=r.block_size,
+        max_abs_x=float(np.max(np.abs(x.astype(np.float64)))), input_rounding=input_rounding(x, acc),
+        d=float(t.final_d), exact_d=float(t.exact_final_d),
+        d_rel_error=float(d_err) if math.isfinite(t.final_d) else math.inf, out_max_rel=errors(r.out, x).max_rel,
+        sequential_terms=sequential_terms(r.launch, n), d_bound=bound - FORMATS[dtype].unit_roundoff, bound=bound,
+        bound_applies=bound < 1.0 and abs(t.exact_final_d) <= FORMATS[acc].max_value,
+        overflow=not math.isfinite(t.final_d), stagnated_at=stagnation_step(t.d[0], t.exact_d[0], acc),
+        seconds=seconds)
 
 
 def sweep(variants: Iterable[str] = ONLINE_VARIANTS, accs: Iterable[str] = ACCUMULATORS,
           dists: Iterable[str] = tuple(INPUT_CLASSES), ns: Iterable[int] = powers_of_two(4, 12),
           backend: str = "auto", dtype: str = "float32", block_size: int | None = None, seed: int = 0,
-          max_lane_steps: int | None = None, progress: Callable[[int, int], None] | None = None) -> list[dict]:
+          max_lane_steps: int | None = None, progress: Callable[[int, int], None] | None = None) -> list[Measurement]:
     """measure() over every combination; points whose busiest lane would fold more than
     max_lane_steps elements are left out (the emulator folds a lane in a Python loop)."""
     points = [(v, a, d, n) for v in variants for a in accs for d in dists for n in ns
@@ -145,35 +151,59 @@ def sweep(variants: Iterable[str] = ONLINE_VARIANTS, accs: Iterable[str] = ACCUM
     return out
 
 
-def d_trajectory(variant: str, acc: str, dist: str, n: int, backend: str = "auto", dtype: str = "float32",
-                 block_size: int | None = None, seed: int = 0, lane: int = 0) -> dict:
+@dataclass(frozen=True)
+class Trajectory:
     """One lane's traced d_j beside the float64 d_j, step by step (for the stagnation plot)."""
+
+    variant: str
+    acc: str
+    dist: str
+    n: int
+    backend: str
+    steps: np.ndarray  # 1, 2, ... : elements the lane has folded
+    d: np.ndarray
+    exact_d: np.ndarray
+    stagnated_at: int | None
+
+
+def d_trajectory(variant: str, acc: str, dist: str, n: int, backend: str = "auto", dtype: str = "float32",
+                 block_size: int | None = None, seed: int = 0, lane: int = 0) -> Trajectory:
+    """One lane's traced d_j beside the float64 d_j."""
     x = make_class_input(dist, n, dtype, seed)
     r = softmax(x, variant, acc=acc, backend=backend, trace_row=0, block_size=block_size)
     t = r.trace
     valid = t.index[lane] >= 0
-    return {"variant": variant, "acc": acc, "dist": dist, "n": n, "backend": r.backend,
-            "steps": np.arange(1, int(valid.sum()) + 1), "d": t.d[lane, valid], "exact_d": t.exact_d[lane, valid],
-            "stagnated_at": stagnation_step(t.d[lane], t.exact_d[lane], acc)}
+    return Trajectory(variant=variant, acc=acc, dist=dist, n=n, backend=r.backend,
+                      steps=np.arange(1, int(valid.sum()) + 1), d=t.d[lane, valid], exact_d=t.exact_d[lane, valid],
+                      stagnated_at=stagnation_step(t.d[lane], t.exact_d[lane], acc))
 
 
 # --- bits -----------------------------------------------------------------------------------------------
 
-EXPONENT_BITS = {"float32": 8, "float16": 5, "bfloat16": 8}
 UINT = {2: np.uint16, 4: np.uint32}
 
 
-def float_bits(value: float, acc: str) -> dict:
-    """The sign, exponent and mantissa fields of `value` rounded to format `acc`, as bit strings.
+class FloatBits(NamedTuple):
+    """A value rounded to a format: its sign, exponent and mantissa fields as bit strings."""
 
-    Also the value as stored, its unbiased exponent and its kind (normal, subnormal, zero, inf, nan).
-    """
+    acc: str
+    value: float  # as stored
+    sign: str
+    exponent: str
+    mantissa: str
+    biased_exponent: int
+    exponent_value: int  # unbiased
+    mantissa_bits: int
+    kind: str  # normal, subnormal, zero, inf or nan
+
+
+def float_bits(value: float, acc: str) -> FloatBits:
+    """The fields of `value` rounded to format `acc` (through float32, as the kernels round)."""
     dt = DTYPES[acc]
     stored = np.array(value, dtype=np.float64).astype(np.float32).astype(dt)
     raw = int(stored.view(UINT[dt.itemsize]))
     width = 8 * dt.itemsize
-    e_bits = EXPONENT_BITS[acc]
-    m_bits = width - 1 - e_bits
+    e_bits = FORMATS[acc].exponent_bits
     text = format(raw, f"0{width}b")
     sign, exponent, mantissa = text[0], text[1:1 + e_bits], text[1 + e_bits:]
     biased = int(exponent, 2)
@@ -184,17 +214,10 @@ def float_bits(value: float, acc: str) -> dict:
         kind = "subnormal" if int(mantissa, 2) else "zero"
     else:
         kind = "normal"
-    return {"acc": acc, "value": float(stored.astype(np.float64)), "sign": sign, "exponent": exponent,
-            "mantissa": mantissa, "biased_exponent": biased,
-            "exponent_value": (1 - bias if biased == 0 else biased - bias), "mantissa_bits": m_bits, "kind": kind}
-
-
-def ulp_exponent(value: float, acc: str) -> int | None:
-    """k such that 2^k is the spacing of format `acc` at |value| (None for 0, inf, NaN)."""
-    if not math.isfinite(value) or value == 0:
-        return None
-    fmt = FORMATS[acc]
-    return max(math.floor(math.log2(abs(value))), fmt.min_exponent) - (fmt.significand_bits - 1)
+    return FloatBits(acc=acc, value=float(stored.astype(np.float64)), sign=sign, exponent=exponent,
+                     mantissa=mantissa, biased_exponent=biased,
+                     exponent_value=(1 - bias if biased == 0 else biased - bias), mantissa_bits=width - 1 - e_bits,
+                     kind=kind)
 
 
 def bit_at(value: float, k: int) -> int | None:
@@ -204,10 +227,20 @@ def bit_at(value: float, k: int) -> int | None:
     return int(abs(Fraction(value)) / Fraction(2) ** k) % 2
 
 
-def update_parts(prev_m: float, prev_d: float, m: float, x: float, acc: str) -> dict:
-    """One online step in the accumulator model of kernels/common.cuh, each part as the kernel rounds it:
-    the rescale e^(m_{j-1} - m_j), the product d_{j-1}·rescale, the term e^(to_acc(x_j) - m_j), their
-    exact (unrounded) sum, and d_j = to_acc(product + term). fp32 operations, one rounding to acc each."""
+class UpdateParts(NamedTuple):
+    """One online step as the kernel rounds each part (update_parts)."""
+
+    x_acc: float  # x_j rounded into the accumulator
+    scale: float  # e^(m_{j-1} - m_j)
+    product: float  # d_{j-1}·scale
+    term: float  # e^(x_j - m_j)
+    sum: float  # product + term, exact
+    d: float  # d_j: the sum rounded to acc
+
+
+def update_parts(prev_m: float, prev_d: float, m: float, x: float, acc: str) -> UpdateParts:
+    """One online step in the accumulator model of kernels/common.cuh, each part as the kernel rounds it.
+    fp32 operations, one rounding to acc each."""
     dt = DTYPES[acc]
     f32 = np.float32
 
@@ -224,8 +257,8 @@ def update_parts(prev_m: float, prev_d: float, m: float, x: float, acc: str) -> 
     product = to_acc(f32(prev_d) * f32(scale))
     term = 0.0 if xa == -math.inf else exp_diff(xa, m)
     exact_sum = product + term  # both hold <= 24 significant bits: exact in float64
-    return {"x_acc": xa, "scale": scale, "product": product, "term": term, "sum": exact_sum,
-            "d": to_acc(f32(product) + f32(term))}
+    return UpdateParts(x_acc=xa, scale=scale, product=product, term=term, sum=exact_sum,
+                       d=to_acc(f32(product) + f32(term)))
 
 
 def aligned_bits(values: dict[str, float], high: int, low: int) -> dict[str, list[int | None]]:

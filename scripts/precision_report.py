@@ -13,6 +13,7 @@ the Markdown tables the write-up quotes. --records draws from a saved <prefix>.j
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import sys
@@ -25,19 +26,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import explorer
 from explorer import precision
+from explorer.precision import Measurement, Trajectory
 from ui import figures
-from ui import precision as page
 
 
-def table(records: list[dict], acc: str, dist: str, ns: list[int]) -> str:
+def table(records: list[Measurement], acc: str, dist: str, ns: list[int]) -> str:
     """Markdown: relative error of d_n per variant (rows) and n (columns)."""
     head = "| variant | " + " | ".join(f"2^{n.bit_length() - 1}" for n in ns) + " |"
     lines = [head, "|---" * (len(ns) + 1) + "|"]
     for v in precision.ONLINE_VARIANTS:
         cells = []
         for n in ns:
-            r = next((r for r in records if (r["variant"], r["acc"], r["dist"], r["n"]) == (v, acc, dist, n)), None)
-            cells.append("–" if r is None else "inf" if r["overflow"] else f"{r['d_rel_error']:.1e}")
+            r = next((r for r in records if (r.variant, r.acc, r.dist, r.n) == (v, acc, dist, n)), None)
+            cells.append("–" if r is None else "inf" if r.overflow else f"{r.d_rel_error:.1e}")
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -58,8 +59,10 @@ def main() -> None:
     n_stag = 2**13
     if args.records:
         saved = json.loads(Path(args.records).read_text())
-        records, stamp, prefix = saved["records"], saved["stamp"], Path(args.records).stem
-        traj = [{**t, **{k: np.asarray(t[k]) for k in ("steps", "d", "exact_d")}} for t in saved["trajectories"]]
+        records = [Measurement(**r) for r in saved["records"]]
+        stamp, prefix = saved["stamp"], Path(args.records).stem
+        traj = [Trajectory(**{**t, **{k: np.asarray(t[k]) for k in ("steps", "d", "exact_d")}})
+                for t in saved["trajectories"]]
     else:
         prefix = args.prefix
         ns = precision.powers_of_two(4, args.max)
@@ -74,23 +77,24 @@ def main() -> None:
         traj = [precision.d_trajectory("online_thread", a, "constant", n_stag, backend=args.backend, dtype=args.dtype)
                 for a in precision.ACCUMULATORS]
         (out / f"{prefix}.json").write_text(json.dumps({
-            "stamp": stamp, "records": records,
-            "trajectories": [{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in t.items()} for t in traj]}))
-    ns = sorted({r["n"] for r in records})
-    backend = records[0]["backend"]
+            "stamp": stamp, "records": [dataclasses.asdict(r) for r in records],
+            "trajectories": [{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in dataclasses.asdict(t).items()}
+                             for t in traj]}))
+    ns = sorted({r.n for r in records})
+    backend = records[0].backend
     src = "GPU kernels" if backend == "cuda" else "CPU emulation"
     figs = {
-        "error-vs-n": page.error_vs_n_figure(records, "online_thread", "d", "online_thread: relative error of d_n vs "
+        "error-vs-n": figures.error_vs_n_figure(records, "online_thread", "d", "online_thread: relative error of d_n vs "
                                              f"float64 ({src})", stamp),
-        "error-vs-n-block": page.error_vs_n_figure(records, "online_block", "d", "online_block (B = 256): relative "
+        "error-vs-n-block": figures.error_vs_n_figure(records, "online_block", "d", "online_block (B = 256): relative "
                                                    f"error of d_n vs float64 ({src})", stamp),
-        "outputs": page.error_vs_n_figure(records, "online_thread", "out", "online_thread: max relative error of the "
+        "outputs": figures.error_vs_n_figure(records, "online_thread", "out", "online_thread: max relative error of the "
                                           f"outputs vs float64 ({src})", stamp),
-        "stagnation": page.stagnation_figure(traj, f"online_thread, constant row of {n_stag:,}: traced d_j ({src})",
+        "stagnation": figures.stagnation_figure(traj, f"online_thread, constant row of {n_stag:,}: traced d_j ({src})",
                                              stamp),
-        "overflow": page.overflow_figure([r for r in records if r["acc"] == "float16" and r["dist"] == "constant"],
+        "overflow": figures.overflow_figure([r for r in records if r.acc == "float16" and r.dist == "constant"],
                                          f"final d_n in fp16 on a constant row, exact d_n = n ({src})", stamp),
-        "variants": page.compare_figure([r for r in records if r["acc"] == "float16" and r["dist"] == "decreasing"],
+        "variants": figures.compare_figure([r for r in records if r.acc == "float16" and r.dist == "decreasing"],
                                         "variant", "d", f"monotone decreasing row, acc float16: error of d_n per "
                                                         f"variant ({src})", stamp),
     }
@@ -101,18 +105,18 @@ def main() -> None:
     for acc in precision.ACCUMULATORS:
         print(f"\n### d_n relative error, acc {acc}, monotone decreasing ({src})\n")
         print(table(records, acc, "decreasing", show))
-    applies = [r for r in records if r["bound_applies"]]
-    bad = [r for r in applies if r["d_rel_error"] > r["d_bound"] or r["out_max_rel"] > r["bound"]]
-    worst = max(applies, key=lambda r: r["d_rel_error"] / r["d_bound"])
+    applies = [r for r in records if r.bound_applies]
+    bad = [r for r in applies if r.d_rel_error > r.d_bound or r.out_max_rel > r.bound]
+    worst = max(applies, key=lambda r: r.d_rel_error / r.d_bound)
     print(f"\nbound below 1 for {len(applies)} of {len(records)} runs; outside it: {len(bad)}; "
-          f"largest measured/bound for d: {worst['d_rel_error'] / worst['d_bound']:.3f} "
-          f"({worst['variant']}, {worst['acc']}, {worst['dist']}, n = {worst['n']})")
+          f"largest measured/bound for d: {worst.d_rel_error / worst.d_bound:.3f} "
+          f"({worst.variant}, {worst.acc}, {worst.dist}, n = {worst.n})")
     for r in records:
-        if r["overflow"] and r["dist"] == "constant":
-            print(f"overflow: {r['variant']} acc {r['acc']} n = {r['n']}")
+        if r.overflow and r.dist == "constant":
+            print(f"overflow: {r.variant} acc {r.acc} n = {r.n}")
             break
     for t in traj:
-        print(f"stagnation {t['acc']}: {t['stagnated_at']}")
+        print(f"stagnation {t.acc}: {t.stagnated_at}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import pytest
 
 import explorer
 from explorer.backends import cuda
-from explorer.numerics import FORMATS
+from explorer.numerics import FORMATS, softmax_bound
 
 pytestmark = pytest.mark.gpu
 
@@ -23,13 +23,6 @@ ODD_SHAPES = [(1, 1), (3, 33), (1823, 781), (2, 4097)]
 @pytest.fixture
 def seed():
     return int(np.random.SeedSequence().entropy % 2**31)
-
-
-def sequential_terms(key: str, rows: int, cols: int, block_size: int | None = None) -> int:
-    """Terms one accumulator folds in sequence (the n of the 3·n·u bound): its elements, then the merges."""
-    launch = explorer.VARIANTS[key].launch(rows, cols, block_size)
-    threads = launch.threads_per_row
-    return -(-cols // threads) + (threads.bit_length() if threads > 1 else 0) + launch.chunks + launch.cluster
 
 
 def combos(keys, accs=DTYPES):
@@ -59,8 +52,7 @@ def test_low_precision_accumulation_within_seed_bound(key, dtype, acc, seed):
     cols = 8192
     x = explorer.make_input("normal", 64, cols, dtype, seed)
     report = explorer.errors(explorer.softmax(x, key, acc=acc, backend="cuda").out, x)
-    max_abs_x = float(np.abs(x.astype(np.float64)).max()) if explorer.rounds_input(dtype, acc) else 0.0
-    bound = explorer.error_bound(sequential_terms(key, 64, cols), acc, dtype, max_abs_x)
+    bound = softmax_bound(explorer.VARIANTS[key].launch(64, cols, None, dtype), x, acc)
     assert report.max_rel <= bound, (seed, report, bound)
 
 
@@ -69,7 +61,7 @@ def test_low_precision_accumulation_within_seed_bound(key, dtype, acc, seed):
 def test_odd_shapes(key, shape, seed):
     x = explorer.make_input("normal", *shape, "float32", seed)
     report = explorer.errors(explorer.softmax(x, key, backend="cuda").out, x)
-    bound = explorer.error_bound(sequential_terms(key, *shape), "float32", "float32")
+    bound = softmax_bound(explorer.VARIANTS[key].launch(*shape, None, "float32"), x, "float32")
     assert report.max_rel <= max(1e-5, bound), (seed, report)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import explorer
+from explorer import numerics
 from explorer.backends import emulator
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -33,32 +34,14 @@ def stable_seed(*parts) -> int:
     return zlib.crc32(repr(parts).encode())
 
 
-def sequential_terms(variant: str, cols: int, block_size: int | None = None) -> int:
-    """The n of error_bound: the elements one accumulator folds in sequence, plus one per merge level its
-    partial sum then goes through (ceil(log2) of the threads on the row), as the app's error page counts it."""
-    v = CORE[variant]
-    threads = {"thread": 1, "warp": 32, "block": block_size or v.default_block_size}[v.family]
-    return -(-cols // threads) + (threads - 1).bit_length()  # ceil(log2 threads) merge levels
-
-
-def rounding_magnitude(x: np.ndarray, acc: str) -> float:
-    """max |x| where some finite x changes on entering the accumulator (error_bound's max_abs_x), else 0."""
-    x64 = x.astype(np.float64)
-    with np.errstate(over="ignore"):
-        held = x.astype(np.float32).astype(DT[acc]).astype(np.float64)
-    fin = np.isfinite(x64)
-    if not fin.any() or np.array_equal(held[fin], x64[fin]):
-        return 0.0
-    return float(np.abs(x64[fin]).max())
-
-
-def tolerance(variant: str, out: str, acc: str, cols: int, block_size: int | None = None,
-              x: np.ndarray | None = None) -> float:
-    """Per-(out dtype, acc) tolerance on max_rel vs float64 for in-range inputs."""
+def tolerance(variant: str, acc: str, x: np.ndarray, block_size: int | None = None) -> float:
+    """max_rel allowed vs float64 for in-range inputs: MAX_REL_FP32_ACC per output type for fp32 accumulation
+    of rows up to 4096, else the bound (numerics.softmax_bound)."""
+    rows, cols = x.shape
+    out = numerics.dtype_name(x.dtype)
     if acc == "float32" and cols <= 4096 and variant != "naive":
         return explorer.MAX_REL_FP32_ACC[out]
-    max_abs_x = 0.0 if x is None else rounding_magnitude(x, acc)
-    return explorer.error_bound(sequential_terms(variant, cols, block_size), acc, out, max_abs_x)
+    return numerics.softmax_bound(explorer.VARIANTS[variant].launch(rows, cols, block_size, out), x, acc)
 
 
 def same_pattern_and_bits(a: np.ndarray, b: np.ndarray) -> None:
@@ -91,7 +74,7 @@ def test_accuracy_on_normal_inputs(variant, dtype, acc, shape):
     out = run(x, variant, acc)
     assert out.shape == x.shape and out.dtype == x.dtype
     r = explorer.errors(out, x)
-    tol = tolerance(variant, dtype, acc, cols, x=x)
+    tol = tolerance(variant, acc, x)
     assert r.nonfinite_mismatch == 0 and r.nan_count == 0 and r.inf_count == 0
     assert r.max_rel <= tol, (r.max_rel, tol)
     # sum |out - ref| <= tol * sum |ref| = tol (tiny outputs are measured against the smallest normal)
@@ -106,8 +89,8 @@ def test_fp16_range_inputs_within_bound(variant, dtype, acc):
     out = run(x, variant, acc)
     r = explorer.errors(out, x)
     assert r.nonfinite_mismatch == 0
-    assert rounding_magnitude(x, acc) == 0.0  # small integers: exact in every format
-    assert r.max_rel <= tolerance(variant, dtype, acc, 77)
+    assert numerics.input_rounding(x, acc) == 0.0  # small integers: exact in every format
+    assert r.max_rel <= tolerance(variant, acc, x)
 
 
 @pytest.mark.parametrize("variant", BLOCK_VARIANTS)
@@ -120,7 +103,7 @@ def test_block_sizes(variant, block_size, acc, shape):
     assert res.block_size == block_size and res.launch.threads_per_row == block_size
     r = explorer.errors(res.out, x)
     assert r.nonfinite_mismatch == 0
-    assert r.max_rel <= tolerance(variant, "float32", acc, shape[1], block_size, x=x), r.max_rel
+    assert r.max_rel <= tolerance(variant, acc, x, block_size), r.max_rel
 
 
 def test_block_size_changes_the_summation_order():
@@ -189,7 +172,7 @@ def test_nonfinite_pattern_matches_reference(variant, dtype, acc, cols):
     # rows that are finite: close to float64, including the huge ones
     if fine.any():
         r = explorer.errors(out[fine], x[fine])
-        assert r.max_rel <= tolerance(variant, dtype, acc, cols, x=x[fine]), r.max_rel
+        assert r.max_rel <= tolerance(variant, acc, x[fine]), r.max_rel
 
 
 @pytest.mark.parametrize(("variant", "dtype", "acc"), NON_NAIVE)

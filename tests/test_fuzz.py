@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import explorer
+from explorer import numerics
 
 DT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 CORE = {k: v for k, v in explorer.VARIANTS.items()
@@ -23,14 +24,6 @@ FP32_TINY = 2.0**-126  # results below it may be flushed to zero (the GPU builds
 
 valid_blocks = st.sampled_from([32, 64, 96, 128, 256, 1024])
 invalid_blocks = st.sampled_from([0, 16, 48, 100, 1056, 2048, -32])
-
-
-def sequential_terms(variant: str, cols: int, block: int) -> int:
-    """error_bound's n: a thread's share of the row plus one per merge level (ceil log2 threads), as the app's
-    error page counts it. (The share alone is not enough: online_block, float16 in and acc, zipf 3×80
-    gives max_rel 1.99e-3 > error_bound(1, ...) = 1.95e-3 after its 8 merge levels.)"""
-    threads = {"thread": 1, "warp": 32, "block": block}[CORE[variant].family]
-    return -(-cols // threads) + (threads - 1).bit_length()  # ceil(log2 threads) merge levels
 
 
 def expected_invalid(variant, dtype, acc, rows, block_size, trace_row) -> bool:
@@ -56,6 +49,9 @@ def check_accuracy(out, x, variant, dtype, acc, dist, block):
     ref = explorer.reference(x)
     ref = ref.reshape(x2.shape)
     cols = x2.shape[1]
+    # error_bound's n. (A thread's share alone is not enough: online_block, float16 in and acc, zipf 3×80 gives
+    # max_rel 1.99e-3 > error_bound(1, ...) = 1.95e-3 after its 8 merge levels.)
+    n = numerics.sequential_terms(explorer.VARIANTS[variant].launch(x2.shape[0], cols, block, dtype), cols)
     rep = explorer.errors(out, x)
     finite_x = x2[np.isfinite(x2)]
     in_range = finite_x.size == 0 or np.abs(finite_x).max() <= explorer.FORMATS[acc].max_value
@@ -66,7 +62,7 @@ def check_accuracy(out, x, variant, dtype, acc, dist, block):
         if safe:
             event("checked: naive within the bound")
             assert rep.nonfinite_mismatch == 0
-            assert rep.max_rel <= explorer.error_bound(cols, acc, dtype) + 81 * U32
+            assert rep.max_rel <= explorer.error_bound(n, acc, dtype) + 81 * U32
         return
     if not in_range:
         event("checked: shape only (input beyond the accumulator's range)")
@@ -88,7 +84,6 @@ def check_accuracy(out, x, variant, dtype, acc, dist, block):
     #  * x - m is computed in fp32: relative error <= |x - m| u32 on each exponential (|x - m| < 104 matters);
     #  * results below 2^-126 may be flushed to zero.
     fmt = explorer.FORMATS[dtype]
-    n = sequential_terms(variant, cols, block)
     held = x2.astype(np.float32).astype(DT[acc]).astype(np.float64)
     for i in range(x2.shape[0]):
         row_ok = both[i]

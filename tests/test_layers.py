@@ -19,7 +19,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_ui_never_imports_cupy_or_the_backends():
-    for path in [ROOT / "app.py", *sorted((ROOT / "ui").glob("*.py"))]:
+    for path in [ROOT / "app.py", *sorted((ROOT / "ui").rglob("*.py"))]:
         for name in imported_modules(path):
             assert not name.startswith("cupy"), (path.name, name)
             assert "backends" not in name, (path.name, name)
@@ -35,3 +35,10 @@ def test_explorer_never_imports_the_ui():
     for path in sorted((ROOT / "explorer").rglob("*.py")):
         for name in imported_modules(path):
             assert not name.startswith(("ui", "streamlit", "plotly")), (path, name)
+
+
+def test_figures_never_import_streamlit():
+    """ui/figures/ is pure: scripts and tests build the same figures without Streamlit."""
+    for path in sorted((ROOT / "ui" / "figures").rglob("*.py")):
+        for name in imported_modules(path):
+            assert not name.startswith("streamlit"), (path.name, name)

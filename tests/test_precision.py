@@ -7,54 +7,71 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer import precision
+from explorer import numerics, precision
 
 ALL_NS = precision.powers_of_two(4, 11)
 
 
 @pytest.fixture(scope="module")
-def records() -> list[dict]:
+def records() -> list[precision.Measurement]:
     """Every online variant × accumulator × input class at n = 2^4 .. 2^11 (about 3 s on the emulator)."""
     return precision.sweep(ns=ALL_NS, backend="emulator")
 
 
-def outside(records: list[dict]) -> list[dict]:
-    return [r for r in records if r["bound_applies"] and (r["d_rel_error"] > r["d_bound"] or r["out_max_rel"] > r["bound"])]
+def outside(records: list[precision.Measurement]) -> list[precision.Measurement]:
+    return [r for r in records if r.bound_applies and (r.d_rel_error > r.d_bound or r.out_max_rel > r.bound)]
 
 
 # --- the bound ------------------------------------------------------------------------------------------
 
+def terms(variant: str, rows: int, cols: int, block_size: int | None = None) -> int:
+    return numerics.sequential_terms(explorer.VARIANTS[variant].launch(rows, cols, block_size), cols)
+
+
 def test_sequential_terms_follow_the_launch():
-    assert precision.sequential_terms("online_thread", 1000) == 1000
-    assert precision.sequential_terms("online_warp", 1000) == math.ceil(1000 / 32) + 5
-    assert precision.sequential_terms("online_block", 1000) == math.ceil(1000 / 256) + 8
-    assert precision.sequential_terms("online_block", 1000, block_size=64) == math.ceil(1000 / 64) + 6
+    assert terms("online_thread", 1, 1000) == 1000
+    assert terms("online_warp", 1, 1000) == math.ceil(1000 / 32) + 5
+    assert terms("online_block", 1, 1000) == math.ceil(1000 / 256) + 8
+    assert terms("online_block", 1, 1000, block_size=64) == math.ceil(1000 / 64) + 6
+    assert terms("online_block", 1, 1000, block_size=96) == math.ceil(1000 / 96) + 7  # 3 warps: 5 + 2 levels
+    # split_row on 8 × 100000: 66 chunks of 256 threads, 6 elements each, 8 levels per block, 65 chunk merges
+    assert terms("split_row", 8, 100_000) == 6 + 8 + 65
     assert precision.lane_steps("online_thread", 2**20) == 2**20
     assert precision.lane_steps("online_warp", 2**20) == 2**15
 
 
+def test_softmax_bound_adds_the_input_rounding_term():
+    x = precision.make_class_input("decreasing", 1000)
+    launch = explorer.VARIANTS["online_warp"].launch(1, 1000)
+    assert numerics.softmax_bound(launch, x, "float32") == explorer.error_bound(32 + 5, "float32", "float32")
+    assert numerics.input_rounding(x, "float16") == 1.0  # x from 0 down to -1, not all exact in fp16
+    assert numerics.softmax_bound(launch, x, "float16") == explorer.error_bound(32 + 5, "float16", "float32", 1.0)
+    integers = np.arange(-64, 7, dtype=np.float32).reshape(1, -1)
+    assert numerics.input_rounding(integers, "bfloat16") == 0.0
+
+
 def test_record_fields_and_bound(records):
-    r = next(r for r in records if (r["variant"], r["acc"], r["dist"], r["n"]) == ("online_warp", "float16", "normal", 256))
-    assert r["backend"] == "emulator" and r["dtype"] == "float32"
-    assert r["sequential_terms"] == 8 + 5
-    assert r["bound"] == pytest.approx(explorer.error_bound(13, "float16", "float32", r["max_abs_x"]))
-    assert r["d_bound"] == pytest.approx(r["bound"] - 2.0**-24)
+    r = next(r for r in records if (r.variant, r.acc, r.dist, r.n) == ("online_warp", "float16", "normal", 256))
+    assert r.backend == "emulator" and r.dtype == "float32"
+    assert r.sequential_terms == 8 + 5
+    assert r.bound == pytest.approx(explorer.error_bound(13, "float16", "float32", r.max_abs_x))
+    assert r.d_bound == pytest.approx(r.bound - 2.0**-24)
     assert len(records) == 3 * 3 * 4 * len(ALL_NS)
 
 
 def test_measured_errors_stay_within_the_bound_where_it_applies(records):
-    applies = [r for r in records if r["bound_applies"]]
+    applies = [r for r in records if r.bound_applies]
     assert len(applies) > 250  # the bound says something for most of the sweep
     assert outside(records) == []
     # and the errors are real: fp16 and bf16 accumulators do lose accuracy on these rows
-    assert max(r["d_rel_error"] for r in applies if r["acc"] == "float16") > 1e-4
-    assert max(r["d_rel_error"] for r in applies if r["acc"] == "bfloat16") > 1e-3
+    assert max(r.d_rel_error for r in applies if r.acc == "float16") > 1e-4
+    assert max(r.d_rel_error for r in applies if r.acc == "bfloat16") > 1e-3
 
 
 def test_fp32_accumulator_is_exact_to_fp32_on_every_class(records):
     for r in records:
-        if r["acc"] == "float32":
-            assert r["d_rel_error"] < 1e-5 and not r["overflow"] and r["stagnated_at"] is None
+        if r.acc == "float32":
+            assert r.d_rel_error < 1e-5 and not r.overflow and r.stagnated_at is None
 
 
 def test_mixed_precision_fp16_out_fp32_acc_keeps_the_output_bound():
@@ -62,10 +79,10 @@ def test_mixed_precision_fp16_out_fp32_acc_keeps_the_output_bound():
     recs = precision.sweep(["online_warp", "online_block"], ["float32", "float16"], ["decreasing", "normal"],
                            precision.powers_of_two(10, 16), backend="emulator", dtype="float16")
     for r in recs:
-        if r["acc"] == "float32":
-            assert r["bound_applies"] and r["out_max_rel"] <= r["bound"]
-            assert r["out_max_rel"] < 4 * 2.0**-11
-    worst16 = max(r["out_max_rel"] for r in recs if r["acc"] == "float16")
+        if r.acc == "float32":
+            assert r.bound_applies and r.out_max_rel <= r.bound
+            assert r.out_max_rel < 4 * 2.0**-11
+    worst16 = max(r.out_max_rel for r in recs if r.acc == "float16")
     assert worst16 > 0.1  # fp16 d: the warp variant's lanes stagnate at 2^16
 
 
@@ -73,61 +90,61 @@ def test_mixed_precision_fp16_out_fp32_acc_keeps_the_output_bound():
 
 def test_fp16_constant_input_stagnates_at_2048():
     t = precision.d_trajectory("online_thread", "float16", "constant", 4096, backend="emulator")
-    d, exact = t["d"], t["exact_d"]
+    d, exact = t.d, t.exact_d
     np.testing.assert_array_equal(exact, np.arange(1, 4097))
     np.testing.assert_array_equal(d[:2048], np.arange(1, 2049))  # exact up to 2048 ...
     assert (d[2047:] == 2048).all()  # ... then every term (exactly 1) rounds away
-    assert t["stagnated_at"] == 2048
+    assert t.stagnated_at == 2048
     r = precision.measure("online_thread", "float16", "constant", 4096, backend="emulator")
-    assert r["d"] == 2048 and r["exact_d"] == 4096 and r["d_rel_error"] == 0.5
-    assert r["out_max_rel"] == pytest.approx(1.0)  # every output twice too large
-    assert not r["bound_applies"]  # 3·n·u = 6: the bound says nothing here
+    assert r.d == 2048 and r.exact_d == 4096 and r.d_rel_error == 0.5
+    assert r.out_max_rel == pytest.approx(1.0)  # every output twice too large
+    assert not r.bound_applies  # 3·n·u = 6: the bound says nothing here
 
 
 def test_bf16_stagnates_at_256_and_fp32_does_not():
     bf = precision.d_trajectory("online_thread", "bfloat16", "constant", 1024, backend="emulator")
-    assert bf["stagnated_at"] == 256 and (bf["d"][255:] == 256).all()
+    assert bf.stagnated_at == 256 and (bf.d[255:] == 256).all()
     f32 = precision.d_trajectory("online_thread", "float32", "constant", 1024, backend="emulator")
-    assert f32["stagnated_at"] is None
-    np.testing.assert_array_equal(f32["d"], f32["exact_d"])
+    assert f32.stagnated_at is None
+    np.testing.assert_array_equal(f32.d, f32.exact_d)
 
 
 def test_stagnation_on_decreasing_input_starts_below_2048():
     """Terms below 0.5 are lost from d = 1024 on (spacing 1): a decreasing row freezes before 2048."""
     t = precision.d_trajectory("online_thread", "float16", "decreasing", 8192, backend="emulator")
-    assert t["stagnated_at"] is not None
-    assert 1024 <= t["d"][-1] <= 2048 < t["exact_d"][-1]
+    assert t.stagnated_at is not None
+    assert 1024 <= t.d[-1] <= 2048 < t.exact_d[-1]
 
 
 def test_one_fp16_thread_cannot_overflow():
     """d > 65504 needs more than 65504 terms <= 1 summed without stagnation: one thread stops at 2048."""
     r = precision.measure("online_thread", "float16", "constant", 70_000, backend="emulator")
-    assert r["exact_d"] == 70_000 > explorer.FORMATS["float16"].max_value
-    assert r["d"] == 2048 and not r["overflow"]
+    assert r.exact_d == 70_000 > explorer.FORMATS["float16"].max_value
+    assert r.d == 2048 and not r.overflow
 
 
 def test_fp16_merge_trees_overflow_past_65504():
     below = precision.measure("online_warp", "float16", "constant", 2**15, backend="emulator")
-    assert below["d"] == 2**15 and not below["overflow"]
+    assert below.d == 2**15 and not below.overflow
     for variant in ("online_warp", "online_block"):
         r = precision.measure(variant, "float16", "constant", 2**16, backend="emulator")
-        assert r["overflow"] and r["d"] == math.inf and r["d_rel_error"] == math.inf
-        assert r["out_max_rel"] == 1.0  # every output e^0 / inf = 0
-        assert not r["bound_applies"]  # the bound assumes nothing overflows
+        assert r.overflow and r.d == math.inf and r.d_rel_error == math.inf
+        assert r.out_max_rel == 1.0  # every output e^0 / inf = 0
+        assert not r.bound_applies  # the bound assumes nothing overflows
     bf = precision.measure("online_block", "bfloat16", "constant", 2**16, backend="emulator")
-    assert not bf["overflow"]  # bf16 has fp32's exponent range
+    assert not bf.overflow  # bf16 has fp32's exponent range
 
 
 def test_block_overflows_once_the_true_d_passes_65504():
     """Decreasing row (d_n ≈ 0.63 n): no overflow at 2^16 (d ≈ 41427), inf at 2^17 (d ≈ 82853)."""
-    assert not precision.measure("online_block", "float16", "decreasing", 2**16, backend="emulator")["overflow"]
+    assert not precision.measure("online_block", "float16", "decreasing", 2**16, backend="emulator").overflow
     r = precision.measure("online_block", "float16", "decreasing", 2**17, backend="emulator")
-    assert r["overflow"] and r["exact_d"] > 65504
+    assert r.overflow and r.exact_d > 65504
 
 
 @pytest.mark.parametrize("acc, n", [("float16", 4096), ("bfloat16", 1024)])
 def test_warp_and_block_cut_the_error_on_decreasing_input(acc, n):
-    err = {v: precision.measure(v, acc, "decreasing", n, backend="emulator")["d_rel_error"]
+    err = {v: precision.measure(v, acc, "decreasing", n, backend="emulator").d_rel_error
            for v in precision.ONLINE_VARIANTS}
     assert err["online_thread"] > 0.1
     assert err["online_warp"] < err["online_thread"] / 10
@@ -136,18 +153,18 @@ def test_warp_and_block_cut_the_error_on_decreasing_input(acc, n):
 
 def test_bf16_error_exceeds_fp16_error_on_decreasing_input(records):
     for v in precision.ONLINE_VARIANTS:
-        worst = {acc: max(r["d_rel_error"] for r in records if (r["variant"], r["acc"], r["dist"]) == (v, acc, "decreasing")
-                          and r["n"] >= 256) for acc in precision.ACCUMULATORS}
+        worst = {acc: max(r.d_rel_error for r in records if (r.variant, r.acc, r.dist) == (v, acc, "decreasing")
+                          and r.n >= 256) for acc in precision.ACCUMULATORS}
         assert worst["bfloat16"] > worst["float16"] > worst["float32"], v
-    thread = {r["acc"]: r["d_rel_error"] for r in records
-              if (r["variant"], r["dist"], r["n"]) == ("online_thread", "decreasing", 1024)}
+    thread = {r.acc: r.d_rel_error for r in records
+              if (r.variant, r.dist, r.n) == ("online_thread", "decreasing", 1024)}
     assert thread["bfloat16"] > 10 * thread["float16"]
 
 
 def test_sweep_cap_leaves_out_long_lanes():
     recs = precision.sweep(["online_thread", "online_block"], ["float32"], ["constant"], [2**10, 2**14],
                            backend="emulator", max_lane_steps=2**12)
-    assert [(r["variant"], r["n"]) for r in recs] == [("online_thread", 1024), ("online_block", 1024),
+    assert [(r.variant, r.n) for r in recs] == [("online_thread", 1024), ("online_block", 1024),
                                                         ("online_block", 2**14)]
 
 
@@ -155,23 +172,23 @@ def test_sweep_cap_leaves_out_long_lanes():
 
 def test_float_bits_of_each_format():
     b = precision.float_bits(2048.0, "float16")
-    assert (b["sign"], b["exponent"], b["mantissa"]) == ("0", "11010", "0" * 10)  # 11 + bias 15 = 26
-    assert b["exponent_value"] == 11 and b["kind"] == "normal"
+    assert (b.sign, b.exponent, b.mantissa) == ("0", "11010", "0" * 10)  # 11 + bias 15 = 26
+    assert b.exponent_value == 11 and b.kind == "normal"
     b = precision.float_bits(-1.5, "bfloat16")
-    assert (b["sign"], b["exponent"], b["mantissa"]) == ("1", "01111111", "1000000")
+    assert (b.sign, b.exponent, b.mantissa) == ("1", "01111111", "1000000")
     b = precision.float_bits(1.0 + 2**-23, "float32")
-    assert b["mantissa"] == "0" * 22 + "1"
-    assert precision.float_bits(2049.0, "float16")["value"] == 2048.0  # ties to even
-    assert precision.float_bits(70000.0, "float16")["kind"] == "inf"
-    assert precision.float_bits(2.0**-20, "float16")["kind"] == "subnormal"
-    assert precision.float_bits(0.0, "float16")["kind"] == "zero"
+    assert b.mantissa == "0" * 22 + "1"
+    assert precision.float_bits(2049.0, "float16").value == 2048.0  # ties to even
+    assert precision.float_bits(70000.0, "float16").kind == "inf"
+    assert precision.float_bits(2.0**-20, "float16").kind == "subnormal"
+    assert precision.float_bits(0.0, "float16").kind == "zero"
 
 
 def test_bit_at_and_ulp():
     assert [precision.bit_at(5.0, k) for k in (2, 1, 0)] == [1, 0, 1]
     assert precision.bit_at(0.75, -1) == 1 and precision.bit_at(0.75, -2) == 1 and precision.bit_at(0.75, -3) == 0
-    assert precision.ulp_exponent(2048.0, "float16") == 1
-    assert precision.ulp_exponent(1.0, "bfloat16") == -7
+    assert numerics.ulp_exponent(2048.0, explorer.FORMATS["float16"]) == 1
+    assert numerics.ulp_exponent(1.0, explorer.FORMATS["bfloat16"]) == -7
     assert precision.aligned_bits({"a": 6.0}, 2, 0) == {"a": [1, 1, 0]}
 
 
@@ -180,13 +197,13 @@ def test_update_parts_reproduce_the_traced_steps():
     t = explorer.softmax(x, "online_thread", acc="float16", backend="emulator", trace_row=0).trace
     for j in (1, 7, 100, 1500, 2999):
         parts = precision.update_parts(t.m[0, j - 1], t.d[0, j - 1], t.m[0, j], t.x[t.index[0, j]], "float16")
-        assert parts["d"] == t.d[0, j], j
+        assert parts.d == t.d[0, j], j
     parts = precision.update_parts(0.0, 2048.0, 0.0, 0.0, "float16")  # the stagnating step
-    assert (parts["product"], parts["term"], parts["sum"], parts["d"]) == (2048.0, 1.0, 2049.0, 2048.0)
+    assert (parts.product, parts.term, parts.sum, parts.d) == (2048.0, 1.0, 2049.0, 2048.0)
 
 
 def test_bits_html_greys_the_lost_place():
-    from ui import precision as page
+    from ui import figures as page
     parts = precision.update_parts(0.0, 2048.0, 0.0, 0.0, "float16")
     html = page.bits_html(parts, "float16", 2048.0, 2049.0)
     assert "exponent (5 bits)" in html and "mantissa (10 bits)" in html
@@ -197,7 +214,7 @@ def test_bits_html_greys_the_lost_place():
 # --- figures --------------------------------------------------------------------------------------------
 
 def test_error_vs_n_figure(records):
-    from ui import precision as page
+    from ui import figures as page
     fig = page.error_vs_n_figure(records, "online_thread", "d", "title", "stamp")
     assert [a.text for a in fig.layout.annotations][:3] == [
         "accumulator float16 (u = 2<sup>-11</sup>)", "accumulator bfloat16 (u = 2<sup>-8</sup>)",
@@ -212,7 +229,7 @@ def test_error_vs_n_figure(records):
 
 
 def test_overflow_and_stagnation_figures():
-    from ui import precision as page
+    from ui import figures as page
     recs = [precision.measure(v, "float16", "constant", n, backend="emulator")
             for v in ("online_warp",) for n in (2**15, 2**16)]
     fig = page.overflow_figure(recs, "t", "s")
@@ -281,15 +298,15 @@ def test_step_page_shows_the_bits_of_d_j():
 @pytest.mark.gpu
 def test_gpu_kernels_stay_within_the_bound_stagnate_and_overflow():
     recs = precision.sweep(ns=precision.powers_of_two(4, 14), backend="cuda")
-    assert {r["backend"] for r in recs} == {"cuda"}
+    assert {r.backend for r in recs} == {"cuda"}
     assert outside(recs) == []
-    assert len([r for r in recs if r["bound_applies"]]) > 300
+    assert len([r for r in recs if r.bound_applies]) > 300
     r = precision.measure("online_thread", "float16", "constant", 4096, backend="cuda")
-    assert r["d"] == 2048 and r["stagnated_at"] == 2048
+    assert r.d == 2048 and r.stagnated_at == 2048
     t = precision.d_trajectory("online_thread", "float16", "constant", 2**17, backend="cuda")
-    assert (t["d"][2047:] == 2048).all() and t["d"][-1] < math.inf  # one thread: stagnation, no overflow
+    assert (t.d[2047:] == 2048).all() and t.d[-1] < math.inf  # one thread: stagnation, no overflow
     for variant in ("online_warp", "online_block"):
-        assert precision.measure(variant, "float16", "constant", 2**16, backend="cuda")["overflow"]
+        assert precision.measure(variant, "float16", "constant", 2**16, backend="cuda").overflow
     big = precision.sweep(["online_warp", "online_block"], ["float32"], ["decreasing", "normal"], [2**20],
                           backend="cuda")
-    assert outside(big) == [] and all(r["bound_applies"] for r in big)
+    assert outside(big) == [] and all(r.bound_applies for r in big)

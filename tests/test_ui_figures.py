@@ -1,4 +1,4 @@
-"""ui/figures.py, ui/state.py and the timing validator without Streamlit running: figures from arrays and traces."""
+"""ui/figures/, the URL table (ui/url.py, ui/state.py) and the timing validator without Streamlit running: figures from arrays and traces."""
 
 import json
 import math
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import explorer
-from ui import figures, state, timing
+from ui import figures, state, timing, url
 
 STAMP = "CPU emulation (no GPU) · NumPy x · 2025-01-01"
 
@@ -76,10 +76,10 @@ def test_relative_error_and_error_figure_floor():
 
 def test_error_table_renames_report_fields():
     x = explorer.make_input("normal", 4, 64)
-    r = explorer.errors(explorer.softmax(x, "online_thread", backend="emulator").out, x).as_dict()
+    r = explorer.errors(explorer.softmax(x, "online_thread", backend="emulator").out, x)
     df = figures.error_table({"online_thread": r})
     assert list(df.index) == ["online_thread"]
-    assert df.loc["online_thread", "max rel"] == r["max_rel"]
+    assert df.loc["online_thread", "max rel"] == r.max_rel
     assert df.loc["online_thread", "argmax agree"] == 1.0
 
 
@@ -88,14 +88,14 @@ def test_step_numbers_reproduce_the_update(variant):
     trace = _trace(variant, cols=40, dist="increasing", spread=10.0)
     for step in (0, 1, 17, 39):
         n = figures.step_numbers(trace, 0, step)
-        assert n["x"] == trace.x[step]
-        if n["kind"] == "online":
-            assert n["m"] == max(n["prev_m"], n["x"])
-            assert n["scale"] == pytest.approx(math.exp(n["prev_m"] - n["m"]))  # 0 at step 0: d_{-1} = 0 anyway
-            assert n["d"] == pytest.approx(n["prev_d"] * n["scale"] + n["term"], rel=1e-6)
+        assert n.x == trace.x[step]
+        if n.kind == "online":
+            assert n.m == max(n.prev_m, n.x)
+            assert n.scale == pytest.approx(math.exp(n.prev_m - n.m))  # 0 at step 0: d_{-1} = 0 anyway
+            assert n.d == pytest.approx(n.prev_d * n.scale + n.term, rel=1e-6)
         else:
-            assert n["d"] == pytest.approx(n["prev_d"] + n["term"], rel=1e-6)
-        assert n["rel_err"] < 1e-5
+            assert n.d == pytest.approx(n.prev_d + n.term, rel=1e-6)
+        assert n.rel_err < 1e-5
         text = figures.step_html(n)
         assert f"step j = {step}" in text and "max(" in text
 
@@ -207,12 +207,12 @@ def test_timing_validate_accepts_the_schema_and_refuses_in_words():
 
 
 def test_query_round_trip():
-    values = {**state.defaults(), "dist": "uniform", "rows": 3, "cols": 77, "seed": 5, "dtype": "bfloat16",
+    values = {**url.defaults(), "dist": "uniform", "rows": 3, "cols": 77, "seed": 5, "dtype": "bfloat16",
               "acc": "float16", "variants": ["online_warp", "naive"], "block": 128, "row": 2, "log": False,
               "tv": "online_warp", "step": 4, state.param_key("uniform", "low"): -3.0}
-    query = state.to_query(values)
+    query = url.to_query(values)
     assert query["variants"] == "online_warp,naive" and query["p_low"] == "-3" and query["log"] == "0"
-    parsed, problems = state.parse_query(query)
+    parsed, problems = url.parse_query(query)
     assert problems == []
     for key in ("dist", "rows", "cols", "seed", "dtype", "acc", "variants", "block", "row", "log", "tv", "step"):
         assert parsed[key] == values[key], key
@@ -220,7 +220,7 @@ def test_query_round_trip():
 
 
 def test_bad_query_values_are_reported_not_used():
-    parsed, problems = state.parse_query({"dist": "gauss", "rows": "-4", "dtype": "float8", "variants": "online_warp,bogus",
+    parsed, problems = url.parse_query({"dist": "gauss", "rows": "-4", "dtype": "float8", "variants": "online_warp,bogus",
                                           "block": "100", "p_std": "1e9"})
     assert "dist" not in parsed and "rows" not in parsed and "dtype" not in parsed and "block" not in parsed
     assert parsed["variants"] == ["online_warp"]

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from ui import state
+from ui import state, url
+from ui.pages import precision as precision_page
 
 pytest.importorskip("streamlit")
 from test_app import charts, goto, make, ok  # the AppTest page helpers
@@ -21,30 +22,30 @@ def emulator_backend(monkeypatch):
 
 # --- pure --------------------------------------------------------------------------------------------------
 
-def test_page_keys_cover_both_pages():
-    for key in (*state.TOPK_DEFAULTS, *state.PRECISION_DEFAULTS):
-        assert key in state.PAGE_KEYS and key in state.defaults()
+def test_the_table_holds_both_pages_keys_in_the_url_only_when_changed():
+    for p in (*state.TOPK_PARAMS, *precision_page.PARAMS):
+        assert p.key in url.TABLE and p.key in url.defaults() and url.TABLE[p.key].sparse
 
 
 def test_defaults_stay_out_of_the_url():
-    q = state.to_query(state.defaults())
+    q = url.to_query(url.defaults())
     assert not [k for k in q if k.startswith(("tk_", "prec_"))]
     assert q["log"] == "1"  # the older page keys are written always, as before
 
 
 def test_non_defaults_round_trip_through_the_url():
-    view = {**state.defaults(), "tk_vocab": 151936, "tk_batch": 2, "tk_k": 50, "tk_row": 1, "tk_log": False,
+    view = {**url.defaults(), "tk_vocab": 151936, "tk_batch": 2, "tk_k": 50, "tk_row": 1, "tk_log": False,
             "tk_tshape": "512×128256 float32 top-50", "prec_max": 12, "prec_dtype": "bfloat16",
             "prec_variants": ["online_block", "online_thread"], "prec_block": 128, "prec_cap": 2**14,
             "prec_quantity": "out", "prec_variant": "online_block", "prec_cmp_acc": "float32",
             "prec_cmp_dist": "normal", "prec_stag_dist": "decreasing", "prec_stag_n": 2**15}
-    q = state.to_query(view)
+    q = url.to_query(view)
     assert q["tk_log"] == "0" and q["prec_variants"] == "online_block,online_thread" and q["tk_vocab"] == "151936"
-    values, problems = state.parse_query(q)
+    values, problems = url.parse_query(q)
     assert problems == []
-    assert {k: v for k, v in {**state.defaults(), **values}.items() if not k.startswith("p_")} == view
+    assert {k: v for k, v in {**url.defaults(), **values}.items() if not k.startswith("p_")} == view
     # a boolean comes back from 1 and 0, as log does
-    assert state.parse_query({"tk_log": "1"})[0]["tk_log"] is True
+    assert url.parse_query({"tk_log": "1"})[0]["tk_log"] is True
 
 
 @pytest.mark.parametrize(("key", "raw", "words"), [
@@ -67,13 +68,13 @@ def test_non_defaults_round_trip_through_the_url():
     ("prec_stag_n", "1024", "choose one of 2048"),
 ])
 def test_bad_page_values_are_explained_and_ignored(key, raw, words):
-    values, problems = state.parse_query({key: raw})
+    values, problems = url.parse_query({key: raw})
     assert key not in values
     assert len(problems) == 1 and f"{key}={raw!r} ignored" in problems[0] and words in problems[0], problems
 
 
 def test_unknown_precision_variants_are_dropped_with_a_warning():
-    values, problems = state.parse_query({"prec_variants": "online_warp,naive,online_warp"})
+    values, problems = url.parse_query({"prec_variants": "online_warp,naive,online_warp"})
     assert values["prec_variants"] == ["online_warp"]
     assert "naive" in problems[0]
 

@@ -1,10 +1,12 @@
-"""Helpers the pages share: the error guard, the backend badge, charts and downloads, running variants."""
+"""Helpers the pages share: the error guard, the backend badge, charts and downloads, running variants,
+widget values kept in range."""
 
 from __future__ import annotations
 
 import datetime
 import functools
 import logging
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
@@ -12,8 +14,10 @@ import streamlit as st
 import explorer
 
 from . import compute, figures
-from .state import Config
+from .compute import VariantRun
+from .state import Config, InputSpec
 
+ss = st.session_state
 log = logging.getLogger("softmax_explorer.ui")
 BIG_RUN = 2_000_000  # elements × variants above which a run shows a progress bar, not just a spinner
 
@@ -59,8 +63,9 @@ def header(title: str, cfg: Config | None) -> None:
         backend_badge()
 
 
-def chart(fig, cfg: Config, name: str, key: str) -> None:
-    st.plotly_chart(fig, config=figures.chart_config(cfg.slug(name)), key=key, width="stretch", theme=None)
+def chart(fig, filename: str, key: str) -> None:
+    """A plotly figure whose PNG download is named `filename`."""
+    st.plotly_chart(fig, config=figures.chart_config(filename), key=key, width="stretch", theme=None)
 
 
 def csv_download(df: pd.DataFrame, cfg: Config, name: str, key: str, label: str = "Download table (CSV)") -> None:
@@ -68,14 +73,7 @@ def csv_download(df: pd.DataFrame, cfg: Config, name: str, key: str, label: str 
                        icon=":material/download:", on_click="ignore")
 
 
-def spec_of(cfg: Config) -> tuple | None:
-    if cfg.uploaded:
-        data = st.session_state.get("_upload_bytes")
-        return None if data is None else ("upload", cfg.upload_name, data, cfg.dtype)
-    return ("dist", cfg.dist, cfg.params, cfg.rows, cfg.cols, cfg.dtype, cfg.seed)
-
-
-def run_all(cfg: Config, spec: tuple) -> tuple[dict, dict]:
+def run_all(cfg: Config, spec: InputSpec) -> tuple[dict[str, VariantRun], dict[str, str]]:
     """Every selected variant over the input: (results by variant, error messages by variant)."""
     results, failed = {}, {}
     big = cfg.rows * cfg.cols * len(cfg.variants) > BIG_RUN
@@ -96,40 +94,72 @@ def run_all(cfg: Config, spec: tuple) -> tuple[dict, dict]:
     return results, failed
 
 
-def show_failures(failed: dict) -> None:
+def show_failures(failed: dict[str, str]) -> None:
     for key, message in failed.items():
         st.warning(f"**{key}**: {message}", icon=":material/warning:")
 
 
-def config_and_spec():
-    """The sidebar's configuration and input spec, or None after telling the user why nothing runs."""
-    cfg = st.session_state.get("_cfg")
+def config_and_spec() -> tuple[Config, InputSpec] | tuple[None, None]:
+    """The sidebar's configuration and input spec, or Nones after telling the user why nothing runs."""
+    cfg = ss.get("_cfg")
     if cfg is None:
         return None, None
-    problem = st.session_state.get("_fit_problem")
+    problem = ss.get("_fit_problem")
     if problem:
         st.error(problem, icon=":material/block:")
         return None, None
-    if cfg.uploaded and st.session_state.get("_upload_bytes") is None:
+    if cfg.uploaded and ss.get("_upload_bytes") is None:
         st.info("Upload a .npy or .csv file of logits in the sidebar (or pick a distribution).",
                 icon=":material/upload:")
         return None, None
     if not cfg.variants:
         st.info("Select at least one variant in the sidebar.", icon=":material/checklist:")
         return None, None
-    return cfg, spec_of(cfg)
+    return cfg, cfg.input(ss.get("_upload_bytes"))
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What run_page hands a page: the configuration, its input, the variants' runs and failures."""
+
+    cfg: Config
+    spec: InputSpec
+    results: dict[str, VariantRun]
+    failed: dict[str, str]
+
+
+def run_page(title: str) -> Ran | None:
+    """The start of a page over the chosen variants' results: its header, every variant run (failures
+    shown); None when there is nothing to show."""
+    cfg, spec = config_and_spec()
+    header(title, cfg)
+    if cfg is None:
+        return None
+    results, failed = run_all(cfg, spec)
+    show_failures(failed)
+    return Ran(cfg, spec, results, failed) if results else None
+
+
+def ensure_choice(key: str, options: list, default=None) -> None:
+    """The widget's value is one of its options: the default (or the first option) otherwise."""
+    if ss.get(key) not in options:
+        ss[key] = default if default in options else options[0]
+
+
+def clamp(key: str, low: int, high: int) -> None:
+    """The widget's value is a whole number in [low, high]."""
+    try:
+        ss[key] = min(max(int(ss.get(key, low)), low), high)
+    except (TypeError, ValueError):
+        ss[key] = low
 
 
 def restore_widgets(defaults: dict) -> None:
-    """Widget state is dropped while another page shows: take back the copy under "_"-prefixed keys
-    (or the default) for every widget key not set now."""
+    """For ui/topk.py until it drops the call: the sidebar's keep_widget_state keeps every parameter's value
+    across pages, so this only fills what is missing."""
     for key, value in defaults.items():
-        if key not in st.session_state:
-            st.session_state[key] = st.session_state.get("_" + key, value)
+        ss.setdefault(key, value)
 
 
 def remember_widgets(keys) -> None:
-    """Keep a copy of these widgets' values under "_"-prefixed keys, for restore_widgets."""
-    for key in keys:
-        if key in st.session_state:
-            st.session_state["_" + key] = st.session_state[key]
+    """For ui/topk.py until it drops the call: nothing to remember (see restore_widgets)."""

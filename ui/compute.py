@@ -1,30 +1,42 @@
-"""Cached computations. Each depends only on its arguments: the input is named by a hashable spec.
-
-spec is ("dist", name, params, rows, cols, dtype, seed) or ("upload", filename, data, dtype): the
-uploaded bytes travel in the argument, so the cache key is the data itself, never a global.
-"""
+"""Cached computations. Each depends only on its arguments: the input is named by a hashable InputSpec
+(an upload's bytes travel in it, so the cache key is the data itself, never a global)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
 
 import explorer
+from explorer.numerics import ErrorReport, dtype_name, softmax_bound
+
+from .state import InputSpec, input_spec
+
+
+@dataclass(frozen=True)
+class VariantRun:
+    """One variant over the whole input (wall seconds: not a benchmark)."""
+
+    out: np.ndarray
+    backend: str
+    block_size: int | None
+    launch: explorer.Launch
+    seconds: float
+
+
+def get_input(spec: InputSpec | tuple) -> np.ndarray:
+    return _load(input_spec(spec))
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def get_input(spec: tuple) -> np.ndarray:
-    if spec[0] == "upload":
-        _, filename, data, dtype = spec
-        return explorer.load_logits(data, filename, dtype)
-    _, dist, params, rows, cols, dtype, seed = spec
-    return explorer.make_input(dist, rows, cols, dtype=dtype, seed=seed, **dict(params))
+def _load(spec: InputSpec) -> np.ndarray:
+    return spec.load()
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def get_reference(spec: tuple) -> np.ndarray:
+def get_reference(spec: InputSpec) -> np.ndarray:
     return explorer.reference(get_input(spec))
 
 
@@ -33,31 +45,35 @@ def backend() -> str:
     return explorer.resolve_backend("auto")
 
 
-def run_variant(spec: tuple, variant: str, acc: str, block_size: int | None) -> dict:
-    """One variant over the whole input: output, backend, launch, wall seconds (not a benchmark)."""
+def run_variant(spec: InputSpec, variant: str, acc: str, block_size: int | None) -> VariantRun:
     return _run_variant(spec, variant, acc, block_size, backend())
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
-def _run_variant(spec: tuple, variant: str, acc: str, block_size: int | None, backend: str) -> dict:
+def _run_variant(spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str) -> VariantRun:
     x = get_input(spec)
     start = time.perf_counter()
     r = explorer.softmax(x, variant, acc=acc, block_size=block_size, backend=backend)
-    return {"out": r.out, "backend": r.backend, "block_size": r.block_size, "launch": r.launch,
-            "seconds": time.perf_counter() - start}
+    return VariantRun(r.out, r.backend, r.block_size, r.launch, time.perf_counter() - start)
 
 
-def error_report(spec: tuple, variant: str, acc: str, block_size: int | None) -> dict:
+def error_report(spec: InputSpec, variant: str, acc: str, block_size: int | None) -> ErrorReport:
     return _error_report(spec, variant, acc, block_size, backend())
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
-def _error_report(spec: tuple, variant: str, acc: str, block_size: int | None, backend: str) -> dict:
-    out = _run_variant(spec, variant, acc, block_size, backend)["out"]
-    return explorer.errors(out, get_input(spec), ref=get_reference(spec)).as_dict()
+def _error_report(spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str) -> ErrorReport:
+    out = _run_variant(spec, variant, acc, block_size, backend).out
+    return explorer.errors(out, get_input(spec), ref=get_reference(spec))
 
 
-def trace_row(spec: tuple, row: int, variant: str, acc: str, block_size: int | None):
+@st.cache_data(show_spinner=False, max_entries=24)
+def bound(spec: InputSpec, launch: explorer.Launch, acc: str) -> float:
+    """The error bound of a run with this launch over the input (explorer.numerics.softmax_bound)."""
+    return softmax_bound(launch, get_input(spec), acc)
+
+
+def trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None) -> explorer.Trace:
     """The traced row, run alone where the launch for one row treats it exactly as the full launch
     does (cheap whatever the number of rows); otherwise (split_row picks its chunks from the rows) the
     whole input is run."""
@@ -65,10 +81,11 @@ def trace_row(spec: tuple, row: int, variant: str, acc: str, block_size: int | N
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _trace_row(spec: tuple, row: int, variant: str, acc: str, block_size: int | None, backend: str):
+def _trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None,
+               backend: str) -> explorer.Trace:
     x = get_input(spec)
     v = explorer.VARIANTS[variant]
-    dtype = explorer.numerics.dtype_name(x.dtype)
+    dtype = dtype_name(x.dtype)
     if v.launch(x.shape[0], x.shape[1], block_size, dtype).chunks == v.launch(1, x.shape[1], block_size, dtype).chunks:
         return explorer.softmax(x[row:row + 1], variant, acc=acc, block_size=block_size, trace_row=0,
                                 backend=backend).trace

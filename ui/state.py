@@ -1,8 +1,8 @@
-"""The configuration: defaults from the registries, parsing and writing the URL (pure), and the session glue.
+"""The sidebar's configuration as typed values (pure: no Streamlit): its URL parameters, the Config a run
+reads, the input it names, the distributions' own parameters, and the one file-name slug.
 
-Every widget has an explicit key; the same name is its URL parameter, so a URL reproduces a view.
 Distribution parameters live under "p_<dist>_<name>" in the session and "p_<name>" in the URL (only
-the current distribution's). parse_query and to_query are pure functions, tested without Streamlit.
+the current distribution's). The pages' parameters sit beside their pages; ui/url.py joins them all.
 """
 
 from __future__ import annotations
@@ -12,38 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import explorer
-from explorer import precision
 from explorer.topk import K_MAX, VOCABS
 
+from .params import Param
+
 UPLOAD = "upload"  # the "distribution" that means the user's own logits
-DTYPE_NAMES = tuple(explorer.DTYPES)
-BLOCK_SIZES = tuple(range(32, 1025, 32))
 MAX_DIM = 2**31 - 1
-
-# keys of the sidebar (the run's configuration) and of the pages (what the view shows)
-RUN_KEYS = ("dist", "rows", "cols", "seed", "dtype", "acc", "variants", "block", "row")
-PAGE_KEYS = ("log", "tv", "lane", "step", "heat", "tree", "kv", "tshape")
-
-# the Softmax + top-k page and the Precision lab: in the URL only where they differ from their defaults
-TK_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-TOPK_DEFAULTS = {"tk_vocab": VOCABS[0], "tk_batch": 8, "tk_k": 8, "tk_row": 0, "tk_log": True, "tk_tshape": ""}
-PREC_EXPONENTS = tuple(range(4, 21))  # rows of n = 2^4 .. 2^20
-PREC_BLOCKS = (64, 128, 256, 512, 1024)
-PREC_STEP_CAPS = tuple(2**k for k in range(8, 21))
-PREC_STAG_NS = tuple(2**k for k in range(11, 21))
-PREC_STAG_DISTS = ("constant", "decreasing")
-PREC_QUANTITIES = ("d", "out")
-PREC_CAP_EMULATOR, PREC_CAP_GPU = 2**12, 2**16  # steps per lane by default: the GPU replays faster
-PRECISION_DEFAULTS = {"prec_max": 18, "prec_dtype": "float32", "prec_variants": list(precision.ONLINE_VARIANTS),
-                      "prec_block": 256, "prec_cap": PREC_CAP_EMULATOR, "prec_quantity": "d",
-                      "prec_variant": "online_thread", "prec_cmp_acc": "float16", "prec_cmp_dist": "decreasing",
-                      "prec_stag_dist": "constant", "prec_stag_n": 2**13}
-SPARSE_KEYS = tuple(TOPK_DEFAULTS) + tuple(PRECISION_DEFAULTS)
-PAGE_KEYS = PAGE_KEYS + SPARSE_KEYS
+UPLOAD_STEM = 40  # characters of an uploaded file's name kept in a file slug
 
 
-def default_variants() -> list[str]:
-    return list(explorer.VARIANTS)
+def default_dist() -> str:
+    return "normal" if "normal" in explorer.DISTRIBUTIONS else next(iter(explorer.DISTRIBUTIONS))
 
 
 def default_block() -> int:
@@ -51,33 +30,79 @@ def default_block() -> int:
     return sizes[0] if sizes else 256
 
 
-def defaults() -> dict:
-    return {
-        "dist": "normal" if "normal" in explorer.DISTRIBUTIONS else next(iter(explorer.DISTRIBUTIONS)),
-        "rows": 8,
-        "cols": 1000,
-        "seed": 0,
-        "dtype": "float32",
-        "acc": "float32",
-        "variants": default_variants(),
-        "block": default_block(),
-        "row": 0,
-        "log": True,
-        "tv": "",
-        "lane": 0,
-        "step": 0,
-        "heat": "d",
-        "tree": "",
-        "kv": "",
-        "tshape": "",
-        **TOPK_DEFAULTS,
-        **PRECISION_DEFAULTS,
-        "prec_variants": list(PRECISION_DEFAULTS["prec_variants"]),
-    }
+RUN_PARAMS = (
+    Param("dist", "word", default_dist, choices=lambda: (*explorer.DISTRIBUTIONS, UPLOAD)),
+    Param("rows", "int", 8, low=1, high=MAX_DIM),
+    Param("cols", "int", 1000, low=1, high=MAX_DIM),
+    Param("seed", "int", 0, low=0, high=2**32 - 1),
+    Param("dtype", "word", "float32", choices=tuple(explorer.DTYPES)),
+    Param("acc", "word", "float32", choices=tuple(explorer.DTYPES)),
+    Param("variants", "words", lambda: tuple(explorer.VARIANTS), choices=lambda: tuple(explorer.VARIANTS)),
+    Param("block", "int", default_block, choices=tuple(range(32, 1025, 32))),
+    Param("row", "int", 0, low=0, high=MAX_DIM),
+)
+
+# The Softmax + top-k page's parameters (its page, ui/topk.py, reads TK_BATCHES and TOPK_DEFAULTS).
+TK_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+TOPK_PARAMS = (
+    Param("tk_vocab", "int", VOCABS[0], choices=VOCABS, sparse=True),
+    Param("tk_batch", "int", 8, choices=TK_BATCHES, sparse=True),
+    Param("tk_k", "int", 8, low=1, high=K_MAX, sparse=True),
+    Param("tk_row", "int", 0, low=0, high=MAX_DIM, sparse=True),
+    Param("tk_log", "flag", True, sparse=True, hint="1 (log scale) or 0 (linear) is needed"),
+    Param("tk_tshape", "text", "", sparse=True),
+)
+TOPK_DEFAULTS = {p.key: p.default_value() for p in TOPK_PARAMS}
 
 
-def param_key(dist: str, name: str) -> str:
-    return f"p_{dist}_{name}"
+def file_slug(*parts: object) -> str:
+    """A download's file name (without extension): the parts joined by "_", × written x, and every character
+    but letters, digits, "-", "_" and "." written "-"."""
+    text = "_".join(str(p) for p in parts if p != "").replace("×", "x")
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+
+
+def params_text(params: tuple[tuple[str, float], ...], sep: str = "_", eq: str = "") -> str:
+    return "".join(f"{sep}{name}{eq}{value:g}" for name, value in params)
+
+
+@dataclass(frozen=True)
+class GeneratedInput:
+    """An input drawn from one of explorer.DISTRIBUTIONS."""
+
+    dist: str
+    params: tuple[tuple[str, float], ...]
+    rows: int
+    cols: int
+    dtype: str
+    seed: int
+
+    def load(self):
+        return explorer.make_input(self.dist, self.rows, self.cols, dtype=self.dtype, seed=self.seed,
+                                   **dict(self.params))
+
+
+@dataclass(frozen=True)
+class UploadedInput:
+    """The user's logits file; its bytes travel in the value, so a cache keyed by it is keyed by the data."""
+
+    filename: str
+    data: bytes
+    dtype: str
+
+    def load(self):
+        return explorer.load_logits(self.data, self.filename, self.dtype)
+
+
+InputSpec = GeneratedInput | UploadedInput
+
+
+def input_spec(spec: InputSpec | tuple) -> InputSpec:
+    """The typed spec; a plain tuple ("dist", name, params, rows, cols, dtype, seed) or ("upload", filename,
+    data, dtype) is what ui/topk.py still builds."""
+    if isinstance(spec, GeneratedInput | UploadedInput):
+        return spec
+    return UploadedInput(*spec[1:]) if spec[0] == UPLOAD else GeneratedInput(*spec[1:])
 
 
 @dataclass(frozen=True)
@@ -103,179 +128,56 @@ class Config:
     def block_for(self, variant: str) -> int | None:
         return self.block if explorer.VARIANTS[variant].takes_block_size else None
 
+    def input(self, upload: bytes | None) -> InputSpec | None:
+        """The input this configuration names (None for an upload whose bytes are missing)."""
+        if self.uploaded:
+            return None if upload is None else UploadedInput(self.upload_name, upload, self.dtype)
+        return GeneratedInput(self.dist, self.params, self.rows, self.cols, self.dtype, self.seed)
+
     def slug(self, page: str) -> str:
         """A file name for downloads, naming the configuration."""
-        src = "upload-" + _safe(self.upload_name.rsplit(".", 1)[0]) if self.uploaded else self.dist
-        params = "".join(f"_{k}{v:g}" for k, v in self.params)
-        return (f"softmax_{page}_{src}{params}_{self.rows}x{self.cols}_{self.dtype}_acc-{self.acc}"
-                f"_seed{self.seed}_row{self.row}")
+        stem = self.upload_name.rsplit(".", 1)[0][:UPLOAD_STEM] or "file"
+        source = f"upload-{stem}" if self.uploaded else self.dist + params_text(self.params)
+        return file_slug("softmax", page, source, f"{self.rows}x{self.cols}", self.dtype, f"acc-{self.acc}",
+                         f"seed{self.seed}", f"row{self.row}")
 
     def describe(self) -> str:
-        src = f"upload {self.upload_name}" if self.uploaded else self.dist + "".join(
-            f" {k}={v:g}" for k, v in self.params)
-        return f"{src} · {self.rows}×{self.cols} {self.dtype} · acc {self.acc} · seed {self.seed}"
+        source = f"upload {self.upload_name}" if self.uploaded else self.dist + params_text(self.params, " ", "=")
+        return f"{source} · {self.rows}×{self.cols} {self.dtype} · acc {self.acc} · seed {self.seed}"
 
 
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text)[:40] or "file"
+# --- the distributions' parameters ---------------------------------------------------------------------
+
+def param_key(dist: str, name: str) -> str:
+    return f"p_{dist}_{name}"
 
 
-def _one(value) -> str:
-    """st.query_params gives str; AppTest may give a list for repeated keys: take the last."""
-    if isinstance(value, (list, tuple)):
-        return str(value[-1]) if value else ""
-    return str(value)
-
-
-def _int(raw: str, low: int, high: int) -> int | None:
-    try:
-        value = int(float(raw))
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return value if low <= value <= high else None
-
-
-def parse_query(query: Mapping) -> tuple[dict, list[str]]:
-    """Session values from URL parameters, and a warning for each one that could not be used."""
-    values: dict = {}
-    problems: list[str] = []
-    q = {k: _one(v) for k, v in query.items()}
-
-    def bad(name: str, why: str) -> None:
-        problems.append(f"URL parameter {name}={q[name]!r} ignored: {why}")
-
-    if "dist" in q:
-        if q["dist"] in explorer.DISTRIBUTIONS or q["dist"] == UPLOAD:
-            values["dist"] = q["dist"]
-        else:
-            bad("dist", f"choose one of {', '.join(explorer.DISTRIBUTIONS)}, {UPLOAD}")
-    dist = values.get("dist", defaults()["dist"])
+def parse_dist_params(query: Mapping[str, str], dist: str) -> tuple[dict[str, float], list[str]]:
+    """Session values for the URL's p_<name> parameters of distribution `dist`, and what could not be used."""
+    values, problems = {}, []
     spec = explorer.DISTRIBUTIONS.get(dist)
-    for name in [k for k in q if k.startswith("p_")]:
-        pname = name[2:]
+    for name in [k for k in query if k.startswith("p_")]:
+        pname, raw = name[2:], query[name]
         if spec is None or pname not in spec.params:
-            bad(name, f"{dist} has no parameter {pname}")
+            problems.append(f"URL parameter {name}={raw!r} ignored: {dist} has no parameter {pname}")
             continue
         try:
-            value = float(q[name])
+            value = float(raw)
         except ValueError:
-            bad(name, "not a number")
+            problems.append(f"URL parameter {name}={raw!r} ignored: not a number")
             continue
         p = spec.params[pname]
         if not (math.isfinite(value) and p.low <= value <= p.high):
-            bad(name, f"outside [{p.low:g}, {p.high:g}]")
+            problems.append(f"URL parameter {name}={raw!r} ignored: outside [{p.low:g}, {p.high:g}]")
             continue
         values[param_key(dist, pname)] = value
-    _take_whole_numbers(q, values, bad, (("rows", 1, MAX_DIM), ("cols", 1, MAX_DIM), ("seed", 0, 2**32 - 1),
-                                         ("row", 0, MAX_DIM), ("lane", 0, 1023), ("step", 0, MAX_DIM)))
-    _take_words(q, values, bad, {"dtype": DTYPE_NAMES, "acc": DTYPE_NAMES})
-    if "variants" in q:
-        keys = [k for k in q["variants"].split(",") if k]
-        unknown = [k for k in keys if k not in explorer.VARIANTS]
-        if unknown:
-            problems.append(f"URL parameter variants: unknown {', '.join(unknown)} ignored")
-        values["variants"] = [k for k in keys if k in explorer.VARIANTS]
-    if "block" in q:
-        value = _int(q["block"], 32, 1024)
-        if value is None or value % 32:
-            bad("block", "a multiple of 32 from 32 to 1024 is needed")
-        else:
-            values["block"] = value
-    if "log" in q:
-        values["log"] = q["log"] not in ("0", "false", "False", "")
-    _take_words(q, values, bad, {"heat": HEAT_CHOICES})
-    for name in ("tv", "kv"):
-        if name in q:
-            if q[name] in explorer.VARIANTS:
-                values[name] = q[name]
-            else:
-                bad(name, "unknown variant")
-    for name in ("tree", "tshape", "tk_tshape"):
-        if name in q:
-            values[name] = q[name][:64]
-    _parse_pages(q, values, bad, problems)
     return values, problems
 
 
-def _take_whole_numbers(q: dict, values: dict, bad, ranges) -> None:
-    """values[name] = int(q[name]) for each (name, low, high) given, if it lies in [low, high]."""
-    for name, low, high in ranges:
-        if name in q:
-            value = _int(q[name], low, high)
-            if value is None:
-                bad(name, f"a whole number from {low} to {high} is needed")
-            else:
-                values[name] = value
-
-
-def _take_words(q: dict, values: dict, bad, choices: Mapping) -> None:
-    """values[name] = q[name] for each name given whose value is one of choices[name]."""
-    for name, options in choices.items():
-        if name in q:
-            if q[name] in options:
-                values[name] = q[name]
-            else:
-                bad(name, f"choose one of {', '.join(options)}")
-
-
-def _flag(raw: str) -> bool | None:
-    return {"1": True, "true": True, "True": True, "0": False, "false": False, "False": False}.get(raw)
-
-
-def _parse_pages(q: dict, values: dict, bad, problems: list[str]) -> None:
-    """The top-k page's and the precision lab's keys: each checked against what its widget offers."""
-    choices = {"tk_vocab": VOCABS, "tk_batch": TK_BATCHES, "prec_max": PREC_EXPONENTS, "prec_block": PREC_BLOCKS,
-               "prec_cap": PREC_STEP_CAPS, "prec_stag_n": PREC_STAG_NS}
-    for name, options in choices.items():
-        if name in q:
-            value = _int(q[name], min(options), max(options))
-            if value is None or value not in options:
-                shown = ", ".join(map(str, options)) if len(options) <= 17 else f"{options[0]}, …, {options[-1]}"
-                bad(name, f"choose one of {shown}")
-            else:
-                values[name] = value
-    _take_whole_numbers(q, values, bad, (("tk_k", 1, K_MAX), ("tk_row", 0, MAX_DIM)))
-    if "tk_log" in q:
-        flag = _flag(q["tk_log"])
-        if flag is None:
-            bad("tk_log", "1 (log scale) or 0 (linear) is needed")
-        else:
-            values["tk_log"] = flag
-    words = {"prec_dtype": DTYPE_NAMES, "prec_quantity": PREC_QUANTITIES, "prec_variant": precision.ONLINE_VARIANTS,
-             "prec_cmp_acc": precision.ACCUMULATORS, "prec_cmp_dist": tuple(precision.INPUT_CLASSES),
-             "prec_stag_dist": PREC_STAG_DISTS}
-    _take_words(q, values, bad, words)
-    if "prec_variants" in q:
-        keys = [k for k in q["prec_variants"].split(",") if k]
-        unknown = [k for k in keys if k not in precision.ONLINE_VARIANTS]
-        if unknown:
-            problems.append(f"URL parameter prec_variants: unknown {', '.join(unknown)} ignored (choose from "
-                            f"{', '.join(precision.ONLINE_VARIANTS)})")
-        values["prec_variants"] = list(dict.fromkeys(k for k in keys if k in precision.ONLINE_VARIANTS))
-
-
-HEAT_CHOICES = {"d": "kernel's d (log10)", "m": "kernel's m", "err": "relative error of d (log10)"}
-
-
-def to_query(values: Mapping) -> dict[str, str]:
-    """URL parameters for session values: every key of RUN_KEYS and PAGE_KEYS (those of the top-k page and the
-    precision lab only where they differ from their defaults), and the current distribution's params."""
-    d = defaults()
-    out: dict[str, str] = {}
-    for key in RUN_KEYS + PAGE_KEYS:
-        value = values.get(key, d[key])
-        if key in SPARSE_KEYS and value == d[key]:
-            continue
-        if key in ("variants", "prec_variants"):
-            out[key] = ",".join(value)
-        elif key in ("log", "tk_log"):
-            out[key] = "1" if value else "0"
-        elif value == "" or value is None:
-            continue
-        else:
-            out[key] = str(value)
-    spec = explorer.DISTRIBUTIONS.get(values.get("dist", d["dist"]))
-    if spec is not None:
-        for name, p in spec.params.items():
-            out[f"p_{name}"] = f"{float(values.get(param_key(spec.key, name), p.default)):g}"
-    return out
+def dist_params_query(values: Mapping) -> dict[str, str]:
+    """The current distribution's parameters as p_<name> URL parameters."""
+    spec = explorer.DISTRIBUTIONS.get(values.get("dist", default_dist()))
+    if spec is None:
+        return {}
+    return {f"p_{name}": f"{float(values.get(param_key(spec.key, name), p.default)):g}"
+            for name, p in spec.params.items()}

@@ -1,0 +1,151 @@
+"""The merge tree: a butterfly (or the chain of chunk merges) as a tree of (m, d) states, and every merge as a table."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .common import ERR_FLOOR, finish, format_value
+
+
+def _bitrev(i: int, bits: int) -> int:
+    return int(f"{i:0{bits}b}"[::-1], 2) if bits else 0
+
+
+def _chunk(level) -> int:
+    return int(getattr(level, "chunk", -1))
+
+
+def tree_stages(trace) -> dict[str, tuple]:
+    """Label -> (stage, chunk, warp) of every butterfly (or chain) in the trace, lanes first."""
+    keys = sorted({(lv.stage, _chunk(lv), lv.warp) for lv in trace.merges},
+                  key=lambda k: ({"lanes": 0, "warps": 1}.get(k[0], 2), k[1], k[2]))
+    out = {}
+    for stage, chunk, warp in keys:
+        where = f"chunk {chunk}, " if chunk >= 0 else ""
+        if stage == "lanes":
+            label = f"{where}warp {warp} lanes"
+        elif stage == "warps":
+            label = f"{where}across warps"
+        else:
+            label = f"across {stage}"
+        out[label] = (stage, chunk, warp)
+    return out
+
+
+def tree_choices(trace) -> list[str]:
+    return list(tree_stages(trace))
+
+
+def _levels(trace, stage: str, chunk: int, warp: int = -1) -> list:
+    return [lv for lv in trace.merges if lv.stage == stage and _chunk(lv) == chunk and (stage != "lanes" or lv.warp == warp)]
+
+
+def _top(levels) -> tuple | None:
+    """The (m, d, exact m, exact d) a butterfly ends with (node 0 of its last non-empty level)."""
+    for lv in reversed(levels):
+        if lv.m.size:
+            return float(lv.m[0]), float(lv.d[0]), float(lv.exact_m[0]), float(lv.exact_d[0])
+    return None
+
+
+def _tree_leaves(trace, stage: str, chunk: int, warp: int) -> tuple[dict, str, int]:
+    """Leaf id -> (m, d, exact m, exact d), the leaves' name, and the butterfly's width."""
+    chunks = sorted({_chunk(lv) for lv in trace.merges})
+    if stage == "lanes":
+        per_chunk = trace.threads // max(len(chunks), 1)
+        count = (trace.index >= 0).sum(axis=1)
+        leaves = {}
+        for local in range(warp * 32, min(warp * 32 + 32, per_chunk)):
+            t = max(chunk, 0) * per_chunk + local
+            c = count[t]
+            leaves[local] = ((float(trace.m[t, c - 1]), float(trace.d[t, c - 1]), float(trace.exact_m[t, c - 1]),
+                              float(trace.exact_d[t, c - 1])) if c else (-math.inf, 0.0, -math.inf, 0.0))
+        return leaves, "lane", 32
+    if stage == "warps":
+        warps = sorted({lv.warp for lv in trace.merges if lv.stage == "lanes" and _chunk(lv) == chunk})
+        leaves = {w: top for w in warps if (top := _top(_levels(trace, "lanes", chunk, w))) is not None}
+        return leaves, "warp", len(warps)
+    leaves = {c: top for c in chunks if (top := _top(_levels(trace, "warps", c))) is not None}
+    return leaves, stage[:-1] if stage.endswith("s") else stage, len(chunks)
+
+
+def merge_tree_figure(trace, choice: str, title: str, stamp: str) -> go.Figure:
+    """One butterfly (or the chain of chunk merges) as a tree: leaves are partial states, nodes merges."""
+    stages = tree_stages(trace)
+    if choice not in stages:
+        raise ValueError(f"no merge stage {choice!r} in this trace; choose one of {', '.join(stages)}")
+    stage, chunk, warp = stages[choice]
+    levels = _levels(trace, stage, chunk, warp)
+    leaves, leaf_label, width = _tree_leaves(trace, stage, chunk, warp)
+    bits = max(1, math.ceil(math.log2(max(width, 2))))
+    base = min(leaves) if leaves else 0
+    order = sorted(leaves, key=lambda i: _bitrev(i - base, bits)) if stage != "chunks" else sorted(leaves)
+    pos = {i: (float(k), 0.0) for k, i in enumerate(order)}
+    nodes = [(i, pos[i][0], 0.0, *leaves[i], f"{leaf_label} {i}") for i in order]
+    edges_x, edges_y = [], []
+    for lv in levels:
+        for k in range(lv.left.size):
+            a, b = int(lv.left[k]), int(lv.right[k])
+            if a not in pos or b not in pos:
+                continue
+            x = (pos[a][0] + pos[b][0]) / 2 if stage != "chunks" else pos[b][0]
+            depth = max(pos[a][1], pos[b][1]) + 1
+            for child in (a, b):
+                edges_x += [pos[child][0], x, None]
+                edges_y += [pos[child][1], depth, None]
+            pos[a] = (x, depth)
+            what = f"offset {lv.offset}" if stage != "chunks" else f"merge {k + 1}"
+            nodes.append((a, x, depth, float(lv.m[k]), float(lv.d[k]), float(lv.exact_m[k]),
+                          float(lv.exact_d[k]), f"{what}: {a} ⊕ {b}"))
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=edges_x, y=edges_y, mode="lines", line=dict(color="#bbb", width=1),
+                             hoverinfo="skip", showlegend=False))
+    arr = np.array([n[1:7] for n in nodes], dtype=np.float64).reshape(-1, 6)
+    with np.errstate(all="ignore"):
+        rel = np.abs(arr[:, 3] - arr[:, 5]) / np.abs(arr[:, 5])
+    fig.add_trace(go.Scatter(
+        x=arr[:, 0], y=arr[:, 1], mode="markers+text", showlegend=False,
+        text=[f"d={format_value(float(v))}" if y > 0 and (arr[:, 1] == y).sum() <= 8 else ""  # no labels on crowded levels
+              for v, y in zip(arr[:, 3], arr[:, 1])],
+        textposition="top center", textfont=dict(size=10),
+        marker=dict(size=13, color=np.log10(np.maximum(np.nan_to_num(rel, nan=ERR_FLOOR), ERR_FLOOR)),
+                    colorscale="YlOrRd", cmin=math.log10(ERR_FLOOR), cmax=-2, showscale=True,
+                    colorbar=dict(title=dict(text="log10 rel. err of d", side="right")),
+                    line=dict(color="#333", width=1)),
+        customdata=np.column_stack([arr[:, 2:6], rel]), hovertext=[n[7] for n in nodes],
+        hovertemplate="%{hovertext}<br>m = %{customdata[0]:.7g}, d = %{customdata[1]:.7g}"
+                      "<br>exact m = %{customdata[2]:.9g}, d = %{customdata[3]:.9g}"
+                      "<br>rel. error of d %{customdata[4]:.2g}<extra></extra>"))
+    top = int(arr[:, 1].max()) if arr.size else 0
+    if stage == "chunks":
+        ticks = ["chunks"] + [f"merge {k}" for k in range(1, top + 1)]
+    else:
+        ticks = ["leaves", *[f"offset {lv.offset}" for lv in levels if lv.left.size][:top]]
+    fig.update_yaxes(tickvals=list(range(len(ticks))), ticktext=ticks, title_text="merge level",
+                     range=[-0.6, len(ticks) - 0.3])
+    fig.update_xaxes(title_text=f"{leaf_label}s" + (", in butterfly order" if stage != "chunks" else ""),
+                     showticklabels=False, showgrid=False)
+    return finish(fig, title, stamp, height=520)
+
+
+def merge_table(trace) -> pd.DataFrame:
+    rows = []
+    for lv in trace.merges:
+        for k in range(lv.left.size):
+            with np.errstate(all="ignore"):
+                rel = abs(lv.d[k] - lv.exact_d[k]) / abs(lv.exact_d[k])
+            rows.append({"stage": lv.stage, "chunk": _chunk(lv) if _chunk(lv) >= 0 else None,
+                         "warp": lv.warp if lv.stage == "lanes" else None, "offset": lv.offset,
+                         "left": int(lv.left[k]), "right": int(lv.right[k]), "m": float(lv.m[k]), "d": float(lv.d[k]),
+                         "exact m": float(lv.exact_m[k]), "exact d": float(lv.exact_d[k]), "rel. error of d": rel})
+    df = pd.DataFrame(rows)
+    for column in ("chunk", "warp"):
+        if column in df:
+            df[column] = df[column].astype("Int64")
+    if "chunk" in df and df["chunk"].isna().all():
+        df = df.drop(columns="chunk")
+    return df

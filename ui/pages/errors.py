@@ -1,0 +1,44 @@
+"""The Error vs float64 page: every variant's errors over the whole input beside its bound, and one row's
+relative error per element."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import explorer
+
+from .. import compute, figures
+from ..common import chart, csv_download, guarded, run_page, stamp
+
+FORMAT_2E = ("max rel", "mean rel", "max abs", "max |Σ−1|", "bound")
+
+
+@guarded
+def errors_page() -> None:
+    ran = run_page("Error vs float64")
+    if ran is None:
+        return
+    cfg, spec, results = ran.cfg, ran.spec, ran.results
+    with st.spinner("Comparing with the float64 reference…"):
+        reports = {k: compute.error_report(spec, k, cfg.acc, cfg.block_for(k)) for k in results}
+        bounds = {k: compute.bound(spec, r.launch, cfg.acc) for k, r in results.items()}
+    df = figures.error_table(reports)
+    df["bound"] = pd.Series(bounds)
+    st.subheader("Over the whole input")
+    st.dataframe(df, width="stretch", key="table_errors", column_config={
+        c: st.column_config.NumberColumn(format="%.2e") for c in FORMAT_2E} | {
+        "max ULP": st.column_config.NumberColumn(format="%.1f"),
+        "argmax agree": st.column_config.NumberColumn(format="%.3f")})
+    st.caption(f"rel: |y − ref| / max(|ref|, smallest normal); ULP: units in the last place of {cfg.dtype} "
+               f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}); |Σ−1|: worst row sum; NaN, inf: counts of "
+               "outputs; NaN/inf ≠ ref: elements whose non-finite pattern differs from float64's; argmax agree: "
+               "fraction of rows whose largest probability sits where the reference's does; bound: the seed's "
+               "3·n·u_acc + u_out with n = terms one accumulator folds in sequence (its share of the row, plus one "
+               "per merge level), plus 2·max|x|·u_acc where x is rounded on entering the accumulator "
+               "(explorer.numerics.softmax_bound).")
+    csv_download(df, cfg, "errors", "csv_errors")
+    ref = compute.get_reference(spec)[cfg.row]
+    outputs = {k: r.out[cfg.row] for k, r in results.items()}
+    fig = figures.error_figure(ref, outputs, f"Relative error per element, row {cfg.row}", stamp())
+    chart(fig, cfg.slug("errors"), "chart_errors")

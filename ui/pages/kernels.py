@@ -1,0 +1,119 @@
+"""The Kernels page: a variant's registry entry, its launch for the sidebar's shape, its compiled resources,
+and its CUDA source."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import explorer
+
+from ..common import ensure_choice, guarded, header
+from ..params import Param
+from ..state import Config
+
+ss = st.session_state
+PARAMS = (Param("kv", "word", "", choices=lambda: tuple(explorer.VARIANTS), hint="unknown variant"),)
+LAUNCH_NAMES = {"grid": "grid (blocks)", "block": "block (threads)", "shared_bytes": "shared bytes",
+                "threads_per_row": "threads per row"}
+
+
+GLOBAL = re.compile(r"__global__\s+void\s+(?:__\w+__\s*\([^)]*\)\s*)*(\w+)\s*\(")
+
+
+def kernel_excerpt(source: str, kernel: str) -> str | None:
+    """Each __global__ function named `kernel` or `kernel_*` in a .cu file, with its comment and template
+    lines, or None when the file has none (then the page shows the whole file)."""
+    lines = source.splitlines(keepends=True)
+    offsets = np.cumsum([0] + [len(line) for line in lines])
+    pieces = []
+    for match in GLOBAL.finditer(source):
+        name = match.group(1)
+        if name != kernel and not name.startswith(kernel + "_"):
+            continue
+        first = int(np.searchsorted(offsets, match.start(), side="right")) - 1
+        while first > 0 and lines[first - 1].lstrip().startswith(("template", "//")):
+            first -= 1
+        depth, opened, end = 0, False, match.end()
+        for end in range(match.end(), len(source)):
+            ch = source[end]
+            if ch == "{":
+                depth, opened = depth + 1, True
+            elif ch == "}":
+                depth -= 1
+                if opened and depth == 0:
+                    break
+        pieces.append(source[offsets[first]:end + 1])
+    return "\n\n".join(pieces) if pieces else None
+
+
+def value_table(fields: dict) -> pd.DataFrame:
+    return pd.DataFrame({"value": {k: str(val) for k, val in fields.items()}})
+
+
+def registry_entry(v: explorer.Variant) -> dict:
+    """The variant's registry fields, tuples joined, as the page lists them."""
+    entry = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)
+             if f.name not in ("launch_rule", "lesson", "title", "kernel_functions")}
+    entry["kernel functions"] = v.functions
+    return {k: ", ".join(val) if isinstance(val, tuple) else val for k, val in entry.items()}
+
+
+def launch_fields(v: explorer.Variant, launch: explorer.Launch) -> dict:
+    """The launch's fields named for people, the kernel with its template arguments, the global traffic."""
+    fields = {LAUNCH_NAMES.get(k, k.replace("_", " ")): (", ".join(map(str, val)) or "–") if isinstance(val, tuple)
+              else val for k, val in dataclasses.asdict(launch).items()}
+    kernel = launch.kernel or v.kernel
+    fields["kernel"] = f"{kernel}<{', '.join(map(str, launch.template_args))}>" if launch.template_args else kernel
+    fields["global reads per element"] = v.reads_per_element
+    fields["global writes per element"] = v.writes_per_element
+    return fields
+
+
+def _launch_and_resources(v: explorer.Variant, cfg: Config) -> None:
+    block = cfg.block if v.takes_block_size else None
+    dtype = cfg.dtype if cfg.dtype in v.dtypes else v.dtypes[0]
+    acc = cfg.acc if cfg.acc in v.accumulators else v.accumulators[0]
+    st.subheader(f"Launch for {cfg.rows}×{cfg.cols}")
+    st.table(value_table(launch_fields(v, v.launch(cfg.rows, cfg.cols, block, dtype))))
+    st.subheader(f"Compiled resources ({dtype} / acc {acc})")
+    with st.spinner("Compiling the kernel to read its resources…"):
+        res = explorer.kernel_resources(v.key, dtype, acc, cfg.rows, cfg.cols, block)
+    if res is None:
+        st.info("Registers, shared and spill (local) bytes come from the compiled kernel, which needs a GPU; "
+                "this server runs the CPU emulation.", icon=":material/memory:")
+        return
+    st.dataframe(pd.DataFrame(res).set_index("kernel"), width="stretch")
+    for kernel in res:
+        if kernel["local_bytes"]:
+            st.warning(f"{kernel['kernel']}: {kernel['local_bytes']} bytes of local memory per thread "
+                       "(registers spill).")
+
+
+@guarded
+def kernels_page() -> None:
+    cfg = ss.get("_cfg")
+    header("Kernels", cfg)
+    keys = list(explorer.VARIANTS)
+    ensure_choice("kv", keys, cfg.variants[0] if cfg is not None and cfg.variants else keys[0])
+    st.selectbox("Variant", keys, key="kv", format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
+    v = explorer.VARIANTS[ss["kv"]]
+    st.markdown(f"**{v.title}**: {v.lesson}")
+    c1, c2 = st.columns(2)
+    with c1:
+        st.subheader("Registry entry")
+        st.table(value_table(registry_entry(v)))
+    with c2:
+        if cfg is not None:
+            _launch_and_resources(v, cfg)
+    source = explorer.kernel_source(v.key)
+    excerpt = kernel_excerpt(source, v.kernel)
+    st.subheader(f"CUDA source: {v.kernel} in kernels/{v.kernel_file}")
+    st.code(excerpt or source, language="cpp", line_numbers=True)
+    if excerpt:
+        with st.expander(f"The whole file kernels/{v.kernel_file} (common.cuh inlined)"):
+            st.code(source, language="cpp", line_numbers=True)

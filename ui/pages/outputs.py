@@ -1,0 +1,77 @@
+"""The Outputs page: the chosen row's probabilities per variant beside the float64 reference."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from .. import compute, figures
+from ..common import Ran, chart, csv_download, guarded, run_page, stamp
+from ..params import Param
+
+ss = st.session_state
+PARAMS = (Param("log", "flag", True, hint="1 (log scale) or 0 (linear) is needed"),)
+
+
+def row_summary(y: np.ndarray) -> dict:
+    """Sum, largest probability and where, and the counts of NaN, inf and zero outputs of one row."""
+    y64 = np.asarray(y, dtype=np.float64)
+    finite = np.isfinite(y64)
+    return {"sum of row": float(y64[finite].sum()), "max p": float(y64[finite].max()) if finite.any() else math.nan,
+            "argmax": int(np.nanargmax(np.where(finite, y64, -np.inf))) if finite.any() else -1,
+            "NaN": int(np.isnan(y64).sum()), "inf": int(np.isinf(y64).sum()), "zeros": int((y64 == 0).sum())}
+
+
+@guarded
+def outputs_page() -> None:
+    ran = run_page("Outputs")
+    if ran is None:
+        return
+    cfg, results = ran.cfg, ran.results
+    ref = compute.get_reference(ran.spec)[cfg.row]
+    st.toggle("Log scale", key="log", help="Probabilities span many decades; zeros cannot sit on a log axis "
+                                          "and are marked in the strip under the plot instead.")
+    outputs = {k: r.out[cfg.row] for k, r in results.items()}
+    fig = figures.outputs_figure(ref, outputs, bool(ss["log"]),
+                                 f"Softmax of row {cfg.row}: each variant vs the float64 reference", stamp())
+    chart(fig, cfg.slug("outputs"), "chart_outputs")
+
+    rows = [{"variant": k, "backend": results[k].backend, **row_summary(y),
+             "wall ms (not a benchmark)": 1e3 * results[k].seconds} for k, y in outputs.items()]
+    rows.append({"variant": "float64 reference", "backend": "numpy", **row_summary(ref),
+                 "wall ms (not a benchmark)": math.nan})
+    df = pd.DataFrame(rows).set_index("variant")
+    st.subheader(f"Row {cfg.row} at a glance")
+    st.dataframe(df, width="stretch", key="table_outputs")
+    c1, c2 = st.columns(2)
+    with c1:
+        csv_download(df, cfg, "outputs", "csv_outputs")
+    with c2:
+        st.download_button("Download this run (JSON)", run_json(ran), file_name=f"{cfg.slug('run')}.json",
+                           mime="application/json", key="json_run", icon=":material/data_object:", on_click="ignore")
+
+
+def _finite_or_none(values: np.ndarray) -> list[float | None]:
+    return [v if math.isfinite(v) else None for v in np.asarray(values, dtype=np.float64).tolist()]
+
+
+def run_json(ran: Ran) -> str:
+    """A run's results: configuration, backend, and per variant its launch, errors and the shown row."""
+    cfg = ran.cfg
+    out = {"schema": "softmax-explorer-run/1", "config": {**dataclasses.asdict(cfg), "params": dict(cfg.params)},
+           "backend": compute.backend_info(), "stamp": stamp(), "variants": {}, "failed": ran.failed,
+           "reference_row": _finite_or_none(compute.get_reference(ran.spec)[cfg.row])}
+    for k, r in ran.results.items():
+        y = np.asarray(r.out[cfg.row], dtype=np.float64)
+        out["variants"][k] = {
+            "backend": r.backend, "block_size": r.block_size, "launch": dataclasses.asdict(r.launch),
+            "errors": dataclasses.asdict(compute.error_report(ran.spec, k, cfg.acc, cfg.block_for(k))),
+            "row": _finite_or_none(y),
+            "row_nonfinite": {str(i): str(v) for i, v in enumerate(y.tolist()) if not math.isfinite(v)},
+        }
+    return json.dumps(out, indent=1, default=float)
