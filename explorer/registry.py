@@ -13,9 +13,11 @@ import numpy as np
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block
-SMS = 132  # multiprocessors of the H200 the fast rules were tuned on; only steers kernel choice
-ELEMENTS_PER_THREAD = 32  # registers of row data per thread in fast_warp / fast_block
+SMS = 132  # multiprocessors of the H200 the fast rules were tuned on (the CUDA backend checks fast_row's residency on the real GPU)
+ELEMENTS_PER_THREAD = 32  # registers of row data per lane in fast_warp
 MAX_CLUSTER = 8  # portable Hopper cluster size
+MAX_ELEMENTS_PER_THREAD = 32  # fast_row's register budget for row data (64 registers at 1024 threads)
+FAST_ROW_MAX_SLICES = SMS  # all slices of a row must be resident at once: one block per SM
 SPLIT_BLOCK = 512
 
 
@@ -28,13 +30,11 @@ class Launch:
     shared_bytes: int
     threads_per_row: int  # threads that fold elements of one row (the trace has one lane each)
     kernel: str = ""  # the kernel this shape uses, where a variant chooses among several
-    template_args: tuple[int, ...] = ()  # compile-time arguments after <T, Acc>: vector width, packs per thread, cluster
-    chunks: int = 1  # blocks per row (split kernels)
-    cluster: int = 1  # blocks per Hopper thread-block cluster
+    template_args: tuple[int, ...] = ()  # compile-time arguments after <T, Acc>: vector width, packs per thread, ...
+    chunks: int = 1  # blocks per row (split kernels, fast_row's slices)
 
     def describe(self) -> str:
         extra = f", {self.chunks} blocks per row" if self.chunks > 1 else ""
-        extra += f", clusters of {self.cluster}" if self.cluster > 1 else ""
         name = f"{self.kernel}<{', '.join(map(str, self.template_args))}>" if self.template_args else self.kernel
         return f"{name}: grid {self.grid} × block {self.block}{extra}"
 
@@ -106,32 +106,62 @@ def pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _fast(rows: int, cols: int, block: int, dtype: str) -> Launch:
-    """Registers hold the row: lanes of a warp for short rows, a block or cluster for longer ones;
-    few or very long rows stream through several blocks each (fast_split). The elements per
-    thread come from measurements on the H200 (docs/benchmarks.md)."""
+def fast_vector(cols: int, dtype: str) -> int:
+    """Elements per load in fast's kernels: 16-byte packs where every row starts aligned, else narrower."""
     itemsize = ITEMSIZE[dtype]
-    vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)  # 16-byte packs if aligned
+    return next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
+
+
+def fast_row_launch(rows: int, cols: int, dtype: str, threads: int, elements: int, staged: bool = True) -> Launch | None:
+    """fast_row with at most `threads` threads per block, each holding `elements` elements of its row in
+    registers; as many slices (blocks) per row as that needs, balanced, in a Hopper cluster where
+    they fit in one. None if the slices could not all be resident at once (the row is too long to
+    hold on chip). `staged` loads through shared memory with cp.async (16-byte packs, 48 KiB)."""
+    vec = fast_vector(cols, dtype)
+    per = max(1, elements // vec)
     packs = cols // vec
-    if packs <= 32 * (ELEMENTS_PER_THREAD // vec) and (vec > 1 or cols <= 256):
+    slices = cdiv(packs, threads * per)
+    if slices > FAST_ROW_MAX_SLICES:
+        return None
+    cluster = pow2_at_least(slices) if 1 < slices <= MAX_CLUSTER else 1
+    slices = max(slices, cluster)
+    threads = 32 * cdiv(cdiv(packs, slices), 32 * per)
+    staged = staged and vec * ITEMSIZE[dtype] == 16 and threads * per * 16 <= 48 * 1024
+    return Launch(grid=rows * slices, block=threads, shared_bytes=272 + (threads * per * 16 if staged else 0),
+                  threads_per_row=threads * slices, kernel="fast_row_cluster" if cluster > 1 else "fast_row",
+                  template_args=(vec, per, int(staged)) + ((cluster,) if cluster > 1 else ()), chunks=slices)
+
+
+# fast's choices, measured on the H200 (scripts/tune_fast.py): lane groups of fast_warp up to these
+# widths, then fast_row with (threads per block at most, elements per thread) by width; rows that
+# would need more slices than the GPU holds blocks at once stream through fast_split
+FAST_WARP_MAX_COLS = {"float32": 512, "float16": 1024, "bfloat16": 1024}
+FAST_ROW_SHAPES = {
+    "float32": ((4096, 256, 16), (8192, 256, 32), (32768, 128, 32), (2**62, 256, 32)),
+    "float16": ((16384, 512, 32), (32768, 1024, 32), (2**62, 256, 32)),
+    "bfloat16": ((16384, 512, 32), (32768, 1024, 32), (2**62, 256, 32)),
+}
+
+
+def _fast(rows: int, cols: int, block: int, dtype: str) -> Launch:
+    """Registers hold the row: lanes of a warp for short rows, a block or several (slices) for longer
+    ones; rows too long for the GPU's registers stream through fast_split (2 reads)."""
+    vec = fast_vector(cols, dtype)
+    packs = cols // vec
+    if cols <= FAST_WARP_MAX_COLS[dtype] and (vec > 1 or cols <= 256):
         lanes = min(32, pow2_at_least(cdiv(packs, max(1, 16 // vec))))  # about 16 elements per lane
         per = pow2_at_least(cdiv(packs, lanes))
         return Launch(grid=cdiv(rows, THREADS_PER_BLOCK // lanes), block=THREADS_PER_BLOCK, shared_bytes=0,
                       threads_per_row=lanes, kernel="fast_warp", template_args=(vec, per, lanes))
-    if vec == 4 and cols <= 2048:
-        elements = 8  # fp32 rows of 1-2K: more, lighter threads measured 90% against 55%
-    elif vec < 4:
-        elements = min(ELEMENTS_PER_THREAD, max(4, pow2_at_least(cdiv(cols, 1024))))  # unaligned: scalar loads
-    else:
-        elements = ELEMENTS_PER_THREAD
-    per = elements // vec
-    cluster = pow2_at_least(cdiv(packs, per * 1024))
-    if cluster <= MAX_CLUSTER and rows * cluster >= SMS:
-        threads = 32 * cdiv(packs, cluster * per * 32)
-        return Launch(grid=rows * cluster, block=threads, shared_bytes=264, threads_per_row=threads * cluster,
-                      kernel="fast_block", template_args=(vec, per, cluster), cluster=cluster)
-    per = max(1, 16 // vec)  # packs per thread per batch: 16 elements
-    chunks = max(1, min(cdiv(packs, SPLIT_BLOCK * per), cdiv(4 * SMS, rows)))
+    threads, elements = next((t, e) for width, t, e in FAST_ROW_SHAPES[dtype] if cols <= width)
+    return fast_row_launch(rows, cols, dtype, threads, elements) or fast_split_launch(rows, cols, dtype)
+
+
+def fast_split_launch(rows: int, cols: int, dtype: str) -> Launch:
+    """fast_split: few blocks' worth of chunks per row, streamed in batches of 16 elements per thread."""
+    vec = fast_vector(cols, dtype)
+    per = max(1, 16 // vec)
+    chunks = max(1, min(cdiv(cols // vec, SPLIT_BLOCK * per), cdiv(4 * SMS, rows)))
     return Launch(grid=rows * chunks, block=SPLIT_BLOCK, shared_bytes=264, threads_per_row=chunks * SPLIT_BLOCK,
                   kernel="fast_split", template_args=(vec, per), chunks=chunks)
 
@@ -246,18 +276,18 @@ VARIANTS: dict[str, Variant] = {
         Variant(
             key="fast",
             method="fast",
-            title="Fast: registers, 16-byte loads, clusters",
+            title="Fast: registers, 16-byte loads, one read",
             family="dispatch",
             seed="the fastest we could write",
             kernel="fast",
             kernel_file="fast.cu",
             reads_per_element=1,
             writes_per_element=1,
-            lesson="Memory-bound: cache the row on chip (registers of a warp, a block or a Hopper cluster) so x is read once and y written once, with 16-byte loads; very long or few rows stream through several blocks each (then 2 reads).",
+            lesson="Memory-bound: cache the row on chip (registers of a warp, a block, or several blocks that exchange their (m, d) through global memory) so x is read once and y written once, with 16-byte loads; rows longer than the GPU's registers hold stream through several blocks each (then 2 reads).",
             launch_rule=_fast,
             accumulators=("float32",),
             traceable=False,
-            kernel_functions=("fast_warp", "fast_block", "fast_split_partial", "fast_split_finish"),
+            kernel_functions=("fast_warp", "fast_row", "fast_row_cluster", "fast_split_partial", "fast_split_finish"),
         ),
     ]
 }

@@ -51,54 +51,62 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
     }
 }
 
-// fast_block: fast_warp's register caching for longer rows: a block of blockDim.x threads per
-// row, or a cluster of CLUSTER blocks (Hopper) sharing one row, each holding a contiguous chunk.
-// Block states merge in shared memory; cluster states are read from the other blocks' shared
-// memory (DSMEM) and merged in rank order. Still 1 read, 1 write per element. Blocks (clusters)
-// stride over rows if the grid is smaller than the rows; it is launched with one per row.
-template <typename T, typename Acc, int VEC, int PER, int CLUSTER>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(1024)
-fast_block(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
-    __shared__ float cluster_state[2];
-    const int rank = blockIdx.x % CLUSTER;
+// fast_row: fast_warp's register caching for longer rows. A block holds one row, or one of `slices`
+// consecutive slices of it; slices exchange their (m, d) through distributed shared memory when they
+// form a Hopper cluster (CLUSTER = slices), else through global memory (exchange_row), and each
+// normalises the slice it still holds: x is read once, y written once (1 read, 1 write), at any
+// width that the GPU's resident blocks can hold. The block size is chosen at launch. STAGED loads
+// the packs with cp.async through shared memory (no registers held while they are in flight).
+template <typename T, int VEC, int PER, int STAGED, int CLUSTER>
+__device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
+                                              unsigned* __restrict__ sync, int cols, int slices) {
+    const long long block = slices > CLUSTER ? start_ticket(sync) : blockIdx.x;
+    const long long row = block / slices;
+    const int slice = block % slices;
     const int packs = cols / VEC;
-    const int chunk = (packs + CLUSTER - 1) / CLUSTER;
-    const int begin = rank * chunk, end = min(packs, begin + chunk);
-    for (long long row = blockIdx.x / CLUSTER; row < rows; row += gridDim.x / CLUSTER) {
-        const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
-        Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
-        float v[PER * VEC];
-        bool valid[PER * VEC];
+    const int chunk = (packs + slices - 1) / slices;
+    const int begin = slice * chunk, end = min(packs, begin + chunk);
+    const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
+    Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
+    float v[PER * VEC];
+    bool valid[PER * VEC];
+    if constexpr (STAGED) stage_packs<T, VEC, PER>(xr, begin, end);
 #pragma unroll
-        for (int k = 0; k < PER; ++k) {
-            const int p = begin + k * blockDim.x + threadIdx.x;
-            Pack<T, VEC> pack;
-            if (p < end) pack = xr[p];
+    for (int k = 0; k < PER; ++k) {
+        const int p = begin + k * blockDim.x + threadIdx.x;
+        Pack<T, VEC> pack;
+        if (p < end) {
+            if constexpr (STAGED) pack = staged_pack<T, VEC>(k);
+            else pack = xr[p];
+        }
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
-        }
-        const State<float> mine = exps_in_place(v, valid);
-        State<float> s = fast_block_merge(mine);
-        if (CLUSTER > 1) {
-            if (threadIdx.x == 0) { cluster_state[0] = s.m; cluster_state[1] = s.d; }
-            __cluster_barrier_arrive();
-            __cluster_barrier_wait();
-            const float* first = static_cast<const float*>(__cluster_map_shared_rank((void*)cluster_state, 0));
-            s = {first[0], first[1]};
-            for (int r = 1; r < CLUSTER; ++r) {
-                const float* other = static_cast<const float*>(__cluster_map_shared_rank((void*)cluster_state, r));
-                s = fast_merge(s, {other[0], other[1]});
-            }
-            __cluster_barrier_arrive();  // no block may go on (or leave) while another still reads its shared memory
-            __cluster_barrier_wait();
-        }
-        const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-            const int p = begin + k * blockDim.x + threadIdx.x;
-            if (p < end) yr[p] = scaled<T, VEC>(v + k * VEC, c);
-        }
+        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
     }
+    const State<float> mine = exps_in_place(v, valid);
+    State<float> s = fast_block_merge(mine);
+    if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
+    else if (slices > 1) s = exchange_row(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+    const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        const int p = begin + k * blockDim.x + threadIdx.x;
+        if (p < end) yr[p] = scaled<T, VEC>(v + k * VEC, c);
+    }
+}
+
+template <typename T, typename Acc, int VEC, int PER, int STAGED>
+__global__ void __launch_bounds__(1024) fast_row(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
+                                                 unsigned* __restrict__ sync, int rows, int cols, int slices) {
+    fast_row_body<T, VEC, PER, STAGED, 1>(x, y, partial, sync, cols, slices);
+}
+
+// fast_row_cluster: fast_row whose `slices` = CLUSTER blocks of a row form a Hopper cluster (a separate
+// kernel: the cluster attribute changes how every block is scheduled, so one-block rows go without it).
+template <typename T, typename Acc, int VEC, int PER, int STAGED, int CLUSTER>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(1024)
+fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
+                 int rows, int cols, int slices) {
+    fast_row_body<T, VEC, PER, STAGED, CLUSTER>(x, y, partial, sync, cols, slices);
 }
 
 // fast_split_partial: fast's path for few, very long rows. Block c of a row streams chunk c in
@@ -149,7 +157,7 @@ __global__ void __launch_bounds__(512) fast_split_finish(const T* __restrict__ x
         if (threadIdx.x == 0) { row_state[0] = s.m; row_state[1] = s.d; }
     }
     __syncthreads();
-    const float m_log2e = __fmul_rn(row_state[0], LOG2E), inv_d = 1.0f / row_state[1];
+    const float m = row_state[0], inv_d = 1.0f / row_state[1];
     const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
     Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
     const int packs = cols / VEC;
@@ -159,7 +167,7 @@ __global__ void __launch_bounds__(512) fast_split_finish(const T* __restrict__ x
         const Pack<T, VEC> in = xr[p];
         Pack<T, VEC> out;
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) out.v[i] = from_float<T>(__fmul_rn(exp_shifted(to_float(in.v[i]), m_log2e), inv_d));
+        for (int i = 0; i < VEC; ++i) out.v[i] = from_float<T>(__fmul_rn(exp_shifted(to_float(in.v[i]), m), inv_d));
         yr[p] = out;
     }
 }

@@ -22,8 +22,32 @@ __device__ __forceinline__ void load_packs(const Pack<T, VEC>* row, int first, i
     }
 }
 
-// e^{x - m} as 2^{x·log2e - m·log2e}: one FMA and one MUFU.EX2 instead of expf's ~10 instructions.
-__device__ __forceinline__ float exp_shifted(float x, float m_log2e) { return exp2f(fmaf(x, LOG2E, -m_log2e)); }
+// Dynamic shared memory of fast_row's STAGED loads: pack k of thread t at [k · blockDim.x + t].
+extern __shared__ uint4 staging[];
+
+// Start 16-byte cp.async copies of this thread's packs begin + k·blockDim.x + t (those below end) into
+// staging and wait for them; each thread reads back only what it copied, so no barrier is needed.
+template <typename T, int VEC, int PER>
+__device__ __forceinline__ void stage_packs(const Pack<T, VEC>* row, int begin, int end) {
+    static_assert(sizeof(Pack<T, VEC>) == 16, "cp.async stages 16-byte packs");
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        const int p = begin + k * blockDim.x + threadIdx.x;
+        if (p < end) {
+            const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + k * blockDim.x + threadIdx.x));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(row + p));
+        }
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
+template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> staged_pack(int k) {
+    return *reinterpret_cast<const Pack<T, VEC>*>(staging + k * blockDim.x + threadIdx.x);
+}
+
+// e^{x - m} as 2^{(x - m)·log2e}: one MUFU.EX2 instead of expf's ~10 instructions. The difference is
+// taken first, so x near the top of fp32 (|x|·log2e > FLT_MAX) cannot overflow into inf - inf.
+__device__ __forceinline__ float exp_shifted(float x, float m) { return exp2f(__fmul_rn(__fsub_rn(x, m), LOG2E)); }
 
 // e^{m_from - m_to} the same way; equal maxima (-inf == -inf included) give exactly 1.
 __device__ __forceinline__ float fast_rescale(float m_from, float m_to) {
@@ -62,6 +86,74 @@ __device__ __forceinline__ State<float> fast_block_merge(State<float> s) {
     return row;
 }
 
+// A block's logical index in start order (a ticket), for kernels whose blocks wait for each other:
+// every block with a smaller ticket has started, so a block only ever waits for blocks that are
+// resident or can become resident, never for one queued behind it. The last ticket resets the
+// counter for the next launch. sync[0] is the counter.
+__device__ __forceinline__ unsigned start_ticket(unsigned* sync) {
+    __shared__ unsigned ticket;
+    if (threadIdx.x == 0) {
+        ticket = atomicAdd(sync, 1u);
+        if (ticket == gridDim.x - 1) atomicExch(sync, 0u);
+    }
+    __syncthreads();
+    return ticket;
+}
+
+// The row's (m, d) from the block states of its `slices` slices: each block publishes its state
+// in row_partial[2·slice], counts itself in counters[0], waits until every slice has, and folds the
+// states as fast_split_finish does (lane l folds slices l, l + 32, ..., then a butterfly), so all
+// slices get the same bits. The last block to leave resets both counters for the next launch.
+__device__ __forceinline__ State<float> exchange_row(State<float> s, float* row_partial, unsigned* counters, int slice,
+                                                     int slices) {
+    __shared__ float row_state[2];
+    if (threadIdx.x == 0) {
+        __stcg(row_partial + 2 * slice, s.m);
+        __stcg(row_partial + 2 * slice + 1, s.d);
+        __threadfence();  // the state is visible before the count that announces it
+        atomicAdd(counters, 1u);
+        while (*reinterpret_cast<volatile unsigned*>(counters) < (unsigned)slices) __nanosleep(32);
+        __threadfence();
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        State<float> r = {NEG_INF, 0.0f};
+        for (int k = threadIdx.x; k < slices; k += 32) r = fast_merge(r, {__ldcg(row_partial + 2 * k), __ldcg(row_partial + 2 * k + 1)});
+        r = group_merge<32>(r);
+        if (threadIdx.x == 0) {
+            row_state[0] = r.m;
+            row_state[1] = r.d;
+            if (atomicAdd(counters + 1, 1u) == (unsigned)slices - 1) {  // every slice has read the states
+                atomicExch(counters, 0u);
+                atomicExch(counters + 1, 0u);
+            }
+        }
+    }
+    __syncthreads();
+    return {row_state[0], row_state[1]};
+}
+
+// exchange_row for the blocks of one Hopper cluster: the states are read from each block's shared
+// memory (DSMEM) and folded in the same order, so the bits match exchange_row's.
+template <int CLUSTER> __device__ __forceinline__ State<float> cluster_exchange(State<float> s) {
+    __shared__ float block_state[2], row_state[2];
+    if (threadIdx.x == 0) { block_state[0] = s.m; block_state[1] = s.d; }
+    __cluster_barrier_arrive();
+    __cluster_barrier_wait();
+    if (threadIdx.x < 32) {
+        State<float> r = {NEG_INF, 0.0f};
+        if (threadIdx.x < CLUSTER) {
+            const float* other = static_cast<const float*>(__cluster_map_shared_rank((void*)block_state, threadIdx.x));
+            r = fast_merge(r, {other[0], other[1]});
+        }
+        r = group_merge<32>(r);
+        if (threadIdx.x == 0) { row_state[0] = r.m; row_state[1] = r.d; }
+    }
+    __cluster_barrier_arrive();  // no block may leave while another still reads its shared memory
+    __cluster_barrier_wait();
+    return {row_state[0], row_state[1]};
+}
+
 // A thread's state over the elements it holds in registers: max first (registers are free to
 // read twice), then e_i = e^{x_i - m} in place and their sum, so each element costs ONE exp.
 // As in online_step, a -inf element adds exactly 0 and a NaN makes d NaN.
@@ -69,11 +161,10 @@ template <int N> __device__ __forceinline__ State<float> exps_in_place(float (&v
     float m = NEG_INF;
 #pragma unroll
     for (int i = 0; i < N; ++i) if (valid[i]) m = fmaxf(m, v[i]);
-    const float m_log2e = __fmul_rn(m, LOG2E);
     float d = 0.0f;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-        v[i] = valid[i] && v[i] != NEG_INF ? exp_shifted(v[i], m_log2e) : 0.0f;
+        v[i] = valid[i] && v[i] != NEG_INF ? exp_shifted(v[i], m) : 0.0f;
         d = __fadd_rn(d, v[i]);
     }
     return {m, d};

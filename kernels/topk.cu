@@ -149,12 +149,12 @@ __device__ __forceinline__ void take_candidates(const float (&v)[N], const bool 
 template <typename T, int R, int SOFTMAX>
 __device__ __forceinline__ void write_topk(const float (&lv)[R], const int (&li)[R], State<float> s, int k, T* values,
                                            int* indices) {
-    const float m_log2e = __fmul_rn(s.m, LOG2E), inv_d = 1.0f / s.d;
+    const float inv_d = 1.0f / s.d;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int e = r * 32 + threadIdx.x % 32;
         if (e < k) {
-            values[e] = from_float<T>(SOFTMAX ? __fmul_rn(exp_shifted(lv[r], m_log2e), inv_d) : lv[r]);
+            values[e] = from_float<T>(SOFTMAX ? __fmul_rn(exp_shifted(lv[r], s.m), inv_d) : lv[r]);
             indices[e] = li[r];
         }
     }

@@ -163,13 +163,45 @@ def launch(variant: Variant, geometry: Launch, x_dev, y_dev, rows: int, cols: in
     tail = [np.int64(trace_row), *trace] if traced else [np.int64(-1), *_null_trace()]
     tails = [tail if name.split("<")[0] in TRACED_KERNELS else [] for name in names]
     grid, block, shape = (geometry.grid,), (geometry.block,), [np.int32(rows), np.int32(cols)]
-    if len(kernels) == 2:  # split: chunk states, then merge and normalise
+    chunks = np.int32(geometry.chunks)
+    if geometry.kernel.startswith("fast_row"):
+        partial, sync = _row_exchange(kernels[0], geometry, rows)
+        _vec, per, staged = geometry.template_args[:3]
+        kernels[0](grid, block, (x_dev, y_dev, partial, sync, *shape, chunks),
+                   shared_mem=geometry.block * per * 16 if staged else 0)
+    elif len(kernels) == 2:  # split: chunk states, then merge and normalise
         partial = cp.empty(2 * geometry.grid, np.float32)
-        chunks = np.int32(geometry.chunks)
         kernels[0](grid, block, (x_dev, partial, *shape, chunks, *tails[0]))
         kernels[1](grid, block, (x_dev, y_dev, partial, *shape, chunks, *tails[1]))
     else:
         kernels[0](grid, block, (x_dev, y_dev, *shape, *tails[0]))
+
+
+_exchanges: dict[int, tuple] = {}
+
+
+def _row_exchange(kernel, geometry: Launch, rows: int):
+    """fast_row's slice states and counters (a ticket, then two per row), kept per stream and zero
+    between launches (the kernel resets them). A row's slices wait for each other, so all of them
+    must fit on the GPU at once: checked against the kernel's occupancy on this device."""
+    if geometry.chunks == 1 or geometry.kernel == "fast_row_cluster":  # no exchange through global memory
+        return _null_trace()[0], _null_trace()[2]
+    resident = _resident_blocks(kernel, geometry.block, geometry.shared_bytes)
+    if geometry.chunks > resident:
+        raise KernelFailed(f"fast_row needs {geometry.chunks} resident blocks per row; this GPU holds {resident}")
+    stream = cp.cuda.get_current_stream().ptr
+    partial, sync = _exchanges.get(stream, (None, None))
+    if partial is None or partial.size < 2 * geometry.grid or sync.size < 1 + 2 * rows:
+        partial = cp.empty(max(2 * geometry.grid, 2**16), np.float32)
+        sync = cp.zeros(max(1 + 2 * rows, 2**16), np.uint32)
+        _exchanges[stream] = partial, sync
+    return partial, sync
+
+
+@functools.cache
+def _resident_blocks(kernel, threads: int, shared_bytes: int) -> int:
+    per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, shared_bytes)
+    return per_sm * cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"]
 
 
 @functools.lru_cache(maxsize=1)

@@ -60,7 +60,7 @@ class Acc:
         return np.where((fb > fa) | ((fb == fa) & np.signbit(fa)), b, a)
 
     def exp_diff(self, a, b):
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):  # -max - max is -inf in fp32 too
             return self.round(_exp_f32(a.astype(F32) - b.astype(F32)))
 
     def rescale(self, m_from, m_to):
@@ -78,7 +78,7 @@ class Acc:
 
 def _normalise(x: np.ndarray, acc: Acc, m: np.ndarray, d: np.ndarray) -> np.ndarray:
     """y = expf(to_acc(x) - m) / d in fp32, rounded once to x's type; m, d are (rows, 1)."""
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         xa = acc.round(x.astype(F32)).astype(F32)
         return _div_f32(_exp_f32(xa - m.astype(F32)), d.astype(F32)).astype(x.dtype)
 
@@ -262,10 +262,10 @@ def _exp2_f32(t: np.ndarray) -> np.ndarray:
         return _ftz(np.exp2(t.astype(np.float64)).astype(F32))
 
 
-def _exp_shifted(x: np.ndarray, m_log2e: np.ndarray) -> np.ndarray:
-    """fast.cu's exp2f(fmaf(x, LOG2E, -m·LOG2E)): the fma in float64 (exact product), rounded once."""
+def _exp_shifted(x: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """fast.cu's exp2f((x - m)·LOG2E): the difference and the product each rounded to fp32."""
     with np.errstate(invalid="ignore", over="ignore"):
-        return _exp2_f32((x.astype(np.float64) * np.float64(LOG2E) - m_log2e.astype(np.float64)).astype(F32))
+        return _exp2_f32((x - m).astype(F32) * LOG2E)
 
 
 def _fast_rescale(m_from: np.ndarray, m_to: np.ndarray) -> np.ndarray:
@@ -307,7 +307,7 @@ def _exps_in_place(xg: np.ndarray, valid: np.ndarray):
     Returns the thread states (m, d) and the exps e (invalid slots 0)."""
     valid = np.broadcast_to(valid, xg.shape)
     m = np.fmax.reduce(np.where(valid, xg, -np.inf), axis=2).astype(F32)  # fmaxf skips NaN, as the kernel
-    e = np.where(valid & (xg != -np.inf), _exp_shifted(xg, (m * LOG2E)[..., None]), np.zeros((), F32))
+    e = np.where(valid & (xg != -np.inf), _exp_shifted(xg, m[..., None]), np.zeros((), F32))
     d = np.zeros(m.shape, F32)
     for slot in range(xg.shape[2]):  # the sum in the thread's order
         d = d + e[..., slot]
@@ -320,7 +320,7 @@ def _pack_elements(pack: np.ndarray, vec: int) -> np.ndarray:
 
 
 def _fast(x: np.ndarray, launch: Launch) -> np.ndarray:
-    """fast_warp / fast_block / fast_split, with the same thread-to-element map and arithmetic."""
+    """fast_warp / fast_row / fast_split, with the same thread-to-element map and arithmetic."""
     rows, cols = x.shape
     x32 = x.astype(F32)
     vec, per = launch.template_args[:2]
@@ -331,12 +331,12 @@ def _fast(x: np.ndarray, launch: Launch) -> np.ndarray:
         lanes = launch.template_args[2]
         pack = np.arange(per)[None, :] * lanes + np.arange(lanes)[:, None]  # (lane, k)
         valid = pack < packs
-    else:
-        cluster, threads = launch.cluster, launch.block
-        chunk = cdiv(packs, cluster)
-        rank, t = np.divmod(np.arange(cluster * threads), threads)
-        pack = (rank * chunk)[:, None] + np.arange(per)[None, :] * threads + t[:, None]
-        valid = pack < np.minimum(packs, (rank + 1) * chunk)[:, None]
+    else:  # fast_row: slice s of the row is held by block s
+        slices, threads = launch.chunks, launch.block
+        chunk = cdiv(packs, slices)
+        slice_, t = np.divmod(np.arange(slices * threads), threads)
+        pack = (slice_ * chunk)[:, None] + np.arange(per)[None, :] * threads + t[:, None]
+        valid = pack < np.minimum(packs, (slice_ + 1) * chunk)[:, None]
     element = _pack_elements(np.where(valid, pack, 0), vec)
     valid = np.repeat(valid, vec, axis=1)
     m, d, e = _exps_in_place(x32[:, element], valid)
@@ -344,17 +344,29 @@ def _fast(x: np.ndarray, launch: Launch) -> np.ndarray:
         row_m, row_d = _group_merge(m, d, launch.template_args[2])
         row_m, row_d = row_m[:, :1], row_d[:, :1]
     else:
-        bm, bd = _fast_block_merge(m.reshape(rows * cluster, threads), d.reshape(rows * cluster, threads))
-        bm, bd = bm.reshape(rows, cluster), bd.reshape(rows, cluster)
-        row_m, row_d = bm[:, :1], bd[:, :1]
-        for r in range(1, cluster):
-            row_m, row_d = _fast_merge(row_m, row_d, bm[:, r:r + 1], bd[:, r:r + 1])
+        bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
+        row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
+        if slices > 1:
+            row_m, row_d = _fold_chunks(row_m, row_d)
     with np.errstate(invalid="ignore", over="ignore"):
         c = _ftz(_fast_rescale(m, row_m) * _div_f32(np.ones((), F32), row_d))
         out = _ftz(e * c[..., None])
     y = np.empty_like(x32)
     y[:, element[valid]] = out[:, valid]  # every element sits in exactly one valid slot
     return y.astype(x.dtype)
+
+
+def _fold_chunks(cm: np.ndarray, cd: np.ndarray):
+    """The row's (m, d) from its chunks' states (rows, chunks), as fast_split_finish, fast_row's
+    exchange and topk's last block fold them: lane l folds chunks l, l + 32, ..., then a butterfly."""
+    rows, chunks = cm.shape
+    lm = np.full((rows, 32), -np.inf, F32)
+    ld = np.zeros((rows, 32), F32)
+    for k in range(0, chunks, 32):
+        n = min(32, chunks - k)
+        lm[:, :n], ld[:, :n] = _fast_merge(lm[:, :n], ld[:, :n], cm[:, k:k + n], cd[:, k:k + n])
+    row_m, row_d = _group_merge(lm, ld, 32)
+    return row_m[:, :1], row_d[:, :1]
 
 
 def _fast_split(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
@@ -364,9 +376,9 @@ def _fast_split(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarr
 
 
 def _fast_normalise(x32: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np.ndarray:
-    """e^{x - m} / d as fast_split_finish and topk write it: exp2f(fma) times 1/d, in fp32."""
+    """e^{x - m} / d as fast_split_finish and topk write it: exp2f((x - m)·LOG2E) times 1/d, in fp32."""
     with np.errstate(invalid="ignore", over="ignore"):
-        return _ftz(_exp_shifted(x32, row_m * LOG2E) * _div_f32(np.ones((), F32), row_d))
+        return _ftz(_exp_shifted(x32, row_m) * _div_f32(np.ones((), F32), row_d))
 
 
 def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
@@ -388,16 +400,7 @@ def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
                                    slots.reshape(rows * chunks, threads, per * vec))
         m, d = _fast_merge(m, d, bm.reshape(rows, chunks, threads), bd.reshape(rows, chunks, threads))
     cm, cd = _fast_block_merge(m.reshape(rows * chunks, threads), d.reshape(rows * chunks, threads))
-    cm, cd = cm.reshape(rows, chunks), cd.reshape(rows, chunks)
-    lanes = 32
-    lm = np.full((rows, lanes), -np.inf, F32)
-    ld = np.zeros((rows, lanes), F32)
-    for k in range(0, chunks, lanes):  # lane l folds chunks l, l + 32, ...
-        n = min(lanes, chunks - k)
-        fm, fd = _fast_merge(lm[:, :n], ld[:, :n], cm[:, k:k + n], cd[:, k:k + n])
-        lm[:, :n], ld[:, :n] = fm, fd
-    row_m, row_d = _group_merge(lm, ld, 32)
-    return row_m[:, :1], row_d[:, :1]
+    return _fold_chunks(cm.reshape(rows, chunks), cd.reshape(rows, chunks))
 
 
 def top_indices(values: np.ndarray, k: int) -> np.ndarray:

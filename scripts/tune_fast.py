@@ -1,0 +1,106 @@
+"""Time every geometry of `fast` that its launch rule could choose, per shape, on a GPU machine.
+
+Each geometry is validated against float64 (poisoned output, every element written) before it is
+timed with CUDA events over inputs rotated beyond 4× the L2. Prints, per shape, the copy's time,
+the rule's choice and the best geometry; FAST_ROW_SHAPES in explorer/registry.py is read off this.
+
+    PYTHONPATH=. python scripts/tune_fast.py [--dtypes float32 bfloat16] [--cols 2048 4096] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import numpy as np
+
+from explorer import bench
+from explorer.backends import cuda
+from explorer.numerics import DTYPES
+from explorer.registry import VARIANTS, Launch, fast_row_launch, fast_vector
+
+cp = cuda.cp
+FAST = VARIANTS["fast"]
+
+
+def candidates(rows: int, cols: int, dtype: str) -> list[Launch]:
+    """The rule's choice, then fast_row at every block size and register budget that fits."""
+    found = [FAST.launch(rows, cols, None, dtype)]
+    vec = fast_vector(cols, dtype)
+    for threads in (64, 128, 256, 512, 1024):
+        for elements in (16, 32):
+            for staged in (False, True):
+                if elements < vec or (vec == 1 and elements > 16):
+                    continue
+                launch = fast_row_launch(rows, cols, dtype, threads, elements, staged)
+                if launch is not None and launch not in found:
+                    found.append(launch)
+    return found
+
+
+def median_us(launch_fn, buffers: int, repeats: int = 30) -> float:
+    launch_fn(0)
+    cp.cuda.get_current_stream().synchronize()
+    events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(repeats)]
+    for i, (start, end) in enumerate(events):
+        start.record()
+        launch_fn(i % buffers)
+        end.record()
+    events[-1][1].synchronize()
+    return float(np.median([cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in events]))
+
+
+def tune_shape(rows: int, cols: int, dtype: str) -> dict:
+    bytes_in = rows * cols * DTYPES[dtype].itemsize
+    buffers = max(2, min(32, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
+    rng = cp.random.default_rng(cols)
+    xs = [bench._round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32) * 3, dtype) for _ in range(buffers)]
+    ys = [cp.empty_like(x) for x in xs]
+    ref = bench._reference_device(xs[0], dtype)
+    copy_us = median_us(lambda i: ys[i].data.copy_from_device_async(xs[i].data, bytes_in), buffers)  # cudaMemcpyAsync
+    timed = []
+    for launch in candidates(rows, cols, dtype):
+        ys[0].fill(cuda.poison_value(DTYPES[dtype]))
+        cuda.launch(FAST, launch, xs[0], ys[0], rows, cols, dtype, "float32")
+        max_rel = bench._max_rel_device(ys[0], ref, dtype)
+        unwritten = int((ys[0] == cuda.poison_value(DTYPES[dtype])).sum())
+        if unwritten or not max_rel < 1e-5 * (1 if dtype == "float32" else 1e3):
+            timed.append({"launch": launch.describe(), "error": f"max_rel {max_rel}, {unwritten} unwritten"})
+            continue
+        us = median_us(lambda i, g=launch: cuda.launch(FAST, g, xs[i], ys[i], rows, cols, dtype, "float32"), buffers)
+        timed.append({"launch": launch.describe(), "us": us, "pct_copy": 100 * copy_us / us, "max_rel": max_rel})
+    return {"dtype": dtype, "rows": rows, "cols": cols, "copy_us": copy_us, "timed": timed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--cols", nargs="+", type=int, default=[*bench.SWEEP_COLS, 5000, 50257, 151936])
+    parser.add_argument("--long", action="store_true", help="also the long-row shapes")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    shapes = [(max(1, bench.SWEEP_ELEMENTS // c), c) for c in args.cols]
+    if args.long:
+        shapes += list(bench.LONG_ROW_SHAPES)
+    results = []
+    for dtype in args.dtypes:
+        for rows, cols in shapes:
+            r = tune_shape(rows, cols, dtype)
+            cp.get_default_memory_pool().free_all_blocks()  # the shape's buffers are gone with tune_shape
+            results.append(r)
+            ok = [t for t in r["timed"] if "us" in t]
+            rule, best = r["timed"][0], max(ok, key=lambda t: t["pct_copy"]) if ok else None
+            print(f"{dtype:8} {rows:>8}x{cols:<8} copy {r['copy_us']:7.1f} us | rule {rule.get('pct_copy', 0):5.1f}% "
+                  f"{rule['launch']} | best {best['pct_copy'] if best else 0:5.1f}% {best['launch'] if best else '-'}",
+                  flush=True)
+            for t in r["timed"]:
+                if "error" in t:
+                    print("    FAILED", t["launch"], t["error"], flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
