@@ -1,15 +1,17 @@
 // The fastest softmax kernels we could write, and the split-row kernels for very long rows.
 //
-// | kernel          | idea                                                            | global reads / writes per element |
-// |-----------------|-----------------------------------------------------------------|-----------------------------------|
+// | kernel             | idea                                                            | global reads / writes per element |
+// |--------------------|-----------------------------------------------------------------|-----------------------------------|
 // | fast_warp          | lanes of a warp per row, row cached in registers, 16-byte loads | 1 / 1                          |
-// | fast_block         | block (or Hopper cluster of up to 8 blocks) per row, registers  | 1 / 1                          |
+// | fast_row           | a block per row, or slices of it merged through global memory;  | 1 / 1 (+ 2 floats per slice)   |
+// |                    | cp.async loads staged in shared memory, row held in registers   |                                |
+// | fast_row_cluster   | fast_row whose slices form a Hopper cluster, merged over DSMEM  | 1 / 1                          |
 // | fast_split_partial | several blocks per row stream a chunk each into (m, d)          | 1 / 0 (+ 2 floats per chunk)   |
 // | fast_split_finish  | merge the row's chunk states, normalise the chunk               | 1 / 1                          |
 // | split_partial      | split_row, the teaching version: per-element online rule       | 1 / 0 (+ 2 floats per chunk)   |
 // | split_finish       | merge the chunk states in order, normalise (traced)             | 1 / 1                          |
 //
-// `fast` (the variant) picks fast_warp, fast_block or the fast_split pair from the shape; see
+// `fast` (the variant) picks fast_warp, fast_row(_cluster) or the fast_split pair from the shape; see
 // explorer/registry.py. fast_* accumulate in fp32 only (Acc must be float) and use exp2f (one MUFU
 // instruction) instead of expf. All kernels are templated like softmax.cu.
 #include "fast_common.cuh"
