@@ -61,6 +61,9 @@ def max_elements() -> int:
     return DEFAULT_MAX_ELEMENTS if problems or not raw else int(raw)
 
 
+max_elements()  # a malformed setting is reported when the explorer loads (the app's or the CLI's start)
+
+
 def forced_backend() -> str | None:
     """The operator's choice for "auto" (EXPLORER_BACKEND=emulator keeps a shared box off its GPU)."""
     forced = os.environ.get("EXPLORER_BACKEND", "").strip()

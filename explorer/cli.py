@@ -196,7 +196,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    api.max_elements()  # a malformed EXPLORER_MAX_ELEMENTS is reported now, and the default used
     args = parser().parse_args(argv)
     try:
         return args.fn(args)

@@ -258,6 +258,11 @@ def test_malformed_cap_is_reported_when_the_package_loads():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "EXPLORER_MAX_ELEMENTS='-5' is refused" in done.stderr and "default" in done.stderr
+    assert done.stderr.count("EXPLORER_MAX_ELEMENTS") == 1  # once, not per call
+    # at start: importing the package is enough
+    done = subprocess.run([sys.executable, "-c", "import explorer"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert "EXPLORER_MAX_ELEMENTS='-5' is refused" in done.stderr
 
 
 # ---------------------------------------------------------------- checks on the shape, before any copy
