@@ -53,7 +53,8 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure,
 
 
 
-TOPK_NAMES = {"topk_fused": "topk_fused", "topk_unfused": "topk_unfused", "torch": "torch.softmax + torch.topk"}
+TOPK_NAMES = {"topk_fused": "topk_fused", "topk_unfused": "topk_unfused", "torch": "torch.softmax + torch.topk",
+              "torch_lse": "torch.topk + logsumexp"}
 TOPK_STATUS_PATTERN = {"same": "", "tie": ".", "wrong": "x"}
 
 
@@ -103,7 +104,7 @@ def topk_bars_figure(ref_values: np.ndarray, ref_indices: np.ndarray, outputs: d
 
 
 def topk_timing_frame(sources: dict[str, dict]) -> pd.DataFrame:
-    """The top-k rows (topk_fused, topk_unfused, torch with a k) of several results documents, with 'shape'."""
+    """The top-k rows (both kernels and both torch baselines, with a k) of several results documents, with 'shape'."""
     df = results_frame(sources)
     if df.empty or "k" not in df.columns:
         return pd.DataFrame()
