@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("streamlit")
 from test_app import charts, frame, goto, make, ok  # the AppTest page helpers
 
-from ui import timing
+from ui import figures, timing
 
 EVIL = "<b>GPU</b> & co"
 
@@ -83,7 +83,7 @@ def topk_doc() -> dict:
 
 
 def test_topk_frame_keeps_torch_lse_and_the_floor():
-    df = timing.topk_frame({"GPU": topk_doc()})
+    df = figures.topk_timing_frame({"GPU": topk_doc()})
     assert list(df["name"]) == ["topk_fused", "topk_unfused", "torch", "torch_lse"]  # the copy is not a pipeline
     table = timing.topk_table(df)
     assert table.set_index("name").loc["torch_lse", "pct_floor_device"] == pytest.approx(38.3)

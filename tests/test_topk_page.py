@@ -8,12 +8,13 @@ import pandas as pd
 import pytest
 
 import explorer
-from explorer.topk import TOPK_VARIANTS, VOCABS
+from explorer.topk import TOPK_VARIANTS, VOCABS, TopkReport
 
 pytest.importorskip("streamlit")
 from test_app import arr, chart_configs, charts, goto, make, ok  # the AppTest page helpers
 
 from ui import compute, figures, topk
+from ui.state import GeneratedInput, UploadedInput
 
 STAMP = "CPU emulation (no GPU) · NumPy x · 2025-01-01"
 BASE = {"rows": "4", "cols": "100", "variants": "online_warp"}
@@ -328,10 +329,12 @@ def test_helpers_batches_bytes_slug_and_agreement():
     moved = topk.bytes_table(512, 128256, 50, "bfloat16")
     assert moved.loc["topk_fused", "bytes moved"] == 512 * 128256 * 2 + 512 * 50 * 6
     assert moved.loc["topk_unfused", "bytes moved"] == moved.loc["torch.softmax + torch.topk", "bytes moved"]
-    spec = ("dist", "zipf", (("s", 1.1),), 8, 50257, "float16", 3)
+    spec = GeneratedInput("zipf", (("s", 1.1),), 8, 50257, "float16", 3)
     assert topk.input_slug(spec, 50, 2) == "softmax_topk_zipf_s1.1_8x50257_float16_seed3_k50_row2"
-    runs = {"topk_unfused": {"backend": "emulator", "seconds": 0.002,
-                             "report": {"index_mismatch": 2, "tie_swaps": 5, "max_rel": 1e-4, "rows_checked": 4}}}
+    assert topk.input_slug(UploadedInput("my logits.v2.npy", b"", "bfloat16"), 8, 0) == \
+        "softmax_topk_upload-my-logits.v2_bfloat16_k8_row0"
+    runs = {"topk_unfused": topk.TopkRun(np.zeros((4, 10)), np.zeros((4, 10), dtype=np.int32), "emulator", 0.002, "",
+                                         TopkReport(index_mismatch=2, tie_swaps=5, max_rel=1e-4, rows_checked=4))}
     df = topk.agreement_table(runs, 10)
     assert df.loc["topk_unfused", "index agreement"] == pytest.approx(1 - 2 / 40)
     assert df.loc["topk_unfused", "wall ms (not a benchmark)"] == pytest.approx(2.0)

@@ -22,6 +22,8 @@ import streamlit as st
 import explorer
 
 from . import compute, figures, gpu_lock
+from .figures.timing import TOPK_NAMES
+from .state import file_slug
 
 SCHEMA = "softmax-explorer-bench/1"
 RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "median_us", "p10_us", "p90_us", "gbps")
@@ -203,7 +205,7 @@ def render(cfg) -> None:
     broken = failed(chosen)
     t, g = figures.timing_figures(display_names(chosen.drop(index=broken.index)), plotly_text(ss["tshape"]),
                                   stamp)
-    slug = f"softmax_timing_{ss['tshape'].replace(' ', '_').replace('×', 'x')}"
+    slug = file_slug("softmax_timing", *ss["tshape"].split())
     st.plotly_chart(t, config=figures.chart_config(slug + "_time"), key="chart_time", width="stretch", theme=None)
     st.plotly_chart(g, config=figures.chart_config(slug + "_bandwidth"), key="chart_bandwidth", width="stretch", theme=None)
     table = chosen[[c for c in TABLE_COLUMNS if c in chosen.columns]].reset_index(drop=True)
@@ -227,31 +229,13 @@ def render(cfg) -> None:
 
 # --- the top-k page's timing ----------------------------------------------------------------------------------
 
-TOPK_LABELS = {"topk_fused": "topk_fused", "topk_unfused": "topk_unfused", "torch": "torch.softmax + torch.topk",
-               "torch_lse": "torch.topk + logsumexp"}
 TOPK_EXTRA = ["version", "device_us", "floor_us", "pct_floor", "floor_device_us", "pct_floor_device", "error"]
-TOPK_COLUMNS = {
-    "version": st.column_config.TextColumn("version"),
-    "device_us": st.column_config.NumberColumn("device µs", format="%.2f"),
+TOPK_COLUMNS = {  # beside TIME_COLUMNS
     "floor_us": st.column_config.NumberColumn("floor µs (event)", format="%.2f"),
     "pct_floor": st.column_config.NumberColumn("% of floor (event)", format="%.0f"),
     "floor_device_us": st.column_config.NumberColumn("floor µs (device)", format="%.2f"),
     "pct_floor_device": st.column_config.NumberColumn("% of floor (device)", format="%.0f"),
-    "error": st.column_config.TextColumn("error"),
 }
-
-
-def topk_frame(sources: dict[str, dict]) -> pd.DataFrame:
-    """The top-k rows (both kernels and both torch baselines, with a k) of several documents, with 'shape'."""
-    df = figures.results_frame(sources)
-    if df.empty or "k" not in df.columns:
-        return pd.DataFrame()
-    df = df[df["name"].isin(list(TOPK_LABELS)) & df["k"].notna()].copy()
-    if df.empty:
-        return df
-    df["k"] = df["k"].astype(int)
-    df["shape"] = [f"{int(r)}×{int(c)} {d} top-{k}" for r, c, d, k in zip(df["rows"], df["cols"], df["dtype"], df["k"])]
-    return df.reset_index(drop=True)
 
 
 def topk_table(part: pd.DataFrame) -> pd.DataFrame:
@@ -278,7 +262,7 @@ def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
     timed = table[table["median_us"].notna()]
     colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
     for i, (source, part) in enumerate(timed.groupby("source", sort=False)):
-        order = [n for n in TOPK_LABELS if n in set(part["name"])]
+        order = [n for n in TOPK_NAMES if n in set(part["name"])]
         part = part.set_index("name").loc[order].reset_index()
         text = []
         for _, r in part.iterrows():
@@ -286,7 +270,7 @@ def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
             text.append(f"{r['MB_moved']:,.1f} MB" + _pct_floor_label(r)
                         + (f" · {speed:.2f}× torch" if math.isfinite(speed) else ""))
         fig.add_trace(go.Bar(
-            x=[TOPK_LABELS[n] for n in part["name"]], y=part["median_us"], name=plotly_text(source),
+            x=[TOPK_NAMES[n] for n in part["name"]], y=part["median_us"], name=plotly_text(source),
             marker_color=colors[i % len(colors)], text=text, textposition="outside",
             marker_pattern_shape=["/" if n.startswith("torch") else "" for n in part["name"]],
             error_y=dict(type="data", symmetric=False, array=part["p90_us"] - part["median_us"],

@@ -1,14 +1,15 @@
 """The Softmax + top-k page: the k largest probabilities per row, fused (one read of the logits) or not.
 
-Pure helpers first (options, agreement per rank, bytes moved: testable without Streamlit), then the cached
-computations, then the page. Figures come from ui.figures (topk_bars_figure, topk_timing_figure).
-explorer.bench is imported lazily, as ui/timing.py does: on the CPU the page only loads results files.
+The page's URL parameters (PARAMS), pure helpers (options, agreement per rank, bytes moved: testable without
+Streamlit), the cached computations, then the page. The bars come from ui.figures.topk_bars_figure, the
+timing from ui/timing.py, which imports explorer.bench lazily: on the CPU the page only loads results files.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,18 +17,26 @@ import streamlit as st
 
 import explorer
 from explorer.numerics import dtype_name
-from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, tie_within_rounding
+from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, TopkReport, tie_within_rounding
 
 from . import compute, figures, gpu_lock, timing
-from .common import backend_badge, guarded, remember_widgets, restore_widgets, stamp
-from .state import TK_BATCHES, TOPK_DEFAULTS
+from .common import backend_badge, chart, clamp, ensure_choice, guarded, stamp
+from .params import Param
+from .state import MAX_DIM, UPLOAD_STEM, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text
 
 ss = st.session_state
 
 VOCAB_NAMES = {32000: "LLaMA-2", 50257: "GPT-2", 128256: "LLaMA-3", 151936: "Qwen-2", 262144: "Gemma"}
-BATCHES = TK_BATCHES
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 EMULATOR_MAX_ELEMENTS = 8 * 262144  # batch × vocab the CPU emulation runs (about a second for both variants)
-DEFAULTS = TOPK_DEFAULTS  # ui.state: the same keys are URL parameters
+PARAMS = (
+    Param("tk_vocab", "int", VOCABS[0], choices=VOCABS, sparse=True),
+    Param("tk_batch", "int", 8, choices=BATCHES, sparse=True),
+    Param("tk_k", "int", 8, low=1, high=K_MAX, sparse=True),
+    Param("tk_row", "int", 0, low=0, high=MAX_DIM, sparse=True),
+    Param("tk_log", "flag", True, sparse=True, hint="1 (log scale) or 0 (linear) is needed"),
+    Param("tk_tshape", "text", "", sparse=True),
+)
 BENCH_COMMAND = "python -m explorer bench --topk 1 8 50 --json FILE"
 
 INTRO = """
@@ -100,16 +109,28 @@ def bytes_table(rows: int, cols: int, k: int, dtype: str) -> pd.DataFrame:
     return pd.DataFrame(out).set_index("pipeline")
 
 
-def agreement_table(runs: dict[str, dict], k: int) -> pd.DataFrame:
-    """One row per variant from run_topk's results: index agreement, tie swaps, error, backend, wall time."""
+@dataclass(frozen=True)
+class TopkRun:
+    """One top-k variant over the whole input (wall seconds: not a benchmark)."""
+
+    values: np.ndarray  # rows × k, float64
+    indices: np.ndarray  # rows × k
+    backend: str
+    seconds: float
+    launch: str
+    report: TopkReport
+
+
+def agreement_table(runs: dict[str, TopkRun], k: int) -> pd.DataFrame:
+    """One row per variant: index agreement, tie swaps, error, backend, wall time."""
     out = {}
     for key, r in runs.items():
-        rep = r["report"]
-        positions = rep["rows_checked"] * k
-        out[key] = {"backend": r["backend"], "rows checked": rep["rows_checked"], "positions": positions,
-                    "index mismatches": rep["index_mismatch"], "tie swaps": rep["tie_swaps"],
-                    "index agreement": 1 - rep["index_mismatch"] / positions if positions else math.nan,
-                    "max rel": rep["max_rel"], "wall ms (not a benchmark)": 1e3 * r["seconds"]}
+        rep = r.report
+        positions = rep.rows_checked * k
+        out[key] = {"backend": r.backend, "rows checked": rep.rows_checked, "positions": positions,
+                    "index mismatches": rep.index_mismatch, "tie swaps": rep.tie_swaps,
+                    "index agreement": 1 - rep.index_mismatch / positions if positions else math.nan,
+                    "max rel": rep.max_rel, "wall ms (not a benchmark)": 1e3 * r.seconds}
     df = pd.DataFrame.from_dict(out, orient="index")
     df.index.name = "variant"
     return df
@@ -126,35 +147,30 @@ def row_table(ref_values, ref_indices, runs_row: dict[str, tuple], status: dict[
     return df.set_index("rank")
 
 
-def input_slug(spec: tuple, k: int, row: int) -> str:
+def input_slug(spec: InputSpec, k: int, row: int) -> str:
     """File names for downloads: distribution (or upload), params, shape, dtype, seed, k, row."""
-    if spec[0] == "upload":
-        _, name, _, dtype = spec
-        safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.rsplit(".", 1)[0])[:40] or "file"
-        return f"softmax_topk_upload-{safe}_{dtype}_k{k}_row{row}"
-    _, dist, params, rows, cols, dtype, seed = spec
-    p = "".join(f"_{n}{v:g}" for n, v in params)
-    return f"softmax_topk_{dist}{p}_{rows}x{cols}_{dtype}_seed{seed}_k{k}_row{row}"
+    if isinstance(spec, UploadedInput):
+        stem = spec.filename.rsplit(".", 1)[0][:UPLOAD_STEM] or "file"
+        return file_slug("softmax_topk", f"upload-{stem}", spec.dtype, f"k{k}", f"row{row}")
+    return file_slug("softmax_topk", spec.dist + params_text(spec.params), f"{spec.rows}x{spec.cols}", spec.dtype,
+                     f"seed{spec.seed}", f"k{k}", f"row{row}")
 
 
 # --- cached compute -------------------------------------------------------------------------------------------
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def run_topk(spec: tuple, k: int, variant: str) -> dict:
-    """One top-k variant over the whole input: values (float64), indices, backend, wall seconds, TopkReport."""
+def run_topk(spec: InputSpec, k: int, variant: str) -> TopkRun:
+    """One top-k variant over the whole input, checked against float64 (explorer.topk_errors)."""
     x = compute.get_input(spec)
     start = time.perf_counter()
     r = explorer.softmax_topk(x, k, variant)
     seconds = time.perf_counter() - start
-    report = explorer.topk_errors(r, x)
-    return {"values": r.values.reshape(-1, k).astype(np.float64), "indices": r.indices.reshape(-1, k),
-            "backend": r.backend, "seconds": seconds, "launch": r.launch.describe(),
-            "report": {"index_mismatch": report.index_mismatch, "tie_swaps": report.tie_swaps,
-                       "max_rel": report.max_rel, "rows_checked": report.rows_checked}}
+    return TopkRun(r.values.reshape(-1, k).astype(np.float64), r.indices.reshape(-1, k), r.backend, seconds,
+                   r.launch.describe(), explorer.topk_errors(r, x))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def reference_row(spec: tuple, row: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def reference_row(spec: InputSpec, row: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The float64 softmax of one row, and its top-k (values, indices)."""
     x = compute.get_input(spec)[row:row + 1]
     values, indices = explorer.reference_topk(x, k)
@@ -163,22 +179,7 @@ def reference_row(spec: tuple, row: int, k: int) -> tuple[np.ndarray, np.ndarray
 
 # --- the page -----------------------------------------------------------------------------------------------------
 
-def _remember() -> None:
-    remember_widgets(DEFAULTS)
-
-
-def _chart(fig, name: str, key: str) -> None:
-    st.plotly_chart(fig, config=figures.chart_config(name), key=key, width="stretch", theme=None)
-
-
-def _clamp(key: str, low: int, high: int) -> None:
-    try:
-        ss[key] = min(max(int(ss.get(key, low)), low), high)
-    except (TypeError, ValueError):
-        ss[key] = low
-
-
-def _input_spec(cfg, emulated: bool) -> tuple | None:
+def _input_spec(cfg, emulated: bool) -> InputSpec | None:
     """The input: the sidebar's distribution, parameters, seed and dtype at the shape chosen here, or the
     uploaded logits as they are. None (after saying why) when there is nothing to run."""
     c1, c2, c3 = st.columns(3)
@@ -188,7 +189,7 @@ def _input_spec(cfg, emulated: bool) -> tuple | None:
             st.info("Upload a .npy or .csv file of logits in the sidebar (or pick a distribution).",
                     icon=":material/upload:")
             return None
-        spec = ("upload", cfg.upload_name, data, cfg.dtype)
+        spec = cfg.input(data)
         rows, cols = compute.get_input(spec).shape
         c1.caption(f"Your logits, {cfg.upload_name}: {rows} × {cols} (the vocabulary and batch choices below apply "
                    "to generated inputs only).")
@@ -196,11 +197,10 @@ def _input_spec(cfg, emulated: bool) -> tuple | None:
             st.error(f"Not run: {rows} × {cols} is more than the CPU emulation's {EMULATOR_MAX_ELEMENTS:,} elements "
                      "for this page. Upload fewer rows.", icon=":material/block:")
             return None
-        _clamp("tk_k", 1, min(K_MAX, cols))
+        clamp("tk_k", 1, min(K_MAX, cols))
         c2.number_input(f"k (1–{min(K_MAX, cols)})", min_value=1, max_value=min(K_MAX, cols), step=1, key="tk_k")
         return spec
-    if ss.get("tk_vocab") not in VOCABS:
-        ss["tk_vocab"] = DEFAULTS["tk_vocab"]
+    ensure_choice("tk_vocab", list(VOCABS))
     c1.selectbox("Vocabulary (cols)", list(VOCABS), key="tk_vocab", format_func=vocab_label,
                  help="Row lengths of real LM heads: LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma.")
     options = batch_options(int(ss["tk_vocab"]), emulated)
@@ -210,26 +210,24 @@ def _input_spec(cfg, emulated: bool) -> tuple | None:
                      help=f"The CPU emulation runs at most {EMULATOR_MAX_ELEMENTS:,} elements (8 × 262,144) "
                           "on this page, so larger batches are offered on a GPU only." if emulated else
                           "Rows of logits, one token each.")
-    _clamp("tk_k", 1, K_MAX)
+    clamp("tk_k", 1, K_MAX)
     c3.number_input(f"k (1–{K_MAX})", min_value=1, max_value=K_MAX, step=1, key="tk_k")
     if emulated:
         st.caption(f"CPU emulation: batch × vocabulary is capped at {EMULATOR_MAX_ELEMENTS:,} elements "
                    "(8 × 262,144) to keep the page interactive; a GPU runs every batch.")
-    return ("dist", cfg.dist, cfg.params, int(ss["tk_batch"]), int(ss["tk_vocab"]), cfg.dtype, cfg.seed)
+    return GeneratedInput(cfg.dist, cfg.params, int(ss["tk_batch"]), int(ss["tk_vocab"]), cfg.dtype, cfg.seed)
 
 
-def _describe(spec: tuple) -> str:
-    if spec[0] == "upload":
-        return f"upload {spec[1]} · {spec[3]}"
-    _, dist, params, rows, cols, dtype, seed = spec
-    return (dist + "".join(f" {n}={v:g}" for n, v in params) + f" · {rows}×{cols} {dtype} · seed {seed}"
-            " (distribution, dtype and seed from the sidebar)")
+def _describe(spec: InputSpec) -> str:
+    if isinstance(spec, UploadedInput):
+        return f"upload {spec.filename} · {spec.dtype}"
+    return (spec.dist + params_text(spec.params, " ", "=") + f" · {spec.rows}×{spec.cols} {spec.dtype} · "
+            f"seed {spec.seed} (distribution, dtype and seed from the sidebar)")
 
 
 @guarded
 def topk_page() -> None:
     st.title("Softmax + top-k")
-    restore_widgets(DEFAULTS)
     cfg = ss.get("_cfg")
     info = compute.backend_info()
     gpu = info.get("backend") == "cuda"
@@ -239,11 +237,9 @@ def topk_page() -> None:
     with st.expander("Fused vs unfused, ties and agreement", expanded=False):
         st.markdown(INTRO)
     if cfg is None:
-        _remember()
         return
     spec = _input_spec(cfg, emulated=not gpu)
     if spec is None:
-        _remember()
         return
     left.caption(_describe(spec))
     k = int(ss["tk_k"])
@@ -265,20 +261,20 @@ def topk_page() -> None:
     if runs:
         st.subheader("Top-k against the float64 reference")
         c1, c2 = st.columns([1, 2])
-        _clamp("tk_row", 0, rows - 1)
+        clamp("tk_row", 0, rows - 1)
         if rows > 1:
             c1.number_input(f"Row (0–{rows - 1})", min_value=0, max_value=rows - 1, step=1, key="tk_row")
         c2.toggle("Log scale", key="tk_log", help="Top-k probabilities can span many decades (zeros are left off).")
         row = int(ss["tk_row"])
         ref_row, ref_values, ref_indices = reference_row(spec, row, k)
-        runs_row = {key: (r["values"][row], r["indices"][row]) for key, r in runs.items()}
+        runs_row = {key: (r.values[row], r.indices[row]) for key, r in runs.items()}
         status = {key: position_status(ref_row, ref_indices, idx, dtype) for key, (_, idx) in runs_row.items()}
         backend = "GPU" if gpu else "CPU emulation"
         fig = figures.topk_bars_figure(ref_values, ref_indices, runs_row, bool(ss["tk_log"]),
                                        f"Top-{k} of row {row}, {rows}×{cols} {dtype}: each variant ({backend}) vs "
                                        "float64", stamp(), status=status)
         slug = input_slug(spec, k, row)
-        _chart(fig, slug, "chart_topk")
+        chart(fig, slug, "chart_topk")
         if not np.isfinite(ref_row).all():
             st.info(f"Row {row} has a NaN or +inf logit: its float64 softmax is not finite, so it has no meaningful "
                     "top-k and is not checked.", icon=":material/info:")
@@ -315,7 +311,6 @@ def topk_page() -> None:
                "again), plus k probabilities and int32 indices written per row. Top-k is memory-bound, so time "
                "should follow these bytes.")
     _timing(gpu, rows, cols, k, dtype)
-    _remember()
 
 
 def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
@@ -346,7 +341,7 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     sources, metas = timing.result_sources(ss.get("_tk_bench"), files, "topk_bench", "json_tk_bench")
     if not sources:
         return
-    df = timing.topk_frame(sources)
+    df = figures.topk_timing_frame(sources)
     if df.empty:
         st.warning("No top-k results in the loaded file(s): they need rows named topk_fused, topk_unfused, torch or "
                    f"torch_lse with a k, as written by `{BENCH_COMMAND}`.", icon=":material/warning:")
@@ -360,8 +355,8 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     table = timing.topk_table(part)
     stamp_ = " | ".join(timing.meta_stamp(metas[s]) for s in dict.fromkeys(part["source"]))
     fig = timing.topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", stamp_)
-    slug = "softmax_topk_timing_" + ss["tk_tshape"].replace(" ", "_").replace("×", "x")
-    _chart(fig, slug, "chart_topk_time")
+    slug = file_slug("softmax_topk_timing", *ss["tk_tshape"].split())
+    chart(fig, slug, "chart_topk_time")
     st.caption("Bars: median µs per launch with the p10–p90 spread (CUDA events, inputs rotated out of L2). Labels: "
                "bytes each pipeline moves, % of the read-once floor (reading the logits once at the rate of a "
                "device-to-device copy timed in the same run; from device time where measured) and speed-up against "
