@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ui import state, url
+from ui import topk, url
 from ui.pages import precision as precision_page
 
 pytest.importorskip("streamlit")
@@ -23,7 +23,7 @@ def emulator_backend(monkeypatch):
 # --- pure --------------------------------------------------------------------------------------------------
 
 def test_the_table_holds_both_pages_keys_in_the_url_only_when_changed():
-    for p in (*state.TOPK_PARAMS, *precision_page.PARAMS):
+    for p in (*topk.PARAMS, *precision_page.PARAMS):
         assert p.key in url.TABLE and p.key in url.defaults() and url.TABLE[p.key].sparse
 
 

@@ -153,13 +153,3 @@ def clamp(key: str, low: int, high: int) -> None:
     except (TypeError, ValueError):
         ss[key] = low
 
-
-def restore_widgets(defaults: dict) -> None:
-    """For ui/topk.py until it drops the call: the sidebar's keep_widget_state keeps every parameter's value
-    across pages, so this only fills what is missing."""
-    for key, value in defaults.items():
-        ss.setdefault(key, value)
-
-
-def remember_widgets(keys) -> None:
-    """For ui/topk.py until it drops the call: nothing to remember (see restore_widgets)."""

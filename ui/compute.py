@@ -12,7 +12,7 @@ import streamlit as st
 import explorer
 from explorer.numerics import ErrorReport, dtype_name, softmax_bound
 
-from .state import InputSpec, input_spec
+from .state import InputSpec
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,8 @@ class VariantRun:
     seconds: float
 
 
-def get_input(spec: InputSpec | tuple) -> np.ndarray:
-    return _load(input_spec(spec))
+def get_input(spec: InputSpec) -> np.ndarray:
+    return _load(spec)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import explorer
-from explorer.topk import K_MAX, VOCABS
 
 from .params import Param
 
@@ -41,19 +40,6 @@ RUN_PARAMS = (
     Param("block", "int", default_block, choices=tuple(range(32, 1025, 32))),
     Param("row", "int", 0, low=0, high=MAX_DIM),
 )
-
-# The Softmax + top-k page's parameters (its page, ui/topk.py, reads TK_BATCHES and TOPK_DEFAULTS).
-TK_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-TOPK_PARAMS = (
-    Param("tk_vocab", "int", VOCABS[0], choices=VOCABS, sparse=True),
-    Param("tk_batch", "int", 8, choices=TK_BATCHES, sparse=True),
-    Param("tk_k", "int", 8, low=1, high=K_MAX, sparse=True),
-    Param("tk_row", "int", 0, low=0, high=MAX_DIM, sparse=True),
-    Param("tk_log", "flag", True, sparse=True, hint="1 (log scale) or 0 (linear) is needed"),
-    Param("tk_tshape", "text", "", sparse=True),
-)
-TOPK_DEFAULTS = {p.key: p.default_value() for p in TOPK_PARAMS}
-
 
 def file_slug(*parts: object) -> str:
     """A download's file name (without extension): the parts joined by "_", × written x, and every character
@@ -95,14 +81,6 @@ class UploadedInput:
 
 
 InputSpec = GeneratedInput | UploadedInput
-
-
-def input_spec(spec: InputSpec | tuple) -> InputSpec:
-    """The typed spec; a plain tuple ("dist", name, params, rows, cols, dtype, seed) or ("upload", filename,
-    data, dtype) is what ui/topk.py still builds."""
-    if isinstance(spec, GeneratedInput | UploadedInput):
-        return spec
-    return UploadedInput(*spec[1:]) if spec[0] == UPLOAD else GeneratedInput(*spec[1:])
 
 
 @dataclass(frozen=True)
