@@ -260,25 +260,6 @@ def test_bad_upload_is_refused_in_words(at):
     assert any("bad.csv could not be read as numbers" in e.value for e in at.error)
 
 
-def test_step_through_thread(at):
-    goto(at, "step")
-    ok(at)
-    assert at.selectbox(key="tv").value == "online_thread"
-    fig = charts(at)[0]
-    assert len(fig["frames"]) == 100
-    assert fig["layout"]["updatemenus"][0]["buttons"][0]["method"] == "animate"
-    at.slider(key="step").set_value(42).run()
-    ok(at)
-    assert at.query_params["step"] == "42"
-    latex = " ".join(x.value for x in at.latex)
-    x = explorer.make_input("normal", 4, 100)[0].astype(np.float64)
-    assert "m_j = \\max(m_{j-1}, x_j)" in latex and f"{x[42]:.7g}" in latex
-    assert "e^{m_{j-1} - m_j}" in latex
-    labels = [m.label for m in at.metric]
-    assert "relative error of d_j" in labels
-    assert float(at.metric[2].value) < 1e-5
-
-
 def test_step_through_warp_and_block(at):
     goto(at, "step")
     at.selectbox(key="tv").set_value("online_warp").run()
@@ -301,15 +282,6 @@ def test_step_through_warp_and_block(at):
     assert at.query_params["tree"] == "warp 2 lanes"
     merges = frame(at)
     assert set(merges["stage"]) == {"lanes", "warps"}
-
-
-def test_step_through_long_row_is_windowed():
-    at = make({"rows": "1", "cols": "5000", "variants": "online_thread", "step": "4000"})
-    goto(at, "step")
-    ok(at)
-    assert any("animation holds steps" in i.value for i in at.info)
-    fig = charts(at)[0]
-    assert len(fig["frames"]) == 200 and fig["frames"][0]["name"] == "3900"
 
 
 def test_step_through_without_traceable_variant(at):

@@ -96,42 +96,6 @@ def test_step_numbers_reproduce_the_update(variant):
         else:
             assert n.d == pytest.approx(n.prev_d + n.term, rel=1e-6)
         assert n.rel_err < 1e-5
-        text = figures.step_html(n)
-        assert f"step j = {step}" in text and "max(" in text
-
-
-def test_step_window_bounds():
-    assert figures.step_window(50, 10) == (0, 50)
-    assert figures.step_window(1000, 0) == (0, figures.MAX_FRAMES)
-    assert figures.step_window(1000, 999) == (1000 - figures.MAX_FRAMES, 1000)
-    start, stop = figures.step_window(1000, 500)
-    assert start <= 500 < stop and stop - start == figures.MAX_FRAMES
-
-
-def test_step_figure_animates_client_side():
-    trace = _trace("online_thread", cols=300)
-    start, stop = figures.step_window(300, 250)
-    fig = figures.step_figure(trace, 0, start, stop, 250, "step", STAMP)
-    assert len(fig.frames) == stop - start
-    assert fig.frames[0].name == str(start)
-    slider = fig.layout.sliders[0]
-    assert len(slider.steps) == stop - start and slider.steps[slider.active].label == "250"
-    assert slider.steps[0].args[1]["frame"]["redraw"] is False
-    play = fig.layout.updatemenus[0].buttons[0]
-    assert play.method == "animate" and "Play" in play.label
-    # each frame moves only the markers and the text: the static traces are sent once
-    assert len(fig.frames[0].traces) == 4 and max(fig.frames[0].traces) == len(fig.data) - 1
-    text = fig.frames[-1].data[0].text[0]
-    assert f"step j = {stop - 1}" in text and "rescale" in text
-    assert _stamped(fig)
-
-
-def test_step_figure_for_a_lane_of_a_warp():
-    trace = _trace("online_warp", cols=100)
-    fig = figures.step_figure(trace, 3, 0, 4, 2, "lane 3", STAMP)
-    assert [f.name for f in fig.frames] == ["0", "1", "2", "3"]  # lane 3 has elements 3, 35, 67, 99 only
-    with pytest.raises(ValueError):
-        figures.step_figure(trace, 31, 3, 4, 3, "empty", STAMP)
 
 
 def test_lanes_heatmap_has_a_row_per_lane():
@@ -147,7 +111,7 @@ def test_merge_tree_warp_and_block():
     warp = _trace("online_warp", cols=500)
     assert figures.tree_choices(warp) == ["warp 0 lanes"]
     fig = figures.merge_tree_figure(warp, "warp 0 lanes", "tree", STAMP)
-    nodes = fig.data[1]
+    nodes = fig.data[2]
     assert len(nodes.x) == 32 + 31
     assert nodes.y[-1] == 5  # the root at the fifth level
     root_d = nodes.customdata[-1][1]
@@ -158,8 +122,8 @@ def test_merge_tree_warp_and_block():
     choices = figures.tree_choices(block)
     assert choices[0] == "warp 0 lanes" and choices[-1] == "across warps" and len(choices) == 9
     across = figures.merge_tree_figure(block, "across warps", "tree", STAMP)
-    assert len(across.data[1].x) == 8 + 7
-    assert across.data[1].customdata[-1][1] == pytest.approx(block.final_d)
+    assert len(across.data[2].x) == 8 + 7
+    assert across.data[2].customdata[-1][1] == pytest.approx(block.final_d)
     table = figures.merge_table(block)
     assert set(table["stage"]) == {"lanes", "warps"}
     assert (table["rel. error of d"] < 1e-5).all()
@@ -250,10 +214,10 @@ def test_merge_tree_split_row_chunks():
     assert "across chunks" in choices and "chunk 0, warp 0 lanes" in choices and "chunk 1, across warps" in choices
     chain = figures.merge_tree_figure(trace, "across chunks", "chunks", STAMP)
     chunks = {lv.chunk for lv in trace.merges if lv.stage != "chunks"}
-    assert len(chain.data[1].x) == len(chunks) + len(chunks) - 1  # the chunks, then one merge per later chunk
-    assert chain.data[1].customdata[-1][1] == pytest.approx(trace.final_d)
+    assert len(chain.data[2].x) == len(chunks) + len(chunks) - 1  # the chunks, then one merge per later chunk
+    assert chain.data[2].customdata[-1][1] == pytest.approx(trace.final_d)
     lanes = figures.merge_tree_figure(trace, "chunk 1, warp 3 lanes", "lanes", STAMP)
-    assert len(lanes.data[1].x) == 32 + 31
+    assert len(lanes.data[2].x) == 32 + 31
     with pytest.raises(ValueError, match="no merge stage"):
         figures.merge_tree_figure(trace, "warp 99 lanes", "bad", STAMP)
     assert "chunk" in figures.merge_table(trace).columns

@@ -26,9 +26,9 @@ def guarded(page):
     """Words, never a traceback: ExplorerError messages as they are, anything else as a short note."""
 
     @functools.wraps(page)
-    def run() -> None:
+    def run(*args, **kwargs) -> None:
         try:
-            page()
+            page(*args, **kwargs)
         except explorer.ExplorerError as exc:
             st.error(str(exc))
         except Exception as exc:  # st.stop / st.rerun are BaseExceptions and pass through

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import topk
-from .pages import kernels, outputs, precision, step, timing
+from .pages import kernels, merges, outputs, precision, step, timing
 from .params import ParamTable
 from .state import RUN_PARAMS, default_dist, dist_params_query, parse_dist_params
 
-TABLE = ParamTable(RUN_PARAMS + outputs.PARAMS + step.PARAMS + kernels.PARAMS + timing.PARAMS + topk.PARAMS
+TABLE = ParamTable(RUN_PARAMS + outputs.PARAMS + step.PARAMS + merges.PARAMS + kernels.PARAMS + timing.PARAMS + topk.PARAMS
                    + precision.PARAMS)
 
 

@@ -5,10 +5,20 @@ with what they share in common.py; the names below are the public ones.
 """
 
 from .bits import bits_html
-from .common import ERR_FLOOR, chart_config, finish, nonfinite_marks, stamp_text
+from .common import ERR_FLOOR, MAX_POINTS, chart_config, finish, nonfinite_marks, sampled_note, stamp_text
 from .outputs import error_figure, error_table, outputs_figure, relative_error
 from .precision import compare_figure, error_vs_n_figure, overflow_figure, stagnation_figure
-from .step import MAX_FRAMES, StepNumbers, lanes_heatmap, step_figure, step_html, step_numbers, step_window
+from .step import (
+    StepNumbers,
+    first_nonfinite,
+    lane_steps,
+    lanes_heatmap,
+    nonfinite_cause,
+    rescale_steps,
+    row_nan_note,
+    step_figure,
+    step_numbers,
+)
 from .timing import (
     results_frame,
     shape_label,
@@ -18,12 +28,44 @@ from .timing import (
     topk_timing_frame,
     topk_timing_table,
 )
-from .tree import merge_table, merge_tree_figure, tree_choices
+from .tree import level_names, level_table, merge_table, merge_tree_figure, tree_choices
 
 __all__ = [
-    "ERR_FLOOR", "MAX_FRAMES", "StepNumbers", "bits_html", "chart_config", "compare_figure", "error_figure",
-    "error_table", "error_vs_n_figure", "finish", "lanes_heatmap", "merge_table", "merge_tree_figure",
-    "nonfinite_marks", "outputs_figure", "overflow_figure", "relative_error", "results_frame", "shape_label",
-    "stagnation_figure", "stamp_text", "step_figure", "step_html", "step_numbers", "step_window", "timing_figures",
-    "topk_bars_figure", "topk_timing_figure", "topk_timing_frame", "topk_timing_table", "tree_choices",
+    "ERR_FLOOR",
+    "MAX_POINTS",
+    "StepNumbers",
+    "bits_html",
+    "chart_config",
+    "compare_figure",
+    "error_figure",
+    "error_table",
+    "error_vs_n_figure",
+    "finish",
+    "first_nonfinite",
+    "lane_steps",
+    "lanes_heatmap",
+    "level_names",
+    "level_table",
+    "merge_table",
+    "merge_tree_figure",
+    "nonfinite_cause",
+    "nonfinite_marks",
+    "outputs_figure",
+    "overflow_figure",
+    "relative_error",
+    "rescale_steps",
+    "results_frame",
+    "row_nan_note",
+    "sampled_note",
+    "shape_label",
+    "stagnation_figure",
+    "stamp_text",
+    "step_figure",
+    "step_numbers",
+    "timing_figures",
+    "topk_bars_figure",
+    "topk_timing_figure",
+    "topk_timing_frame",
+    "topk_timing_table",
+    "tree_choices",
 ]

@@ -95,3 +95,53 @@ def strip(fig: go.Figure, series: dict[str, np.ndarray], log: bool, row: int, co
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=list(series), row=row, col=1,
                      title_text="", tickfont=dict(size=11), dtick=1, showgrid=True)
     return count
+
+
+MAX_POINTS = 10_000  # a per-element trace draws at most about this many points (envelope_index)
+
+
+def envelope_index(values: np.ndarray, max_points: int = MAX_POINTS) -> np.ndarray:
+    """Sorted indices of at most ~max_points elements that keep the shape of a long series: each bucket's
+    smallest and largest finite value, and the largest element overall (all of them when short)."""
+    v = np.asarray(values, dtype=np.float64)
+    n = v.size
+    if n <= max_points:
+        return np.arange(n)
+    size = -(-n // (max_points // 2))
+    buckets = -(-n // size)
+    padded = np.full(buckets * size, np.nan)
+    padded[:n] = v
+    grid = padded.reshape(buckets, size)
+    finite = np.isfinite(grid)
+    lo = np.argmin(np.where(finite, grid, np.inf), axis=1)
+    hi = np.argmax(np.where(finite, grid, -np.inf), axis=1)
+    base = np.arange(buckets) * size
+    keep = np.concatenate([(base + lo)[finite.any(axis=1)], (base + hi)[finite.any(axis=1)]])
+    if np.isfinite(v).any():
+        keep = np.append(keep, int(np.argmax(np.where(np.isfinite(v), v, -np.inf))))
+    return np.unique(keep[keep < n])
+
+
+def thin_marks(idx: np.ndarray, n: int, max_points: int = MAX_POINTS) -> np.ndarray:
+    """At most ~max_points of the sorted element indices idx (first, then one per bucket of the row)."""
+    if idx.size <= max_points:
+        return idx
+    size = -(-n // max_points)
+    return idx[np.unique(idx // size, return_index=True)[1]]
+
+
+def sampled_note(n: int, shown: int) -> str:
+    """The caption's words for a series of n elements drawn with `shown` points ("" when all are drawn)."""
+    if shown >= n:
+        return ""
+    return (f"{n:,} elements drawn as {shown:,} points: each of {-(-n // (MAX_POINTS // 2)):,}-element bucket's "
+            "smallest and largest value, the largest element, and every NaN/inf mark (one per bucket at most)")
+
+
+def integer_ticks(fig: go.Figure, count: int, axis: str = "x", **where) -> None:
+    """Whole-number ticks on an axis over `count` positions (plotly would put 0.5 steps on a short one)."""
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    if count <= 12:
+        update(tickmode="linear", tick0=0, dtick=1, **where)
+    else:
+        update(tickformat="d", **where)

@@ -1,4 +1,5 @@
-"""The Step-through page's figures: one lane's running (m, d) step by step, and every lane as a heatmap."""
+"""The Step-through page's figures: one lane's running (m, d) step by step (the numbers of one update, where m
+grows, where d stops being finite and why), and every lane as a heatmap."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from plotly.subplots import make_subplots
 
 from explorer.trace import Trace
 
-from .common import ERR_FLOOR, finish, format_value
+from .common import ERR_FLOOR, envelope_index, finish, format_value, integer_ticks, thin_marks
 
 EXACT_COLOR = "#ff7f0e"
 KERNEL_COLOR = "#1f77b4"
-MAX_FRAMES = 200  # a step-through window holds at most this many steps (one plotly frame each)
+RESCALE_COLOR = "#2ca02c"
+NAN_FILL = "rgba(214, 39, 40, 0.10)"
 MAX_HEAT_STEPS = 1024  # the lanes × steps heatmap shows at most this many step columns
 
 
@@ -30,13 +32,24 @@ class StepNumbers:
     prev_d: float
     m: float
     d: float
-    scale: float  # e^(m_{j-1} - m_j); 1 for safe softmax
+    scale: float  # e^(m_{j-1} - m_j); 1 where m did not grow (the kernel skips the rescale); 1 for safe softmax
     term: float  # e^(x_j - m)
     row_max: float  # safe softmax's final max (NaN for online)
     exact_m: float
     exact_d: float
-    rel_err: float  # of d_j against exact_d
+    rel_err: float  # of d_j against exact_d (NaN where either is not finite)
     kind: str  # "online" or "safe"
+
+    @property
+    def grows(self) -> bool:
+        """m grew at this step, so d_{j-1} was rescaled (never at step 0: d_{-1} = 0)."""
+        return self.kind == "online" and self.step > 0 and self.m > self.prev_m
+
+    @property
+    def product(self) -> float:
+        """d_{j-1} · e^(m_{j-1} - m_j), in float64."""
+        with np.errstate(all="ignore"):
+            return float(np.float64(self.prev_d) * self.scale)
 
 
 def step_numbers(trace: Trace, lane: int, step: int) -> StepNumbers:
@@ -56,112 +69,123 @@ def step_numbers(trace: Trace, lane: int, step: int) -> StepNumbers:
             scale = 1.0 if prev_m == m else float(np.exp(prev_m - m))
             term = 0.0 if x == -math.inf else float(np.exp(x - m))
     exact_d = float(trace.exact_d[lane, step])
-    rel = float(trace.d_rel_error[lane, step])
+    rel = float(trace.d_rel_error[lane, step]) if math.isfinite(d) and math.isfinite(exact_d) else math.nan
     return StepNumbers(step=step, element=idx, x=x, prev_m=prev_m, prev_d=prev_d, m=m, d=d, scale=scale, term=term,
                        row_max=row_max, exact_m=float(trace.exact_m[lane, step]), exact_d=exact_d, rel_err=rel,
                        kind=trace.kind)
 
 
-def step_html(n: StepNumbers) -> str:
-    """The update at one step, written out with its numbers (plotly's HTML subset)."""
-    f = format_value
-    head = f"<b>step j = {n.step}</b> (element {n.element}): x<sub>j</sub> = {f(n.x)}"
-    mline = f"m<sub>j</sub> = max(m<sub>j−1</sub>, x<sub>j</sub>) = max({f(n.prev_m)}, {f(n.x)}) = {f(n.m)}"
-    if n.kind == "safe":
-        dline = (f"pass 2, row max m = {f(n.row_max)}: d<sub>j</sub> = d<sub>j−1</sub> + e<sup>x<sub>j</sub>−m</sup>"
-                 f" = {f(n.prev_d)} + {f(n.term)} = <b>{f(n.d)}</b>")
-    else:
-        dline = (f"rescale e<sup>m<sub>j−1</sub>−m<sub>j</sub></sup> = {f(n.scale)} · "
-                 f"d<sub>j</sub> = d<sub>j−1</sub>·{f(n.scale)} + e<sup>x<sub>j</sub>−m<sub>j</sub></sup> = "
-                 f"{f(n.prev_d)}·{f(n.scale)} + {f(n.term)} = <b>{f(n.d)}</b>")
-    err = f"exact d<sub>j</sub> = {f(n.exact_d)} · relative error of d<sub>j</sub> = {n.rel_err:.3g}"
-    return "<br>".join([head + " · " + mline, dline, err])
+def lane_steps(trace: Trace, lane: int) -> np.ndarray:
+    """The steps at which the lane folded an element."""
+    return np.flatnonzero(trace.index[lane] >= 0)
 
 
-def step_window(steps: int, current: int, size: int = MAX_FRAMES) -> tuple[int, int]:
-    """[start, stop) of at most `size` steps around `current` (long rows are windowed, not all framed)."""
-    if steps <= size:
-        return 0, steps
-    start = min(max(current - size // 2, 0), steps - size)
-    return start, start + size
+def rescale_steps(trace: Trace, lane: int) -> np.ndarray:
+    """Steps j ≥ 1 at which the lane's running max grew (d_{j-1} was rescaled); none for safe softmax."""
+    if trace.kind != "online":
+        return np.zeros(0, np.int64)
+    steps = lane_steps(trace, lane)
+    m = trace.m[lane, steps]
+    return steps[1:][m[1:] > m[:-1]]
 
 
-def step_figure(trace: Trace, lane: int, start: int, stop: int, current: int, title: str, stamp: str) -> go.Figure:
-    """A lane's x_j, running m_j and d_j (kernel and float64) with client-side frames for steps start..stop-1.
+def first_nonfinite(trace: Trace, lane: int) -> int | None:
+    """The first step at which the lane's d_j is NaN or ±inf (None if it never is)."""
+    steps = lane_steps(trace, lane)
+    bad = steps[~np.isfinite(trace.d[lane, steps])]
+    return int(bad[0]) if bad.size else None
 
-    The slider and the Play button animate in the browser (plotly frames), without a server round trip.
-    """
-    idx = trace.index[lane]
-    valid = np.flatnonzero(idx >= 0)
-    steps = np.arange(start, stop)
-    steps = steps[np.isin(steps, valid)]
+
+def nonfinite_cause(trace: Trace, lane: int, step: int) -> str:
+    """Why the lane's d_j is not finite at `step` (words for the page and the chart)."""
+    n = step_numbers(trace, lane, step)
+    where = f"step {step} (element {n.element})"
+    if math.isnan(n.x):
+        return f"at {where} x_j is NaN: max(m, NaN) and e^(x_j − m_j) are NaN, and NaN stays in every later d"
+    if n.x == math.inf:
+        return (f"at {where} x_j = +∞: m_j = ∞ and the term e^(x_j − m_j) = e^(∞ − ∞) is undefined (NaN); "
+                "every later d is NaN")
+    if math.isinf(n.d):
+        return f"at {where} d_j overflowed the {trace.acc} accumulator (d_(j−1)·factor + term > its largest value)"
+    return f"at {where} the update gave {format_value(n.d)} (m_(j−1) = {format_value(n.prev_m)}, x_j = {format_value(n.x)})"
+
+
+def _sampled(trace: Trace, lane: int, current: int) -> np.ndarray:
+    """The lane's steps to draw: an envelope of x, m and d, the rescales, the first non-finite d and `current`."""
+    steps = lane_steps(trace, lane)
+    keep = [steps[envelope_index(series)] for series in
+            (trace.x[trace.index[lane, steps]], trace.m[lane, steps], trace.d[lane, steps])]
+    bad = first_nonfinite(trace, lane)
+    extra = [s for s in (current, bad) if s is not None and trace.index[lane, s] >= 0]
+    return np.unique(np.concatenate([*keep, thin_marks(rescale_steps(trace, lane), steps.size),
+                                     np.asarray(extra, np.int64)]))
+
+
+def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -> go.Figure:
+    """A lane's x_j, running m_j and d_j (kernel and float64), the rescale factor at every step where m grew, and
+    the relative error of d_j; the current step is a vertical line, where d stops being finite is shaded.
+
+    Long lanes are drawn as an envelope (at most ~10k points per series, extremes kept)."""
+    steps = _sampled(trace, lane, current)
     if steps.size == 0:
-        raise ValueError(f"lane {lane} folded no element in steps {start}..{stop - 1}")
-    current = int(np.clip(current, steps[0], steps[-1]))
-    xs = trace.x[idx[steps]]
+        raise ValueError(f"lane {lane} folded no element")
+    online = trace.kind == "online"
+    xs = trace.x[trace.index[lane, steps]]
     m, d = trace.m[lane, steps], trace.d[lane, steps]
     em, ed = trace.exact_m[lane, steps], trace.exact_d[lane, steps]
-    err = np.maximum(np.nan_to_num(trace.d_rel_error[lane, steps], nan=ERR_FLOOR), ERR_FLOOR)
-
-    fig = make_subplots(rows=4, cols=1, row_heights=[0.16, 0.34, 0.28, 0.22],
-                        vertical_spacing=0.045,
-                        subplot_titles=("", "x<sub>j</sub> and the running max m<sub>j</sub>",
-                                        "running denominator d<sub>j</sub>",
-                                        "relative error of d<sub>j</sub> vs float64"))
     fin = lambda a: np.where(np.isfinite(a), a, np.nan)  # noqa: E731
+    with np.errstate(all="ignore"):
+        err = np.where(np.isfinite(d) & np.isfinite(ed), np.maximum(trace.d_rel_error[lane, steps], ERR_FLOOR), np.nan)
+    titles = ["x<sub>j</sub> and the running max m<sub>j</sub> (▲: m grows, d is rescaled)",
+              "running denominator d<sub>j</sub>"]
+    titles += ["rescale factor e<sup>m<sub>j−1</sub>−m<sub>j</sub></sup> where m grows"] if online else []
+    titles += [f"relative error of d<sub>j</sub> vs float64 (exact: drawn at {ERR_FLOOR:g})"]
+    rows = len(titles)
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=titles,
+                        row_heights=[0.32, 0.26, 0.2, 0.22] if online else [0.38, 0.34, 0.28])
+    line = lambda color, **kw: dict(mode="lines", line=dict(color=color, width=2, **kw))  # noqa: E731
     fig.add_trace(go.Scatter(x=steps, y=fin(xs), mode="markers", name="x<sub>j</sub> (input)",
-                             marker=dict(color="#999", size=5)), row=2, col=1)
-    fig.add_trace(go.Scatter(x=steps, y=fin(m), mode="lines", line_shape="hv", name="kernel (acc " + trace.acc + ")",
-                             line=dict(color=KERNEL_COLOR, width=2), legendgroup="k"), row=2, col=1)
-    fig.add_trace(go.Scatter(x=steps, y=fin(em), mode="lines", line_shape="hv", name="exact (float64)",
-                             line=dict(color=EXACT_COLOR, width=2, dash="dash"), legendgroup="e"), row=2, col=1)
-    fig.add_trace(go.Scatter(x=steps, y=fin(d), mode="lines", showlegend=False, legendgroup="k",
-                             line=dict(color=KERNEL_COLOR, width=2)), row=3, col=1)
-    fig.add_trace(go.Scatter(x=steps, y=fin(ed), mode="lines", showlegend=False, legendgroup="e",
-                             line=dict(color=EXACT_COLOR, width=2, dash="dash")), row=3, col=1)
-    fig.add_trace(go.Scatter(x=steps, y=err, mode="lines+markers", showlegend=False, legendgroup="k",
-                             marker=dict(size=3), line=dict(color="#d62728", width=1)), row=4, col=1)
-
-    def moving(s: int) -> list:
-        n = step_numbers(trace, lane, s)
-        e = max(n.rel_err, ERR_FLOOR) if math.isfinite(n.rel_err) else ERR_FLOOR
-        dot = dict(color="#d62728", size=12, line=dict(color="white", width=1))
-        return [go.Scatter(x=[0], y=[0], mode="text", text=[step_html(n)], textposition="middle right",
-                           textfont=dict(size=13), showlegend=False, hoverinfo="skip"),
-                go.Scatter(x=[s], y=[n.m if math.isfinite(n.m) else None], mode="markers", marker=dict(symbol="circle", **dot),
-                           name="current step", showlegend=False),
-                go.Scatter(x=[s], y=[n.d if math.isfinite(n.d) else None], mode="markers", marker=dot, showlegend=False),
-                go.Scatter(x=[s], y=[e], mode="markers", marker=dot, showlegend=False)]
-
-    first = len(fig.data)
-    for trace_, row in zip(moving(current), (1, 2, 3, 4)):
-        fig.add_trace(trace_, row=row, col=1)
-    moving_idx = list(range(first, first + 4))
-    # the text row (row 1): the update at the current step, on axes of its own; rows 2-4 share the steps
-    fig.update_xaxes(visible=False, range=[0, 1], row=1, col=1)
-    fig.update_yaxes(visible=False, range=[-1, 1], row=1, col=1)
-    fig.update_xaxes(matches="x4", showticklabels=False, row=2, col=1)
-    fig.update_xaxes(matches="x4", showticklabels=False, row=3, col=1)
-    fig.frames = [go.Frame(name=str(s), data=moving(int(s)), traces=moving_idx) for s in steps]
-    anim = {"mode": "immediate", "frame": {"duration": 0, "redraw": False}, "transition": {"duration": 0}}
-    fig.update_layout(
-        sliders=[dict(active=int(np.searchsorted(steps, current)), x=0.14, len=0.86, y=-0.05, yanchor="top",
-                      currentvalue=dict(prefix="step j = ", font=dict(size=13), xanchor="left"), pad=dict(t=10),
-                      ticklen=3, font=dict(size=10),
-                      steps=[dict(method="animate", label=str(s), args=[[str(s)], anim]) for s in steps])],
-        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.05, xanchor="left", yanchor="top",
-                          pad=dict(t=40, r=10), showactive=False, buttons=[
-                              dict(label="▶ Play", method="animate",
-                                   args=[None, {"frame": {"duration": 250, "redraw": False}, "fromcurrent": True,
-                                                "transition": {"duration": 0}, "mode": "immediate"}]),
-                              dict(label="❚❚", method="animate", args=[[None], anim])])],
-    )
-    fig.update_yaxes(title_text="value", row=2, col=1)
-    fig.update_yaxes(title_text="d<sub>j</sub>", row=3, col=1)
-    fig.update_yaxes(type="log", exponentformat="power", title_text="rel. error", row=4, col=1)
-    fig.update_xaxes(title_text="step j (this lane's j-th element)", row=4, col=1)
-    finish(fig, title, stamp, height=820)
-    fig.update_layout(margin=dict(b=150))
+                             marker=dict(color="#999", size=5)), row=1, col=1)
+    fig.add_trace(go.Scatter(x=steps, y=fin(m), line_shape="hv", name=f"kernel (acc {trace.acc})", legendgroup="k",
+                             **line(KERNEL_COLOR)), row=1, col=1)
+    fig.add_trace(go.Scatter(x=steps, y=fin(em), line_shape="hv", name="exact (float64)", legendgroup="e",
+                             **line(EXACT_COLOR, dash="dash")), row=1, col=1)
+    fig.add_trace(go.Scatter(x=steps, y=fin(d), showlegend=False, legendgroup="k", **line(KERNEL_COLOR)), row=2, col=1)
+    fig.add_trace(go.Scatter(x=steps, y=fin(ed), showlegend=False, legendgroup="e", **line(EXACT_COLOR, dash="dash")),
+                  row=2, col=1)
+    if online:
+        grow = thin_marks(rescale_steps(trace, lane), lane_steps(trace, lane).size)
+        with np.errstate(all="ignore"):
+            factor = np.exp(trace.m[lane, grow - 1] - trace.m[lane, grow])
+        fig.add_trace(go.Scatter(x=grow, y=fin(trace.m[lane, grow]), mode="markers", name="m grows (rescale)",
+                                 marker=dict(symbol="triangle-up", size=9, color=RESCALE_COLOR)), row=1, col=1)
+        fig.add_trace(go.Scatter(x=grow, y=np.where(factor > 0, factor, np.nan), mode="markers", showlegend=False,
+                                 marker=dict(symbol="triangle-up", size=8, color=RESCALE_COLOR),
+                                 hovertemplate="step %{x}<br>factor %{y:.4g}<extra></extra>"), row=3, col=1)
+        fig.update_yaxes(type="log", exponentformat="power", title_text="factor", row=3, col=1)
+    fig.add_trace(go.Scatter(x=steps, y=err, mode="lines+markers", showlegend=False, marker=dict(size=3),
+                             line=dict(color="#d62728", width=1)), row=rows, col=1)
+    n = step_numbers(trace, lane, current)
+    dot = dict(color="#d62728", size=11, line=dict(color="white", width=1))
+    for row, y in ((1, n.m), (2, n.d)):
+        fig.add_trace(go.Scatter(x=[current], y=[y if math.isfinite(y) else None], mode="markers", marker=dot,
+                                 showlegend=row == 1, name="step j", hoverinfo="skip"), row=row, col=1)
+    fig.add_vline(x=current, line=dict(color="#d62728", width=1, dash="dot"))
+    bad = first_nonfinite(trace, lane)
+    last = int(lane_steps(trace, lane)[-1])
+    if bad is not None:
+        what = "NaN" if math.isnan(trace.d[lane, bad]) else "±∞"
+        fig.add_vrect(x0=bad - 0.5, x1=last + 0.5, fillcolor=NAN_FILL, line_width=0, layer="below")
+        fig.add_annotation(text=f"d<sub>j</sub> = {what} from step {bad}", x=bad, xref="x", yref="y2 domain", y=0.5,
+                           xanchor="left", showarrow=False, font=dict(color="#b22222", size=12))
+    fig.update_yaxes(title_text="value", row=1, col=1)
+    fig.update_yaxes(title_text="d<sub>j</sub>", row=2, col=1)
+    fig.update_yaxes(type="log", exponentformat="power", title_text="rel. error", row=rows, col=1)
+    fig.update_xaxes(title_text="step j (this lane's j-th element)", row=rows, col=1)
+    integer_ticks(fig, last + 1)
+    finish(fig, title, stamp, height=640 if online else 560)
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+                      margin=dict(t=120))
     return fig
 
 
@@ -191,4 +215,27 @@ def lanes_heatmap(trace: Trace, quantity: str, title: str, stamp: str) -> go.Fig
                       "<extra></extra>"))
     fig.update_yaxes(title_text="lane (thread of the row)", autorange="reversed")
     fig.update_xaxes(title_text="step j" + (f" (every {stride}th step shown)" if stride > 1 else ""))
+    integer_ticks(fig, steps)
+    integer_ticks(fig, z.shape[0], "y")
     return finish(fig, title, stamp, height=max(360, min(900, 140 + 3 * z.shape[0])))
+
+
+def row_nan_note(trace: Trace) -> str | None:
+    """Where and why the traced row's softmax is NaN (None when it is not)."""
+    x = trace.x
+    bad = np.flatnonzero(np.isnan(x) | (x == np.inf))
+    if bad.size:
+        i = int(bad[0])
+        lane, step = (int(v) for v in np.argwhere(trace.index == i)[0])
+        what = "NaN" if math.isnan(x[i]) else "+∞"
+        why = ("NaN goes through max and exp into m and d" if what == "NaN"
+               else "m becomes ∞ and e^(x − m) = e^(∞ − ∞) is undefined, so d is NaN")
+        at = f" (lane {lane}, step {step})" if trace.threads > 1 else f" (step {step})"
+        return (f"Row {trace.row} is NaN from element {i}{at}: x = {what}, and {why}; "
+                f"{bad.size:,} such element(s) in the row. The merges carry the NaN into the final (m, d).")
+    if x.size and np.all(x == -np.inf):
+        return (f"Every element of row {trace.row} is −∞: m stays −∞ and d stays 0, so every output "
+                "e^(x − m) / d is 0/0 = NaN (as in the float64 reference).")
+    if not math.isfinite(trace.final_d):
+        return f"Row {trace.row}'s final d is {format_value(trace.final_d)}: the {trace.acc} accumulator overflowed."
+    return None

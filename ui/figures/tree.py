@@ -73,17 +73,24 @@ def _tree_leaves(trace, stage: str, chunk: int, warp: int) -> tuple[dict, str, i
     return leaves, stage[:-1] if stage.endswith("s") else stage, len(chunks)
 
 
-def merge_tree_figure(trace, choice: str, title: str, stamp: str) -> go.Figure:
-    """One butterfly (or the chain of chunk merges) as a tree: leaves are partial states, nodes merges."""
-    stages = tree_stages(trace)
-    if choice not in stages:
-        raise ValueError(f"no merge stage {choice!r} in this trace; choose one of {', '.join(stages)}")
-    stage, chunk, warp = stages[choice]
+def level_names(trace, choice: str) -> list[str]:
+    """The names of one butterfly's merge levels, bottom up: what each one exchanges, and through what."""
+    stage, chunk, warp = tree_stages(trace)[choice]
+    if stage == "chunks":
+        return [f"across blocks, merge {k + 1}" for k in range(_levels(trace, stage, chunk)[0].left.size)]
+    how = "shuffle" if stage == "lanes" else "across warps (shared memory)"
+    return [f"{how}, offset {lv.offset}" for lv in _levels(trace, stage, chunk, warp) if lv.left.size]
+
+
+def _tree_nodes(trace, choice: str) -> tuple[list, list, list, str, bool]:
+    """(nodes as (id, x, depth, m, d, exact m, exact d, hover), edges x, edges y, leaves' name, butterfly?)."""
+    stage, chunk, warp = tree_stages(trace)[choice]
     levels = _levels(trace, stage, chunk, warp)
     leaves, leaf_label, width = _tree_leaves(trace, stage, chunk, warp)
+    butterfly = stage != "chunks"
     bits = max(1, math.ceil(math.log2(max(width, 2))))
     base = min(leaves) if leaves else 0
-    order = sorted(leaves, key=lambda i: _bitrev(i - base, bits)) if stage != "chunks" else sorted(leaves)
+    order = sorted(leaves, key=lambda i: _bitrev(i - base, bits)) if butterfly else sorted(leaves)
     pos = {i: (float(k), 0.0) for k, i in enumerate(order)}
     nodes = [(i, pos[i][0], 0.0, *leaves[i], f"{leaf_label} {i}") for i in order]
     edges_x, edges_y = [], []
@@ -92,44 +99,67 @@ def merge_tree_figure(trace, choice: str, title: str, stamp: str) -> go.Figure:
             a, b = int(lv.left[k]), int(lv.right[k])
             if a not in pos or b not in pos:
                 continue
-            x = (pos[a][0] + pos[b][0]) / 2 if stage != "chunks" else pos[b][0]
+            x = (pos[a][0] + pos[b][0]) / 2 if butterfly else pos[b][0]
             depth = max(pos[a][1], pos[b][1]) + 1
             for child in (a, b):
                 edges_x += [pos[child][0], x, None]
                 edges_y += [pos[child][1], depth, None]
             pos[a] = (x, depth)
-            what = f"offset {lv.offset}" if stage != "chunks" else f"merge {k + 1}"
+            what = f"offset {lv.offset}" if butterfly else f"merge {k + 1}"
             nodes.append((a, x, depth, float(lv.m[k]), float(lv.d[k]), float(lv.exact_m[k]),
-                          float(lv.exact_d[k]), f"{what}: {a} ⊕ {b}"))
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=edges_x, y=edges_y, mode="lines", line=dict(color="#bbb", width=1),
-                             hoverinfo="skip", showlegend=False))
+                          float(lv.exact_d[k]), f"{what}: {leaf_label} {a} ⊕ {leaf_label} {b}"))
+    return nodes, edges_x, edges_y, leaf_label, butterfly
+
+
+def merge_tree_figure(trace, choice: str, title: str, stamp: str, level: int | None = None) -> go.Figure:
+    """One butterfly (or the chain of chunk merges) as a tree: leaves (labelled by lane, warp or chunk) are
+    partial states, nodes merges; levels above `level` (None: all shown) are faded, to step through them."""
+    stages = tree_stages(trace)
+    if choice not in stages:
+        raise ValueError(f"no merge stage {choice!r} in this trace; choose one of {', '.join(stages)}")
+    nodes, edges_x, edges_y, leaf_label, butterfly = _tree_nodes(trace, choice)
     arr = np.array([n[1:7] for n in nodes], dtype=np.float64).reshape(-1, 6)
+    top = int(arr[:, 1].max()) if arr.size else 0
+    level = top if level is None else min(max(level, 0), top)
+    shown = arr[:, 1] <= level
     with np.errstate(all="ignore"):
         rel = np.abs(arr[:, 3] - arr[:, 5]) / np.abs(arr[:, 5])
+    color = np.log10(np.maximum(np.nan_to_num(rel, nan=ERR_FLOOR), ERR_FLOOR))
+    ey = np.array([np.nan if v is None else v for v in edges_y], dtype=np.float64)
+    fig = go.Figure()
+    for faded in (False, True):  # edges up to the current level, then the rest faded
+        keep = [v if v is None or (ey[i - i % 3 + 1] <= level) != faded else None for i, v in enumerate(edges_x)]
+        fig.add_trace(go.Scatter(x=keep, y=edges_y, mode="lines", hoverinfo="skip", showlegend=False,
+                                 line=dict(color="#eee" if faded else "#aaa", width=1)))
+    crowded = {y: (arr[:, 1] == y).sum() > 8 for y in np.unique(arr[:, 1])}
     fig.add_trace(go.Scatter(
         x=arr[:, 0], y=arr[:, 1], mode="markers+text", showlegend=False,
-        text=[f"d={format_value(float(v))}" if y > 0 and (arr[:, 1] == y).sum() <= 8 else ""  # no labels on crowded levels
-              for v, y in zip(arr[:, 3], arr[:, 1])],
+        text=[f"m={format_value(m)}<br>d={format_value(d)}" if y > 0 and s and not crowded[y] else ""
+              for m, d, y, s in zip(arr[:, 2], arr[:, 3], arr[:, 1], shown)],
         textposition="top center", textfont=dict(size=10),
-        marker=dict(size=13, color=np.log10(np.maximum(np.nan_to_num(rel, nan=ERR_FLOOR), ERR_FLOOR)),
-                    colorscale="YlOrRd", cmin=math.log10(ERR_FLOOR), cmax=-2, showscale=True,
-                    colorbar=dict(title=dict(text="log10 rel. err of d", side="right")),
-                    line=dict(color="#333", width=1)),
+        marker=dict(size=13, color=np.where(shown, color, np.nan), colorscale="YlOrRd", cmin=math.log10(ERR_FLOOR),
+                    cmax=-2, showscale=True, colorbar=dict(title=dict(text="log10 rel. err of d", side="right")),
+                    opacity=np.where(shown, 1.0, 0.25).tolist(), line=dict(color="#333", width=1)),
         customdata=np.column_stack([arr[:, 2:6], rel]), hovertext=[n[7] for n in nodes],
         hovertemplate="%{hovertext}<br>m = %{customdata[0]:.7g}, d = %{customdata[1]:.7g}"
                       "<br>exact m = %{customdata[2]:.9g}, d = %{customdata[3]:.9g}"
                       "<br>rel. error of d %{customdata[4]:.2g}<extra></extra>"))
-    top = int(arr[:, 1].max()) if arr.size else 0
-    if stage == "chunks":
-        ticks = ["chunks"] + [f"merge {k}" for k in range(1, top + 1)]
-    else:
-        ticks = ["leaves", *[f"offset {lv.offset}" for lv in levels if lv.left.size][:top]]
+    ticks = ["leaves", *level_names(trace, choice)][:top + 1]
     fig.update_yaxes(tickvals=list(range(len(ticks))), ticktext=ticks, title_text="merge level",
-                     range=[-0.6, len(ticks) - 0.3])
-    fig.update_xaxes(title_text=f"{leaf_label}s" + (", in butterfly order" if stage != "chunks" else ""),
-                     showticklabels=False, showgrid=False)
-    return finish(fig, title, stamp, height=520)
+                     range=[-0.6, len(ticks) - 0.2])
+    leaves = [n for n in nodes if n[2] == 0]
+    fig.update_xaxes(title_text=f"{leaf_label}s" + (", in butterfly order" if butterfly else ""), showgrid=False,
+                     tickmode="array", tickvals=[n[1] for n in leaves], ticktext=[str(n[0]) for n in leaves],
+                     tickfont=dict(size=10))
+    return finish(fig, title, stamp, height=560)
+
+
+def level_table(trace, choice: str, level: int) -> pd.DataFrame:
+    """The merges of one level (1 = the first above the leaves) of a butterfly or chain, with their (m, d)."""
+    nodes = [n for n in _tree_nodes(trace, choice)[0] if n[2] == level]
+    with np.errstate(all="ignore"):
+        return pd.DataFrame([{"merge": n[7], "m": n[3], "d": n[4], "exact d": n[6],
+                              "rel. error of d": abs(n[4] - n[6]) / abs(n[6])} for n in nodes])
 
 
 def merge_table(trace) -> pd.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import streamlit as st
 
 import explorer
@@ -12,18 +13,21 @@ from explorer import precision
 from explorer.trace import Trace
 
 from .. import compute, figures
-from ..common import chart, clamp, config_and_spec, csv_download, ensure_choice, guarded, header, stamp
+from ..common import chart, clamp, config_and_spec, ensure_choice, guarded, header, stamp
+from ..figures.common import format_value
+from ..figures.step import StepNumbers
 from ..params import Param
 from ..state import MAX_DIM, Config
+from .merges import merges_section
 
 ss = st.session_state
+PLAY_SECONDS = 0.7  # one step per tick while playing
 HEAT_CHOICES = {"d": "kernel's d (log10)", "m": "kernel's m", "err": "relative error of d (log10)"}
 PARAMS = (
     Param("tv", "word", "", choices=lambda: tuple(explorer.VARIANTS), hint="unknown variant"),
     Param("lane", "int", 0, low=0, high=1023),
     Param("step", "int", 0, low=0, high=MAX_DIM),
     Param("heat", "word", "d", choices=tuple(HEAT_CHOICES)),
-    Param("tree", "text", ""),
 )
 
 
@@ -57,28 +61,23 @@ def step_page() -> None:
     key = ss["tv"]
     with st.spinner(f"Tracing row {cfg.row} through {key}…"):
         trace = compute.trace_row(spec, cfg.row, key, cfg.acc, cfg.block_for(key))
-    st.caption(explorer.VARIANTS[key].lesson)
     lane = _choose_lane(trace, c2)
-    count = int((trace.index[lane] >= 0).sum())
-    if count == 0:
+    st.caption(explorer.VARIANTS[key].lesson)
+    steps = figures.lane_steps(trace, lane)
+    if steps.size == 0:
         st.info(f"Lane {lane} gets no element of this {cfg.cols}-element row; pick a lower lane.")
         return
-    step = _choose_step(count)
-    start, stop = figures.step_window(count, step)
-    if stop - start < count:
-        st.info(f"This lane has {count} steps: the animation holds steps {start}–{stop - 1} "
-                f"({figures.MAX_FRAMES} frames) around step j; move the step slider to shift the window.",
-                icon=":material/view_week:")
-    lane_title = f", lane {lane}" if trace.threads > 1 else ""
-    fig = figures.step_figure(trace, lane, start, stop, step, f"{key}, row {cfg.row}{lane_title}: running (m, d), "
-                              f"acc {cfg.acc}", stamp())
-    chart(fig, cfg.slug(f"step_{key}_lane{lane}"), "chart_step")
-    _update(trace, lane, step)
-    bits_section(trace, lane, step)
+    _fresh_step((cfg.describe(), cfg.row, key, lane))
+    note = figures.row_nan_note(trace)
+    if note:
+        st.warning(note, icon=":material/error:")
+    playing = bool(ss.get("_playing"))
+    ss["_ticking"] = playing
+    st.fragment(_step_view, run_every=PLAY_SECONDS if playing else None)(trace, lane, cfg, key)
     if trace.threads > 1:
         _lanes(trace, cfg, key)
     if trace.merges:
-        _merges(trace, cfg, key)
+        merges_section(trace, cfg, key)
 
 
 def _choose_lane(trace: Trace, column) -> int:
@@ -91,45 +90,126 @@ def _choose_lane(trace: Trace, column) -> int:
     return int(ss["lane"])
 
 
-def _choose_step(count: int) -> int:
-    clamp("step", 0, count - 1)
-    if count > 1:
-        st.slider("Step j (server side: writes the update out below and centres the animation)", 0, count - 1,
-                  key="step")
-    return int(ss["step"])
+def _fresh_step(what: tuple) -> None:
+    """A new input, row, variant or lane starts at step 0 (a step kept from another input may sit anywhere,
+    say in a masked tail); the first view of a session keeps the URL's step."""
+    if ss.get("_step_of") not in (None, what):
+        ss["step"] = 0
+        ss["_playing"] = False
+    ss["_step_of"] = what
 
 
-def _update(trace: Trace, lane: int, step: int) -> None:
-    """The update at step j in LaTeX, with the kernel's and float64's d_j."""
+def _toggle_play() -> None:
+    ss["_playing"] = not ss.get("_playing")
+
+
+def _set_step(value: int) -> None:
+    ss["step"] = int(value)
+
+
+@guarded
+def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
+    """The one step control (slider, buttons, Play) beside the update it selects, then the chart and the bits:
+    a fragment, so Play reruns only this part, one step per tick."""
+    steps = figures.lane_steps(trace, lane)
+    last = int(steps[-1])
+    clamp("step", int(steps[0]), last)
+    if ss["step"] >= last:
+        ss["_playing"] = False
+    if bool(ss.get("_playing")) != ss.get("_ticking"):
+        st.rerun()  # the whole page again: the fragment starts or stops ticking
+    if ss.get("_playing"):
+        ss["step"] = int(steps[np.searchsorted(steps, ss["step"], side="right")])
+    left, right = st.columns([5, 6], gap="large")
+    with left:
+        step = _controls(trace, lane, steps)
     n = figures.step_numbers(trace, lane, step)
+    with right:
+        _update(n, trace)
+    lane_title = f", lane {lane}" if trace.threads > 1 else ""
+    fig = figures.step_figure(trace, lane, step, f"{key}, row {cfg.row}{lane_title}: running (m, d), acc {cfg.acc}",
+                              stamp())
+    chart(fig, cfg.slug(f"step_{key}_lane{lane}"), "chart_step")
+    if len(steps) > figures.MAX_POINTS:
+        st.caption(f"{figures.sampled_note(len(steps), figures.MAX_POINTS)}; step j is always drawn.")
+    bits_section(trace, n)
+    from ..sidebar import sync_url  # here: ui.sidebar imports the pages (through ui.url)
+
+    sync_url()  # a Play tick reruns only this fragment, and the URL follows the step
+
+
+def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
+    first, last = int(steps[0]), int(steps[-1])
+    if last > first:
+        st.slider("Step j", first, last, key="step",
+                  help="Drives everything below: the update, the chart's marker, the bits. Play moves it one step "
+                       "at a time.")
+    step = int(ss["step"])
+    grows = figures.rescale_steps(trace, lane)
+    later = grows[grows > step]
+    bad = figures.first_nonfinite(trace, lane)
+    playing = bool(ss.get("_playing"))
+    b = st.columns([1, 1, 1.6])
+    b[0].button("◀", key="step_prev", on_click=_set_step, args=(max(step - 1, first),), disabled=step <= first,
+                width="stretch", help="Previous step")
+    b[1].button("▶", key="step_next", on_click=_set_step, args=(min(step + 1, last),), disabled=step >= last,
+                width="stretch", help="Next step")
+    b[2].button("❚❚ Pause" if playing else "▶ Play", key="step_play", disabled=step >= last and not playing,
+                width="stretch", on_click=_toggle_play, help=f"One step every {PLAY_SECONDS:g} s, run on the server")
+    j = st.columns(2)
+    j[0].button("Next rescale", key="step_rescale", icon=":material/trending_up:", width="stretch",
+                on_click=_set_step, args=(int(later[0]) if later.size else step,), disabled=not later.size,
+                help=f"The next step where m grows ({grows.size:,} in this lane)" if trace.kind == "online"
+                else "Safe softmax never rescales")
+    j[1].button("First non-finite", key="step_nan", icon=":material/error:", width="stretch",
+                on_click=_set_step, args=(bad if bad is not None else step,), disabled=bad is None,
+                help="The first step where d_j is NaN or ±∞" if bad is not None
+                else "d_j stays finite in this lane")
+    if bad is not None and step >= bad:
+        st.caption(f"d is not finite: {figures.nonfinite_cause(trace, lane, bad)}.")
+    return step
+
+
+def _update(n: StepNumbers, trace: Trace) -> None:
+    """The update at step j in LaTeX: m, then d_{j-1} → d_{j-1}·factor → + term, with the kernel's numbers."""
     f = latex_number
-    st.subheader(f"The update at step j = {step} (element {n.element})")
-    st.latex(rf"m_j = \max(m_{{j-1}}, x_j) = \max({f(n.prev_m)},\ {f(n.x)}) = {f(n.m)}")
+    st.markdown(f"**The update at step j = {n.step}** (element {n.element})")
     if n.kind == "safe":
+        st.latex(rf"m_j = \max(m_{{j-1}}, x_j) = {f(n.m)} \quad\text{{(pass 1; pass 2 uses the row max }}"
+                 rf"m = {f(n.row_max)})")
         st.latex(rf"d_j = d_{{j-1}} + e^{{x_j - m}} = {f(n.prev_d)} + e^{{{f(n.x)} - ({f(n.row_max)})}}"
                  rf" = {f(n.prev_d)} + {f(n.term)} = {f(n.d)}")
-        st.caption("Safe softmax: pass 1 finds the row max m, pass 2 sums e^(x_j − m) with that final m, so no "
-                   "rescale is needed.")
     else:
-        st.latex(rf"e^{{m_{{j-1}} - m_j}} = e^{{{f(n.prev_m)} - ({f(n.m)})}} = {f(n.scale)}")
-        st.latex(rf"d_j = d_{{j-1}}\,e^{{m_{{j-1}} - m_j}} + e^{{x_j - m_j}} = {f(n.prev_d)}\cdot{f(n.scale)}"
-                 rf" + {f(n.term)} = {f(n.d)}")
+        st.latex(rf"m_j = \max(m_{{j-1}}, x_j) = \max({f(n.prev_m)},\ {f(n.x)}) = {f(n.m)}")
+        st.latex(rf"d_{{j-1}} = {f(n.prev_d)} \;\xrightarrow{{\times\, {_factor(n)}}}\; {f(n.product)}"
+                 rf" \;\xrightarrow{{+\, e^{{x_j - m_j}} = {f(n.term)}}}\; d_j = {f(n.d)}")
     c1, c2, c3 = st.columns(3)
     c1.metric("kernel d_j", f"{n.d:.9g}")
     c2.metric("exact d_j (float64)", f"{n.exact_d:.9g}")
-    c3.metric("relative error of d_j", f"{n.rel_err:.3g}")
+    c3.metric("relative error of d_j", "NaN" if math.isnan(n.rel_err) else f"{n.rel_err:.3g}")
+    if n.kind == "online" and n.prev_m == n.m and not math.isfinite(n.m):
+        st.caption(f"m_j−1 = m_j = {format_value(n.m)}: the kernel's guard keeps d as it is when the maxima are "
+                   "equal; e^(m_j−1 − m_j) itself would be e^(∞ − ∞), which is undefined.")
     st.caption(f"Final state of the row: kernel (m, d) = ({trace.final_m:.9g}, {trace.final_d:.9g}); "
                f"float64 ({trace.exact_final_m:.9g}, {trace.exact_final_d:.9g}).")
 
 
-def bits_section(trace: Trace, lane: int, step: int) -> None:
+def _factor(n: StepNumbers) -> str:
+    """The rescale factor as LaTeX: its value where m grew, why it is 1 where it did not."""
+    if n.m > n.prev_m:
+        return rf"e^{{m_{{j-1}} - m_j}} = e^{{{latex_number(n.prev_m)} - ({latex_number(n.m)})}} = {latex_number(n.scale)}"
+    if math.isnan(n.m):
+        return r"e^{m_{j-1} - m_j} = \mathrm{NaN}"
+    return r"1\ (\text{m unchanged: no rescale})"
+
+
+def bits_section(trace: Trace, n: StepNumbers) -> None:
     """The bit-level view of the traced d_j at the current step."""
-    n = figures.step_numbers(trace, lane, step)
     if not math.isfinite(n.x):
         return
     prev_m, m = (n.row_max, n.row_max) if trace.kind == "safe" else (n.prev_m, n.m)
     parts = precision.update_parts(prev_m, n.prev_d, m, n.x, trace.acc)
-    st.subheader(f"The bits of d_j at step {step}, in {trace.acc}")
+    st.subheader(f"The bits of d_j at step {n.step}, in {trace.acc}")
     st.markdown(figures.bits_html(parts, trace.acc, n.prev_d, n.exact_d), unsafe_allow_html=True)
     same = parts.d == n.d or (math.isnan(parts.d) and math.isnan(n.d))
     note = (f"The kernel adds {parts.product:.9g} and {parts.term:.9g}; the exact sum {parts.sum:.9g} needs "
@@ -150,19 +230,3 @@ def _lanes(trace: Trace, cfg: Config, key: str) -> None:
     heat = figures.lanes_heatmap(trace, ss["heat"], f"{key}, row {cfg.row}: {HEAT_CHOICES[ss['heat']]} per lane "
                                  "and step", stamp())
     chart(heat, cfg.slug(f"lanes_{key}"), "chart_lanes")
-
-
-def _merges(trace: Trace, cfg: Config, key: str) -> None:
-    st.subheader("Merge tree")
-    st.caption("(m, d) pairs merge like single elements: m = max(m₁, m₂), d = d₁·e^(m₁−m) + d₂·e^(m₂−m). "
-               "Each level of the butterfly halves the number of partial states; node colour is the relative "
-               "error of its d against float64.")
-    choices = figures.tree_choices(trace)
-    ensure_choice("tree", choices, "across warps")
-    st.selectbox("Butterfly", choices, key="tree")
-    tree = figures.merge_tree_figure(trace, ss["tree"], f"{key}, row {cfg.row}: merge tree, {ss['tree']}", stamp())
-    chart(tree, cfg.slug(f"merge_{key}"), "chart_tree")
-    table = figures.merge_table(trace)
-    with st.expander(f"Every merge, level by level ({len(table)} nodes)"):
-        st.dataframe(table, width="stretch", hide_index=True, key="table_merges")
-        csv_download(table, cfg, f"merges_{key}", "csv_merges")

@@ -1,0 +1,101 @@
+"""ui/figures/step.py and tree.py without Streamlit: the step chart (rescales, non-finite steps, long lanes as an
+envelope), the words for where a row becomes NaN, and the merge tree's labels and levels."""
+
+import math
+
+import numpy as np
+import pytest
+
+import explorer
+from ui import figures
+
+STAMP = "CPU emulation (no GPU) · NumPy x · 2025-01-01"
+
+
+def _trace(variant: str, x: np.ndarray, acc: str = "float32"):
+    return explorer.softmax(x, variant, acc=acc, backend="emulator", trace_row=0).trace
+
+
+def _normal(cols: int, variant: str = "online_thread"):
+    return _trace(variant, explorer.make_input("normal", 1, cols, seed=3))
+
+
+def test_rescale_steps_are_where_m_grows_and_the_chart_marks_them():
+    x = explorer.make_input("normal", 1, 300, seed=3)
+    x[0, [100, 150, 220]] = 5.0, 6.0, 7.0
+    trace = _trace("online_thread", x)
+    grows = figures.rescale_steps(trace, 0)
+    m = trace.m[0]
+    assert grows.size and all(m[j] > m[j - 1] for j in grows)
+    assert set(range(1, 300)) - set(grows) == {j for j in range(1, 300) if m[j] == m[j - 1]}
+    assert {100, 150, 220} <= set(grows)
+    fig = figures.step_figure(trace, 0, 150, "t", STAMP)
+    marks = next(t for t in fig.data if t.name == "m grows (rescale)")
+    assert list(marks.x) == list(grows)
+    factor = next(t for t in fig.data if t.yaxis == "y3" and t.mode == "markers")
+    np.testing.assert_allclose(factor.y, np.exp(m[grows - 1] - m[grows]), rtol=1e-6)
+    assert any(s.type == "line" and s.x0 == 150 for s in fig.layout.shapes)  # the current step
+
+
+def test_safe_softmax_has_no_rescale_row():
+    trace = _normal(50, "safe_thread")
+    assert figures.rescale_steps(trace, 0).size == 0
+    fig = figures.step_figure(trace, 0, 10, "t", STAMP)
+    assert not any("rescale factor" in a.text for a in fig.layout.annotations)
+
+
+def test_a_nan_row_says_where_and_why_and_draws_nan_as_nan():
+    x = explorer.make_input("normal", 1, 64, seed=1)
+    x[0, 20] = np.inf
+    trace = _trace("online_thread", x)
+    assert figures.first_nonfinite(trace, 0) == 20
+    cause = figures.nonfinite_cause(trace, 0, 20)
+    assert "+∞" in cause and "∞ − ∞" in cause
+    note = figures.row_nan_note(trace)
+    assert "element 20" in note and "step 20" in note
+    n = figures.step_numbers(trace, 0, 30)
+    assert math.isnan(n.d) and math.isnan(n.rel_err)
+    fig = figures.step_figure(trace, 0, 30, "t", STAMP)
+    err = next(t for t in fig.data if t.yaxis == "y4")
+    assert np.isnan(np.asarray(err.y, dtype=float)[np.asarray(err.x) >= 20]).all()  # not drawn at the floor
+    assert any("NaN from step 20" in a.text for a in fig.layout.annotations)
+    assert any(s.type == "rect" for s in fig.layout.shapes)
+
+
+def test_a_row_of_only_minus_inf_is_explained():
+    trace = _trace("online_thread", np.full((1, 8), -np.inf, np.float32))
+    assert "0/0" in figures.row_nan_note(trace)
+    n = figures.step_numbers(trace, 0, 3)
+    assert n.scale == 1.0 and not n.grows  # equal maxima: the kernel's guard, no e^(∞−∞)
+
+
+def test_a_long_lane_is_drawn_as_an_envelope_that_keeps_the_extremes():
+    x = explorer.make_input("normal", 1, 40_000, seed=2)
+    x[0, 31_234] = 9.0
+    trace = _trace("online_thread", x)
+    fig = figures.step_figure(trace, 0, 100, "t", STAMP)
+    xs = fig.data[0]
+    assert len(xs.x) <= 3 * figures.MAX_POINTS
+    assert 31_234 in set(xs.x) and 100 in set(xs.x)
+    assert max(xs.y) == pytest.approx(9.0)
+
+
+def test_heatmap_of_few_steps_has_whole_number_ticks():
+    trace = _normal(1000, "online_block")
+    fig = figures.lanes_heatmap(trace, "d", "heat", STAMP)
+    assert fig.layout.xaxis.dtick == 1 and fig.layout.xaxis.tickmode == "linear"
+
+
+def test_tree_leaves_carry_lane_numbers_and_levels_are_named_by_how_they_merge():
+    block = _normal(1000, "online_block")
+    lanes = figures.merge_tree_figure(block, "warp 1 lanes", "t", STAMP)
+    assert sorted(int(t) for t in lanes.layout.xaxis.ticktext) == list(range(32, 64))
+    assert figures.level_names(block, "warp 1 lanes")[0] == "shuffle, offset 16"
+    assert figures.level_names(block, "across warps")[0] == "across warps (shared memory), offset 4"
+    across = figures.merge_tree_figure(block, "across warps", "t", STAMP)
+    nodes = across.data[2]
+    assert any("m=" in t and "d=" in t for t in nodes.text)
+    faded = figures.merge_tree_figure(block, "across warps", "t", STAMP, level=1)
+    assert [o for o, y in zip(faded.data[2].marker.opacity, faded.data[2].y) if y > 1] == [0.25] * 3
+    table = figures.level_table(block, "across warps", 3)
+    assert len(table) == 1 and table["d"][0] == pytest.approx(block.final_d)

@@ -1,0 +1,103 @@
+"""The Step-through page through AppTest (no browser): one step control drives the update, the chart and the
+bits; Play steps the server state; jumps to the next rescale and the first non-finite step; a new input starts
+at step 0; the merge tree level by level."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import explorer
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+RUN_TIMEOUT = 180  # generous: a busy box may take many times what a fast one does
+
+
+@pytest.fixture(autouse=True)
+def emulator_backend(monkeypatch):
+    monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
+
+
+def step_page(query: dict) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=RUN_TIMEOUT)
+    at.query_params.update({"rows": "4", "cols": "100", "variants": "online_thread,online_warp,online_block",
+                            **query})
+    at.run()
+    hashes = {info.get("url_pathname"): h for h, info in at._registered_pages.items()}
+    at._page_hash = hashes["step"]
+    return ok(at.run())
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    assert "unexpected problem" not in " ".join(str(e.value) for e in at.error)
+    return at
+
+
+def latex(at: AppTest) -> str:
+    return " ".join(x.value for x in at.latex)
+
+
+def step_chart(at: AppTest) -> dict:
+    return json.loads(at.get("plotly_chart")[0].proto.spec)
+
+
+def test_the_step_control_drives_the_update_the_chart_and_the_url():
+    at = step_page({"tv": "online_thread", "step": "42"})
+    x = explorer.make_input("normal", 4, 100)[0].astype(np.float64)
+    assert f"{x[42]:.7g}" in latex(at) and r"\xrightarrow" in latex(at)
+    assert any(m.value.startswith("**The update at step j = 42**") for m in at.markdown)
+    assert step_chart(at)["layout"]["shapes"][0]["x0"] == 42
+    assert "frames" not in step_chart(at) or not step_chart(at)["frames"]  # no second, client-side control
+    ok(at.button(key="step_next").click().run())
+    assert at.slider(key="step").value == 43 and at.query_params["step"] == "43"
+    assert f"{x[43]:.7g}" in latex(at)
+    ok(at.button(key="step_prev").click().run())
+    assert at.slider(key="step").value == 42
+
+
+def test_play_steps_the_server_state_and_pause_stops_it():
+    at = step_page({"tv": "online_thread", "step": "10"})
+    ok(at.button(key="step_play").click().run())
+    assert at.slider(key="step").value == 11  # the run that starts playing moves one step
+    assert at.button(key="step_play").label == "❚❚ Pause"
+    ok(at.button(key="step_play").click().run())
+    assert at.button(key="step_play").label == "▶ Play"
+    assert at.slider(key="step").value == 11
+
+
+def test_next_rescale_and_first_nonfinite_jump():
+    at = step_page({"tv": "online_thread", "dist": "nonfinite", "p_rate": "0.05", "row": "1"})
+    trace = explorer.softmax(explorer.make_input("nonfinite", 4, 100, rate=0.05)[1:2], "online_thread",
+                             backend="emulator", trace_row=0).trace
+    ok(at.button(key="step_rescale").click().run())
+    step = at.slider(key="step").value
+    assert step > 0 and trace.m[0, step] > trace.m[0, step - 1]
+    ok(at.button(key="step_nan").click().run())
+    bad = at.slider(key="step").value
+    assert not np.isfinite(trace.d[0, bad]) and np.isfinite(trace.d[0, :bad]).all()
+    assert any("is NaN from element" in w.value for w in at.warning)
+    assert r"e^{\infty - \infty} = 1" not in latex(at).replace("(", "").replace(")", "")
+    assert any("not finite" in c.value for c in at.caption)
+
+
+def test_a_new_input_starts_at_step_zero():
+    at = step_page({"tv": "online_thread", "step": "80"})
+    assert at.slider(key="step").value == 80  # the URL's step is kept on arrival
+    ok(at.selectbox(key="dist").set_value("causal_mask").run())
+    assert at.query_params["step"] == "0"  # row 0 of the mask keeps one element: step 0 is the only one
+
+
+def test_merge_levels_step_through_the_tree():
+    at = step_page({"tv": "online_warp"})
+    assert at.select_slider(key="mlevel").value == 1024  # the whole tree
+    ok(at.select_slider(key="mlevel").set_value(1).run())
+    assert at.query_params["mlevel"] == "1"
+    table = at.table[0].value
+    assert len(table) == 16 and "offset 16: lane 0 ⊕ lane 16" in set(table["merge"])
+    tree = json.loads(at.get("plotly_chart")[2].proto.spec)
+    assert tree["layout"]["yaxis"]["ticktext"][1] == "shuffle, offset 16"
