@@ -1,0 +1,129 @@
+"""One self-describing PNG to share: a title, charts, a results table and a stamp that says where the numbers
+came from (GPU, driver, CUDA, CuPy, shape, dtype, accumulator, date; or CPU emulation). Pure (no Streamlit).
+
+Drawn with Pillow (a Streamlit dependency: no browser or kaleido needed) from the plotly figures a page shows,
+through ui/figures/raster.py. The stamp is also the PNG's "Description" text, so a program can read it back.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from PIL import Image, PngImagePlugin
+
+from .raster import FAINT, GRID, INK, PAD, SOFT, Pen, chart_image, line_height
+
+WIDTH = 1600  # px; wider where the table needs it
+TABLE_ROWS = 40  # rows drawn; the rest are counted under the table
+CELL_CHARS = 48  # longer table text is cut with "…"
+
+
+def device_line(meta: Mapping, date: str = "", source: str = "") -> str:
+    """Where numbers came from: 'GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · 2026-12-01', from a
+    results file's meta or explorer.info() (with "backend"); 'CPU emulation (no GPU) · NumPy 2.4 · date' off
+    the GPU. source (a file name) is added where it is not the GPU's name."""
+    date = str(meta.get("date") or date)[:10]
+    if meta.get("backend", "cuda") != "cuda":
+        parts = ["CPU emulation (no GPU)", f"NumPy {np.__version__}"]
+    else:
+        parts = [f"GPU {meta.get('gpu') or '?'}", f"driver {meta.get('cuda_driver') or '?'}",
+                 f"CUDA {meta.get('cuda_runtime') or '?'}", f"CuPy {meta.get('cupy') or '?'}"]
+    if source and source != meta.get("gpu"):
+        parts.append(f"from {source}")
+    return " · ".join([*parts[:4], date, *parts[4:]] if date else parts)
+
+
+def cell(v, fmt: str = "") -> str:
+    """A table value as text: printf format fmt for a number where given, "–" where there is none."""
+    if v is None or v is pd.NA or (isinstance(v, float | np.floating) and math.isnan(v)):
+        return "–"
+    if isinstance(v, bool | np.bool_):
+        return "yes" if v else "no"
+    if isinstance(v, int | np.integer | float | np.floating):
+        if fmt:
+            return fmt % v
+        if isinstance(v, int | np.integer):
+            return f"{int(v):,}"
+        return f"{v:,.0f}" if 1e5 <= abs(v) < 1e15 else f"{v:.4g}"
+    text = str(v).replace("\n", " ")
+    return text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…"
+
+
+def table_image(table: pd.DataFrame, formats: Mapping[str, str] | None = None) -> Image.Image:
+    """The table at its natural width: a shaded header, numbers right-aligned (in their printf formats, by
+    column), text left."""
+    shown = table.head(TABLE_ROWS)
+    size, row_h = 13, line_height(13) + 8
+    pen = Pen(Image.new("RGB", (1, 1)))
+    columns = [str(c) for c in shown.columns]
+    cells = [[cell(v, (formats or {}).get(c, "")) for v in shown[c]] for c in shown.columns]
+    numeric = [pd.api.types.is_numeric_dtype(shown[c]) for c in shown.columns]
+    widths = [int(max([pen.width(h, size, True)] + [pen.width(v, size) for v in col])) + 18
+              for h, col in zip(columns, cells)]
+    more = len(table) - len(shown)
+    height = row_h * (len(shown) + 1) + (line_height(13) + 6 if more else 0) + 4
+    img = Image.new("RGB", (sum(widths) + 2, height), "white")
+    pen = Pen(img)
+    pen.draw.rectangle([0, 0, img.width - 1, row_h], fill="#f0f0f0")
+    x = 0
+    for name, col, w, num in zip(columns, cells, widths, numeric):
+        align = (x + w - 9, "rm") if num else (x + 9, "lm")
+        pen.text((align[0], row_h / 2), name, size, INK, align[1], bold=True)
+        for r, v in enumerate(col):
+            pen.text((align[0], row_h * (r + 1.5)), v, size, INK, align[1])
+        x += w
+    for r in range(len(shown) + 2):
+        pen.draw.line([(0, r * row_h), (img.width, r * row_h)], fill=GRID)
+    if more:
+        pen.text((4, row_h * (len(shown) + 1) + 6), f"… and {more} more row(s): download the table (CSV) for all.",
+                 13, FAINT)
+    return img
+
+
+def _text_block(width: int, lines: Sequence[tuple[str, int, str, bool]], rule: bool = False) -> Image.Image:
+    """Wrapped paragraphs (text, size, colour, bold) across the image, with a rule above where asked."""
+    pen = Pen(Image.new("RGB", (1, 1)))
+    wrapped = [(pen.wrap(t, s, width - 2 * PAD, b), s, c, b) for t, s, c, b in lines if t]
+    height = 24 + sum(len(w) * line_height(s) + 4 for w, s, _, _ in wrapped)
+    img = Image.new("RGB", (width, height), "white")
+    pen = Pen(img)
+    if rule:
+        pen.draw.line([(PAD, 6), (width - PAD, 6)], fill=GRID, width=2)
+    y = 14
+    for w, size, color, bold in wrapped:
+        for line in w:
+            pen.text((PAD, y), line, size, color, bold=bold)
+            y += line_height(size)
+        y += 4
+    return img
+
+
+def share_png(title: str, charts: Sequence[go.Figure], table: pd.DataFrame | None, stamp: Sequence[str],
+              subtitle: str = "", formats: Mapping[str, str] | None = None) -> bytes:
+    """The PNG: title and subtitle, each chart, the table (formats: printf formats by column), and the stamp
+    (one line each, wrapped to the image's width) under a rule; the stamp again as the PNG's Description."""
+    grid = table_image(table, formats) if table is not None and len(table.columns) else None
+    width = max(WIDTH, (grid.width if grid else 0) + 2 * PAD)
+    blocks = [_text_block(width, [(title, 28, INK, True), (subtitle, 17, SOFT, False)])]
+    blocks += [chart_image(fig, width) for fig in charts]
+    if grid is not None:
+        framed = Image.new("RGB", (width, grid.height + 24), "white")
+        framed.paste(grid, (PAD, 12))
+        blocks.append(framed)
+    blocks.append(_text_block(width, [(line, 16, SOFT, False) for line in stamp], rule=True))
+    out = Image.new("RGB", (width, sum(b.height for b in blocks)), "white")
+    y = 0
+    for b in blocks:
+        out.paste(b, (0, y))
+        y += b.height
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Title", title)
+    info.add_text("Description", "\n".join(stamp))
+    buf = io.BytesIO()
+    out.save(buf, format="PNG", pnginfo=info, optimize=True)
+    return buf.getvalue()
