@@ -106,3 +106,84 @@ def test_topk_page_shows_the_floor_and_torch_lse():
     assert fig["data"][0]["name"] == "&lt;b&gt;GPU&lt;/b&gt; &amp; co"
     table = at.dataframe[3].value
     assert {"pct_floor", "pct_floor_device", "device_us", "version"} <= set(table.columns)
+
+
+# --- the bundled H200 results, duplicates shown once, the share image's button ----------------------------------
+
+def _labels(at) -> list[str]:
+    return [b.label for b in at.button]
+
+
+def _query(at) -> dict[str, str]:
+    return {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+
+
+def test_timing_page_loads_the_bundled_results_with_one_button():
+    at = goto(make(), "timing")
+    ok(at)
+    load = next(b for b in at.button if b.key == "bench_bundled_button")
+    assert load.label == "Load the bundled NVIDIA H200 results (4 files from docs/results)"
+    assert not charts(at)
+    load.click().run()
+    ok(at)
+    shapes = at.selectbox(key="tshape").options
+    assert "4096×32768 bfloat16 acc float32" in shapes and "65536×1024 float32 acc float32" in shapes
+    assert not any("top-" in s for s in shapes)  # topk.json belongs to the top-k page
+    assert _query(at)["bench_bundled"] == "1"
+    assert "Remove the bundled NVIDIA H200 results" in _labels(at)
+    assert len(charts(at)) == 2 and "Download share image (PNG)" in [b.label for b in at.download_button]
+    at.button(key="bench_bundled_button").click().run()
+    ok(at)
+    assert not charts(at) and "bench_bundled" not in _query(at)
+
+
+def test_the_same_results_uploaded_twice_or_bundled_are_shown_once():
+    at = goto(make(), "timing")
+    data = json.dumps(softmax_doc()).encode()
+    at.file_uploader(key="bench_files").set_value([("a.json", data, "application/json"),
+                                                    ("a (1).json", data, "application/json")]).run()
+    ok(at)
+    assert [t["name"] for t in charts(at)[0]["data"]] == ["&lt;b&gt;GPU&lt;/b&gt; &amp; co"]
+    assert any("a (1).json holds the same results as a.json: shown once" in c.value for c in at.caption)
+    assert set(frame(at)["source"]) == {EVIL}
+    # a bundled file uploaded again is shown once too
+    story = (timing.RESULTS_DIR / "story-all.json").read_bytes()
+    at.file_uploader(key="bench_files").set_value([("copy.json", story, "application/json")]).run()
+    at.button(key="bench_bundled_button").click().run()
+    ok(at)
+    assert any("copy.json holds the same results as story-all.json" in c.value for c in at.caption)
+
+
+def test_topk_page_loads_the_bundled_results_and_a_link_restores_them():
+    at = goto(make({"rows": "4", "cols": "100", "variants": "online_warp"}), "topk")
+    at.button(key="tk_bundled_button").click().run()
+    ok(at)
+    assert "512×128256 float32 top-8" in at.selectbox(key="tk_tshape").options
+    at.selectbox(key="tk_tshape").set_value("512×128256 float32 top-8").run()
+    ok(at)
+    fig = charts(at)[1]
+    assert fig["data"][0]["name"] == "NVIDIA H200" and fig["data"][0]["x"][-1] == "torch.topk + logsumexp"
+    assert "Download share image (PNG)" in [b.label for b in at.download_button]
+    query = _query(at)
+    assert query["tk_bundled"] == "1"
+    again = goto(make(query), "topk")  # the link opened in a new session shows the same results
+    ok(again)
+    assert again.selectbox(key="tk_tshape").value == "512×128256 float32 top-8"
+    assert charts(again)[1]["data"][0]["name"] == "NVIDIA H200"
+
+
+def test_share_stamp_and_readable_table():
+    from ui import share as share_ui
+
+    doc = softmax_doc("NVIDIA H200")
+    part = pd.DataFrame([{**softmax_row("fast", "variant", 1.0), "source": s} for s in ("H", "F", "H")])
+    lines = timing.share_stamp(part, {"H": doc, "F": {"meta": {}}}, {"H": "h.json", "F": "f.json"})
+    assert lines == ["shape 4096×4096 · dtype float32 · accumulator float32",
+                     "GPU NVIDIA H200 · driver ? · CUDA 13.2 · CuPy 14.2 · 2026-12-01 · from h.json",
+                     "GPU ? · driver ? · CUDA ? · CuPy ? · from f.json"]
+    topk_part = pd.DataFrame([{**topk_row("topk_fused", 8, 1.0), "source": "H"}])
+    assert timing.share_stamp(topk_part, {"H": doc}, {"H": "h.json"})[0] == \
+        "shape 512×128256 · dtype float32 · top-8 · accumulator float32"
+    table, formats = share_ui.readable(pd.DataFrame({"median_us": [1.0], "name": ["x"], "error": [None]}),
+                                       timing.TIME_COLUMNS)
+    assert list(table.columns) == ["median µs", "name", "error"] and formats == {"median µs": "%.2f"}

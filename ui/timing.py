@@ -1,5 +1,6 @@
-"""The Timing view: run explorer.bench on a GPU, or load results files (several GPUs side by side); and the
-top-k page's timing frame, table and figure (fused, unfused, both torch baselines, % of the read-once floor).
+"""The Timing view: run explorer.bench on a GPU, or load results files (several GPUs side by side; the H200's,
+shipped in docs/results, with one button); a share image of the view; and the top-k page's timing table and
+figure (fused, unfused, both torch baselines, % of the read-once floor).
 
 explorer.bench is imported lazily: without it the page still loads results files, checked by a small
 local validator of the same schema ("softmax-explorer-bench/1"). Text from results files reaches plotly
@@ -9,10 +10,12 @@ only through plotly_text(): it shows as text, never as markup.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import html
 import importlib
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,10 +25,13 @@ import streamlit as st
 import explorer
 
 from . import compute, figures, gpu_lock
+from .figures.share import device_line
 from .figures.timing import TOPK_NAMES
+from .share import share_button
 from .state import file_slug
 
 SCHEMA = "softmax-explorer-bench/1"
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "results"  # the bundled H200 results
 RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "median_us", "p10_us", "p90_us", "gbps")
 TABLE_COLUMNS = ["source", "name", "version", "kind", "dtype", "acc", "rows", "cols", "block_size", "median_us",
                  "p10_us", "p90_us", "device_us", "device_p10_us", "device_p90_us", "gbps", "pct_copy",
@@ -95,6 +101,15 @@ TIME_COLUMNS = {
 }
 
 
+TIMING_COLUMNS = {**TIME_COLUMNS,  # the Timing page's table
+                  "pct_copy": st.column_config.NumberColumn("% of copy (event)", format="%.0f"),
+                  "pct_copy_device": st.column_config.NumberColumn("% of copy (device)", format="%.0f"),
+                  "reads_per_element": st.column_config.NumberColumn("reads/elem"),
+                  "writes_per_element": st.column_config.NumberColumn("writes/elem")}
+SHARE_COLUMNS = ["source", "name", "version", "median_us", "p10_us", "p90_us", "device_us", "gbps", "pct_copy",
+                 "pct_copy_device", "bytes_moved", "max_rel", "error"]  # the table in the share image
+
+
 def plotly_text(text) -> str:
     """Text from a results file for a plotly label, legend or hover: `<` and `&` escaped, so shown as text."""
     return html.escape(str(text), quote=False)
@@ -117,25 +132,77 @@ def failed(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["error"].notna() & (df["error"].astype(str) != "")]
 
 
-def result_sources(run: dict | None, files, download_name: str, download_key: str) -> tuple[dict, dict]:
-    """This session's run (offered as a JSON download) and the uploaded results files, each labelled by
-    its GPU: {label: document}, {label: meta}. A file that is not a results file is refused in words."""
-    sources, metas, taken = {}, {}, set()
+def result_sources(run: dict | None, files, download_name: str, download_key: str,
+                   bundled: dict[str, bytes] | None = None) -> tuple[dict, dict]:
+    """This session's run (offered as a JSON download), the bundled results and the uploaded files, each
+    labelled by its GPU: {label: document}, {label: where it came from}. A file that is not a results file is
+    refused in words; results already loaded (the same file twice) are shown once."""
+    sources, origins, seen, taken = {}, {}, {}, set()
+
+    def add(doc: dict, origin: str) -> None:
+        digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+        if digest in seen:
+            st.caption(f"{origin} holds the same results as {seen[digest]}: shown once.")
+            return
+        seen[digest] = origin
+        label = _label(doc.get("meta", {}), origin, taken)
+        sources[label], origins[label] = doc, origin
+
     if run:
-        label = _label(run.get("meta", {}), "this run", taken)
-        sources[label], metas[label] = run, run.get("meta", {})
+        add(run, "this run")
         st.download_button("Download this run's results (JSON)", json.dumps(run, indent=1),
                            file_name=f"{download_name}_{datetime.date.today().isoformat()}.json",
                            mime="application/json", key=download_key, on_click="ignore", icon=":material/download:")
+    for name, data in (bundled or {}).items():
+        add(load_results(data), name)
     for f in files or []:
         try:
-            data = load_results(f.getvalue())
+            add(load_results(f.getvalue()), f.name)
         except explorer.ExplorerError as exc:
             st.error(f"{f.name}: {exc}")
+    return sources, origins
+
+
+@st.cache_data(show_spinner=False)
+def bundled_results(topk: bool) -> dict[str, bytes]:
+    """The results files shipped in docs/results, by name: those with top-k rows (topk) or the others."""
+    out = {}
+    for path in sorted(RESULTS_DIR.glob("*.json")):
+        data = path.read_bytes()
+        try:
+            doc = load_results(data)
+        except explorer.ExplorerError:
             continue
-        label = _label(data.get("meta", {}), f.name, taken)
-        sources[label], metas[label] = data, data.get("meta", {})
-    return sources, metas
+        if any(r.get("k") is not None for r in doc["results"]) == topk:
+            out[path.name] = data
+    return out
+
+
+def _flip(key: str) -> None:
+    ss[key] = not ss.get(key)
+
+
+def bundled_button(key: str, topk: bool) -> dict[str, bytes]:
+    """One button that loads the bundled results (and then removes them); the files while they are loaded.
+    key is the page's URL parameter for it, so a shared link shows them too."""
+    files = bundled_results(topk)
+    if not files:
+        return {}
+    gpus = ", ".join(sorted({str(load_results(d).get("meta", {}).get("gpu") or "?") for d in files.values()}))
+    label = (f"Remove the bundled {gpus} results" if ss.get(key) else
+             f"Load the bundled {gpus} results ({len(files)} file{'s' * (len(files) > 1)} from docs/results)")
+    st.button(label, key=f"{key}_button", on_click=_flip, args=(key,), icon=":material/folder_open:",
+              help=", ".join(files))
+    return files if ss.get(key) else {}
+
+
+def share_stamp(part: pd.DataFrame, sources: dict[str, dict], origins: dict[str, str]) -> list[str]:
+    """The share image's stamp for results rows of one shape: the shape, dtype, k (top-k rows) and accumulator,
+    then one line per results file they come from."""
+    r = part.iloc[0]
+    k = f" · top-{int(r['k'])}" if pd.notna(r.get("k")) else ""
+    shape = f"shape {int(r['rows'])}×{int(r['cols'])} · dtype {r['dtype']}{k} · accumulator {r.get('acc') or '?'}"
+    return [shape] + [device_line(sources[s].get("meta", {}), source=origins[s]) for s in dict.fromkeys(part["source"])]
 
 
 def meta_stamp(meta: dict) -> str:
@@ -186,7 +253,8 @@ def render(cfg) -> None:
 
     files = st.file_uploader("Benchmark results (JSON, one file per GPU)", type=["json"], accept_multiple_files=True,
                              key="bench_files", help=f"Files with schema {SCHEMA!r}; several files show side by side.")
-    sources, metas = result_sources(ss.get("_bench_results"), files, "bench", "json_bench")
+    sources, origins = result_sources(ss.get("_bench_results"), files, "bench", "json_bench",
+                                      bundled_button("bench_bundled", topk=False))
     if not sources:
         return
     df = figures.results_frame(sources)
@@ -201,7 +269,7 @@ def render(cfg) -> None:
     if not (chosen["kind"] == "variant").any():
         st.caption("None of the sidebar's variants is in these results; showing every variant measured.")
         chosen = part
-    stamp = " | ".join(meta_stamp(metas[s]) for s in dict.fromkeys(chosen["source"]))
+    stamp = " | ".join(meta_stamp(sources[s].get("meta", {})) for s in dict.fromkeys(chosen["source"]))
     broken = failed(chosen)
     t, g = figures.timing_figures(display_names(chosen.drop(index=broken.index)), plotly_text(ss["tshape"]),
                                   stamp)
@@ -217,14 +285,11 @@ def render(cfg) -> None:
         st.warning(f"{len(broken)} peer result(s) on this shape could not be timed: the table's error column says "
                    "why.", icon=":material/error:")
     st.caption(TIMES_CAPTION)
-    st.dataframe(table[shown], width="stretch", hide_index=True, key="table_timing", column_config={
-        **TIME_COLUMNS,
-        "pct_copy": st.column_config.NumberColumn("% of copy (event)", format="%.0f"),
-        "pct_copy_device": st.column_config.NumberColumn("% of copy (device)", format="%.0f"),
-        "reads_per_element": st.column_config.NumberColumn("reads/elem"),
-        "writes_per_element": st.column_config.NumberColumn("writes/elem")})
+    st.dataframe(table[shown], width="stretch", hide_index=True, key="table_timing", column_config=TIMING_COLUMNS)
     st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
                        mime="text/csv", key="csv_timing", on_click="ignore", icon=":material/download:")
+    share_button("share_timing", slug, "Softmax timing", [t, g], table[[c for c in SHARE_COLUMNS if c in table]],
+                 share_stamp(chosen, sources, origins), ss["tshape"], TIMING_COLUMNS)
 
 
 # --- the top-k page's timing ----------------------------------------------------------------------------------

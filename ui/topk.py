@@ -22,6 +22,7 @@ from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, TopkReport, tie_within_r
 from . import compute, figures, gpu_lock, timing
 from .common import backend_badge, chart, clamp, ensure_choice, guarded, stamp
 from .params import Param
+from .share import share_button
 from .state import MAX_DIM, UPLOAD_STEM, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text
 
 ss = st.session_state
@@ -36,8 +37,12 @@ PARAMS = (
     Param("tk_row", "int", 0, low=0, high=MAX_DIM, sparse=True),
     Param("tk_log", "flag", True, sparse=True, hint="1 (log scale) or 0 (linear) is needed"),
     Param("tk_tshape", "text", "", sparse=True),
+    Param("tk_bundled", "flag", False, sparse=True),
 )
 BENCH_COMMAND = "python -m explorer bench --topk 1 8 50 --json FILE"
+TIME_COLUMNS = {**timing.TIME_COLUMNS, **timing.TOPK_COLUMNS,  # the timing table's
+                "MB_moved": st.column_config.NumberColumn("MB moved", format="%.2f"),
+                "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×")}
 
 INTRO = """
 Sampling from a language model's head, or routing tokens in a mixture of experts, needs only the **k largest
@@ -338,7 +343,8 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     files = st.file_uploader("Top-k results (JSON, one file per GPU)", type=["json"], accept_multiple_files=True,
                              key="tk_bench_files", help=f"Written by `{BENCH_COMMAND}`; several files show side "
                                                         "by side.")
-    sources, metas = timing.result_sources(ss.get("_tk_bench"), files, "topk_bench", "json_tk_bench")
+    sources, origins = timing.result_sources(ss.get("_tk_bench"), files, "topk_bench", "json_tk_bench",
+                                             timing.bundled_button("tk_bundled", topk=True))
     if not sources:
         return
     df = figures.topk_timing_frame(sources)
@@ -353,7 +359,7 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
     part = df[df["shape"] == ss["tk_tshape"]]
     table = timing.topk_table(part)
-    stamp_ = " | ".join(timing.meta_stamp(metas[s]) for s in dict.fromkeys(part["source"]))
+    stamp_ = " | ".join(timing.meta_stamp(sources[s].get("meta", {})) for s in dict.fromkeys(part["source"]))
     fig = timing.topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", stamp_)
     slug = file_slug("softmax_topk_timing", *ss["tk_tshape"].split())
     chart(fig, slug, "chart_topk_time")
@@ -364,9 +370,8 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
                "without a fused kernel: `v, i = torch.topk(x, k)`; `p = torch.exp(v - torch.logsumexp(x, -1))`.")
     st.caption(timing.TIMES_CAPTION)
     shown = table.drop(columns=["rows", "cols", "dtype", "k"])  # the shape is chosen above
-    st.dataframe(shown, width="stretch", hide_index=True, key="table_topk_time", column_config={
-        **timing.TIME_COLUMNS, **timing.TOPK_COLUMNS,
-        "MB_moved": st.column_config.NumberColumn("MB moved", format="%.2f"),
-        "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×")})
+    st.dataframe(shown, width="stretch", hide_index=True, key="table_topk_time", column_config=TIME_COLUMNS)
     st.download_button("Download timing table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
                        mime="text/csv", key="csv_topk_time", on_click="ignore", icon=":material/download:")
+    share_button("share_topk", slug, "Softmax + top-k timing", [fig], shown, timing.share_stamp(part, sources, origins),
+                 ss["tk_tshape"], TIME_COLUMNS)

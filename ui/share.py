@@ -1,0 +1,33 @@
+"""The "Download share image" button: one PNG with a page's charts, its table and where the numbers came from,
+drawn by ui/figures/share.py only when the button is clicked."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from .figures.share import share_png
+
+LABEL = "Download share image (PNG)"
+
+
+def readable(table: pd.DataFrame, columns: Mapping[str, dict]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The table under the labels the page shows it with (st.column_config entries by column), and the printf
+    formats of those columns by label."""
+    labels = {c: columns[c].get("label") or c for c in table.columns if c in columns}
+    formats = {labels[c]: columns[c].get("type_config", {}).get("format") or "" for c in labels}
+    return table.rename(columns=labels), {k: f for k, f in formats.items() if "%" in f}
+
+
+def share_button(key: str, file_name: str, title: str, charts: Sequence[go.Figure], table: pd.DataFrame | None,
+                 stamp: Sequence[str], subtitle: str = "", columns: Mapping[str, dict] | None = None) -> None:
+    """A download button for the share image; file_name without extension ("_share.png" is added)."""
+    shown, formats = readable(table, columns or {}) if table is not None else (None, {})
+    st.download_button(LABEL, functools.partial(share_png, title, list(charts), shown, list(stamp), subtitle, formats),
+                       file_name=f"{file_name}_share.png", mime="image/png", key=key, icon=":material/image:",
+                       on_click="ignore", help="The charts and the table above in one PNG, stamped with the GPU, "
+                                               "driver, CUDA, CuPy, shape, dtype, accumulator and date.")
