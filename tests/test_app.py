@@ -356,7 +356,7 @@ def test_timing_page_on_cpu_loads_results_files(at):
     ok(at)
     assert at.query_params["tshape"] == "4096×4096 float32 acc float32"
     assert chart_configs(at)[0]["toImageButtonOptions"]["filename"] == "softmax_timing_4096x4096_float32_acc_float32_time"
-    assert [b.label for b in at.download_button] == ["Download table (CSV)"]
+    assert [b.label for b in at.download_button] == ["Download table (CSV)", "Download share image (PNG)"]
 
 
 def test_timing_page_refuses_a_bad_file_in_words(at):
