@@ -5,8 +5,17 @@ with what they share in common.py; the names below are the public ones.
 """
 
 from .bits import bits_html
-from .common import ERR_FLOOR, MAX_POINTS, chart_config, finish, nonfinite_marks, sampled_note, stamp_text
-from .outputs import error_figure, error_table, outputs_figure, relative_error
+from .common import (
+    ERR_FLOOR,
+    MAX_POINTS,
+    chart_config,
+    finish,
+    nan_row_reason,
+    nonfinite_marks,
+    sampled_note,
+    stamp_text,
+)
+from .outputs import deviation, equal_groups, error_figure, error_table, outputs_figure, relative_error
 from .precision import compare_figure, error_vs_n_figure, overflow_figure, stagnation_figure
 from .step import (
     StepNumbers,
@@ -37,6 +46,8 @@ __all__ = [
     "bits_html",
     "chart_config",
     "compare_figure",
+    "deviation",
+    "equal_groups",
     "error_figure",
     "error_table",
     "error_vs_n_figure",
@@ -48,6 +59,7 @@ __all__ = [
     "level_table",
     "merge_table",
     "merge_tree_figure",
+    "nan_row_reason",
     "nonfinite_cause",
     "nonfinite_marks",
     "outputs_figure",

@@ -70,11 +70,11 @@ def nonfinite_marks(values: np.ndarray, log: bool = False) -> dict[str, np.ndarr
     marks = {"NaN": np.flatnonzero(np.isnan(v)), "+inf": np.flatnonzero(v == np.inf),
              "−inf": np.flatnonzero(v == -np.inf)}
     if log:
-        marks["0 (off the log axis)"] = np.flatnonzero(v == 0)
+        marks["0"] = np.flatnonzero(v == 0)  # off the log axis
     return {k: idx for k, idx in marks.items() if idx.size}
 
 
-MARK_SYMBOLS = {"NaN": "x", "+inf": "triangle-up", "−inf": "triangle-down", "0 (off the log axis)": "circle-open"}
+MARK_SYMBOLS = {"NaN": "x", "+inf": "triangle-up", "−inf": "triangle-down", "0": "circle-open"}
 
 
 def strip(fig: go.Figure, series: dict[str, np.ndarray], log: bool, row: int, colors: dict[str, str]) -> int:
@@ -88,8 +88,9 @@ def strip(fig: go.Figure, series: dict[str, np.ndarray], log: bool, row: int, co
     for name, values in series.items():
         for kind, idx in nonfinite_marks(values, log).items():
             count += idx.size
-            fig.add_trace(scatter_type(idx.size)(
-                x=idx, y=[name] * idx.size, mode="markers", name=f"{name}: {kind} ({idx.size})",
+            shown = thin_marks(idx, n)
+            fig.add_trace(scatter_type(shown.size)(
+                x=shown, y=[name] * shown.size, mode="markers", name=f"{name}: {kind} ({idx.size})",
                 marker=dict(symbol=MARK_SYMBOLS[kind], size=9, color=colors.get(name, REF_COLOR)),
                 hovertemplate=f"{name}<br>element %{{x}}: {kind}<extra></extra>"), row=row, col=1)
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=list(series), row=row, col=1,
@@ -134,8 +135,10 @@ def sampled_note(n: int, shown: int) -> str:
     """The caption's words for a series of n elements drawn with `shown` points ("" when all are drawn)."""
     if shown >= n:
         return ""
-    return (f"{n:,} elements drawn as {shown:,} points: each of {-(-n // (MAX_POINTS // 2)):,}-element bucket's "
-            "smallest and largest value, the largest element, and every NaN/inf mark (one per bucket at most)")
+    size = -(-n // (MAX_POINTS // 2))
+    return (f"{n:,} elements drawn as at most {shown:,} points a series: the smallest and largest value of every "
+            f"{size:,} elements, the largest element, and the NaN/inf marks (one per {-(-n // MAX_POINTS):,} "
+            "elements at most)")
 
 
 def integer_ticks(fig: go.Figure, count: int, axis: str = "x", **where) -> None:
@@ -145,3 +148,17 @@ def integer_ticks(fig: go.Figure, count: int, axis: str = "x", **where) -> None:
         update(tickmode="linear", tick0=0, dtick=1, **where)
     else:
         update(tickformat="d", **where)
+
+
+def nan_row_reason(x_row: np.ndarray) -> str | None:
+    """Why the softmax of a row is NaN (None when it is not): its first NaN or +inf input, or only −inf inputs."""
+    x = np.asarray(x_row, dtype=np.float64)
+    bad = np.flatnonzero(np.isnan(x) | (x == np.inf))
+    if bad.size:
+        i = int(bad[0])
+        why = ("NaN goes through max and exp into m and d" if np.isnan(x[i])
+               else "m becomes ∞ and e^(x − m) = e^(∞ − ∞) is undefined, so d is NaN")
+        return f"x[{i}] = {format_value(float(x[i]))} ({bad.size:,} NaN/+∞ input(s) in the row): {why}"
+    if x.size and np.all(x == -np.inf):
+        return "every input is −∞: m stays −∞ and d stays 0, so every output e^(x − m) / d is 0/0 = NaN"
+    return None

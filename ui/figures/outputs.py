@@ -10,9 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.numerics import ErrorReport
+from explorer.numerics import FORMATS, ErrorReport, Format, dtype_name, ulp
 
-from .common import COLORS, ERR_FLOOR, REF_COLOR, SYMBOLS, finish, scatter_type, strip
+from .common import COLORS, ERR_FLOOR, REF_COLOR, SYMBOLS, envelope_index, finish, scatter_type, strip, thin_marks
 
 
 def _strip_rows(series: int, main_px: int = 400) -> tuple[list[float], int]:
@@ -21,89 +21,168 @@ def _strip_rows(series: int, main_px: int = 400) -> tuple[list[float], int]:
     return [main_px / (main_px + strip_px), strip_px / (main_px + strip_px)], main_px + strip_px + 200
 
 
-def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: bool, title: str,
-                   stamp: str) -> go.Figure:
-    """The chosen row's probabilities per variant beside the float64 reference.
-
-    NaN and ±inf outputs (and zeros on a log axis) cannot be drawn as points; a strip under the plot
-    marks each one by element, so nothing disappears silently.
-    """
-    n = ref_row.size
-    heights, height = _strip_rows(len(outputs) + 1)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.06)
-    colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(outputs)}
-    colors["float64 reference"] = REF_COLOR
-    j = np.arange(n)
-    for i, (name, y) in enumerate(outputs.items()):
-        y64 = np.asarray(y, dtype=np.float64)
-        fig.add_trace(scatter_type(n)(x=j, y=np.where(np.isfinite(y64), y64, np.nan), mode="markers", name=name,
-                                  marker=dict(size=max(11 - 1.5 * i, 4), color=colors[name], opacity=0.85,
-                                              symbol=SYMBOLS[i % len(SYMBOLS)], line=dict(width=1.2, color=colors[name])),
-                                  hovertemplate=f"{name}<br>element %{{x}}<br>p = %{{y:.7g}}<extra></extra>"),
-                      row=1, col=1)
-    fig.add_trace(scatter_type(n)(x=j, y=np.where(np.isfinite(ref_row), ref_row, np.nan), mode="lines",
-                              name="float64 reference", line=dict(color=REF_COLOR, width=1.5),
-                              hovertemplate="reference<br>element %{x}<br>p = %{y:.10g}<extra></extra>"),
-                  row=1, col=1)
-    marked = strip(fig, {"float64 reference": ref_row, **outputs}, log, 2, colors)
-    fig.update_yaxes(type="log" if log else "linear", title_text="probability" + (" (log)" if log else ""),
-                     exponentformat="power", row=1, col=1)
-    fig.update_xaxes(title_text="element j of the row", row=2, col=1)
-    if not marked:
-        fig.add_annotation(text="no NaN / inf" + (" / zero" if log else "") + " outputs", xref="x2 domain",
-                           yref="y2 domain", x=0.5, y=0.5, showarrow=False, font=dict(color="#777"))
-    fig.add_annotation(text="marked: NaN ×, +inf ▲, −inf ▼" + (", 0 ○" if log else ""), xref="paper",
-                       yref="y2 domain", x=0, y=1.25, xanchor="left", showarrow=False,
-                       font=dict(size=11, color="#555"))
-    return finish(fig, title, stamp, height=height)
-
+def _format(y: np.ndarray) -> Format | None:
+    """The output's number format (None for a type the kernels do not write, such as float64)."""
+    try:
+        return FORMATS[dtype_name(y.dtype)]
+    except ValueError:
+        return None
 
 
 def relative_error(out_row: np.ndarray, ref_row: np.ndarray) -> np.ndarray:
-    """|y − ref| / |ref| per element (NaN where either is non-finite; ref 0 uses the absolute error)."""
-    y = np.asarray(out_row, dtype=np.float64)
-    r = np.asarray(ref_row, dtype=np.float64)
+    """|y − ref| / max(|ref|, smallest normal of y's type), as explorer.errors defines it (NaN where either is
+    not finite)."""
+    y = np.asarray(out_row)
+    fmt = _format(y)
+    tiny = fmt.smallest_normal if fmt is not None else np.finfo(np.float64).tiny
+    y64, r = y.astype(np.float64), np.asarray(ref_row, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rel = np.abs(y - r) / np.where(r != 0, np.abs(r), 1.0)
-    return np.where(np.isfinite(y) & np.isfinite(r), rel, np.nan)
+        rel = np.abs(y64 - r) / np.maximum(np.abs(r), tiny)
+    return np.where(np.isfinite(y64) & np.isfinite(r), rel, np.nan)
 
 
-def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str, stamp: str) -> go.Figure:
-    """Per-element relative error of each variant on one row (log axis), non-finite mismatches marked."""
-    n = ref_row.size
+def deviation(out_row: np.ndarray, ref_row: np.ndarray) -> tuple[np.ndarray, str]:
+    """(y − ref) in units in the last place of y's type at the reference value, and the unit's name; relative
+    for a type without a format."""
+    y = np.asarray(out_row)
+    fmt = _format(y)
+    y64, r = y.astype(np.float64), np.asarray(ref_row, dtype=np.float64)
+    both = np.isfinite(y64) & np.isfinite(r)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if fmt is None:
+            return np.where(both, (y64 - r) / np.abs(r), np.nan), "relative"
+        return np.where(both, (y64 - r) / ulp(np.where(both, r, 1.0), fmt), np.nan), f"ulp of {fmt.name}"
+
+
+def equal_groups(outputs: dict[str, np.ndarray]) -> list[list[str]]:
+    """The variants, grouped where their rows are bitwise equal (in the order given)."""
+    groups: dict[bytes, list[str]] = {}
+    for name, y in outputs.items():
+        groups.setdefault(np.asarray(y).tobytes() + str(np.asarray(y).dtype).encode(), []).append(name)
+    return list(groups.values())
+
+
+def _same_outputs(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One row per group of equal rows, named by its first variant ("a +2" for three equal rows)."""
+    return {names[0] + (f" +{len(names) - 1}" if len(names) > 1 else ""): outputs[names[0]]
+            for names in equal_groups(outputs)}
+
+
+def _mark_row(fig: go.Figure, series: dict[str, np.ndarray], log: bool, colors: dict[str, str], row: int,
+              empty: str) -> None:
+    """The strip of non-finite marks in the figure's last row, or the words for none."""
+    if not strip(fig, series, log, row, colors):
+        fig.add_annotation(text=empty, xref=f"x{row} domain", yref=f"y{row} domain", x=0.5, y=0.5, showarrow=False,
+                           font=dict(color="#777"))
+
+
+def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: bool, title: str,
+                   stamp: str) -> go.Figure:
+    """The chosen row's float64 reference, and each variant's deviation from it (in ulps of its type), variants
+    with equal rows drawn once ("a +2": a and two more, see equal_groups); NaN and ±inf (and zeros on a log axis) are marked in a strip under the plots.
+    Long rows are drawn as an envelope (at most ~10k points a series, extremes and the argmax kept)."""
+    groups = _same_outputs(outputs)
+    heights, _ = _strip_rows(len(groups) + 1)
+    strip_share = heights[1] * 0.8
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.05,
+                        row_heights=[(1 - strip_share) * 0.55, (1 - strip_share) * 0.45, strip_share])
+    colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(groups)}
+    colors["float64 reference"] = REF_COLOR
+    ref = np.asarray(ref_row, dtype=np.float64)
+    keep = envelope_index(ref)
+    fig.add_trace(scatter_type(keep.size)(x=keep, y=np.where(np.isfinite(ref), ref, np.nan)[keep],
+                                          mode="lines+markers" if keep.size <= 200 else "lines",
+                                          name="float64 reference", line=dict(color=REF_COLOR, width=1.5),
+                                          marker=dict(size=4),
+                                          hovertemplate="reference<br>element %{x}<br>p = %{y:.10g}<extra></extra>"),
+                  row=1, col=1)
+    unit = "ulp"
+    for i, (name, y) in enumerate(groups.items()):
+        dev, unit = deviation(y, ref)
+        idx = envelope_index(dev)
+        fig.add_trace(scatter_type(idx.size)(
+            x=idx, y=dev[idx], mode="markers", name=name,
+            marker=dict(size=7, color=colors[name], symbol=SYMBOLS[i % len(SYMBOLS)], line=dict(width=1.2)),
+            hovertemplate=f"{name}<br>element %{{x}}<br>%{{y:.3g}} {unit}<extra></extra>"), row=2, col=1)
+    _mark_row(fig, {"float64 reference": ref, **groups}, log, colors, 3,
+              "no NaN / inf" + (" / zero" if log else "") + " outputs")
+    fig.add_annotation(text="marked: NaN ×, +inf ▲, −inf ▼" + (", 0 ○ (off the log axis)" if log else ""),
+                       xref="x3 domain", yref="y3 domain", x=0, y=1.0, xanchor="left", yanchor="bottom",
+                       showarrow=False, font=dict(size=11, color="#555"))
+    empty = {"": "no finite reference value in this row: its NaNs are marked below",
+             "2": "no element where an output and the reference are both finite"}
+    for axis, text in empty.items():
+        if not any(np.isfinite(np.asarray(t.y, dtype=np.float64)).any() for t in fig.data if t.yaxis == f"y{axis}"):
+            fig.add_annotation(text=text, xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.5, y=0.5,
+                               showarrow=False, font=dict(color="#b22222"))
+    fig.update_yaxes(type="log" if log else "linear", title_text="p (float64)" + (", log" if log else ""),
+                     exponentformat="power", row=1, col=1)
+    fig.update_yaxes(title_text=f"y − ref ({unit})", zeroline=True, zerolinecolor="#999", row=2, col=1)
+    fig.update_xaxes(title_text="element j of the row", row=3, col=1)
+    return _legend_right(finish(fig, title, stamp, height=560 + 24 * (len(groups) + 1)))
+
+
+def _legend_right(fig: go.Figure) -> go.Figure:
+    """The legend beside the plots (never over the title), the stamp under them."""
+    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.01,
+                                  font=dict(size=11)), margin=dict(r=40, t=90))
+    return fig
+
+
+def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str, stamp: str,
+                 bounds: dict[str, float] | None = None) -> go.Figure:
+    """Per-element relative error of each variant on one row (log axis, explorer.errors' definition), each
+    variant's bound as a dashed line (a bound ≥ 1 says nothing and is marked vacuous), the points above their
+    bound ringed, and non-finite mismatches marked in a strip. Long rows are drawn as an envelope."""
+    bounds = bounds or {}
     heights, height = _strip_rows(len(outputs))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.06)
     colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(outputs)}
-    j = np.arange(n)
-    mismatch = {}
+    ref = np.asarray(ref_row, dtype=np.float64)
+    mismatch, vacuous = {}, []
     for i, (name, y) in enumerate(outputs.items()):
-        rel = relative_error(y, ref_row)
-        fig.add_trace(scatter_type(n)(x=j, y=np.maximum(rel, ERR_FLOOR), mode="markers", name=name,
-                                  marker=dict(size=7, color=colors[name], opacity=0.8, symbol=SYMBOLS[i % len(SYMBOLS)],
-                                              line=dict(width=1, color=colors[name])),
-                                  customdata=rel,
-                                  hovertemplate=f"{name}<br>element %{{x}}<br>rel. error %{{customdata:.3g}}"
-                                                "<extra></extra>"),
-                      row=1, col=1)
+        rel = relative_error(y, ref)
+        bound = bounds.get(name)
+        above = np.flatnonzero(rel > bound) if bound is not None else np.zeros(0, np.int64)
+        idx = np.union1d(envelope_index(rel), thin_marks(above, rel.size))
+        fig.add_trace(scatter_type(idx.size)(
+            x=idx, y=np.maximum(rel[idx], ERR_FLOOR), mode="markers", name=name, legendgroup=name,
+            marker=dict(size=7, color=colors[name], opacity=0.8, symbol=SYMBOLS[i % len(SYMBOLS)],
+                        line=dict(width=1, color=colors[name])),
+            customdata=rel[idx], hovertemplate=f"{name}<br>element %{{x}}<br>rel. error %{{customdata:.3g}}"
+                                              "<extra></extra>"), row=1, col=1)
+        if bound is not None:
+            fig.add_trace(go.Scatter(x=[0, max(rel.size - 1, 1)], y=[bound, bound], mode="lines", legendgroup=name,
+                                     name=f"{name} bound", showlegend=False, hovertemplate=f"{name}: bound {bound:.3g}"
+                                     "<extra></extra>", line=dict(color=colors[name], width=1.5, dash="dash")),
+                          row=1, col=1)
+            vacuous += [name] if bound >= 1 else []
+        if above.size:
+            shown = thin_marks(above, rel.size)
+            fig.add_trace(go.Scatter(x=shown, y=rel[shown], mode="markers", name=f"{name}: above bound ({above.size})",
+                                     legendgroup=name, marker=dict(symbol="circle-open", size=14, color="#d62728",
+                                                                   line=dict(width=2))), row=1, col=1)
         y64 = np.asarray(y, dtype=np.float64)
-        bad = (np.isnan(y64) != np.isnan(ref_row)) | (np.isinf(y64) != np.isinf(ref_row))
+        bad = (np.isnan(y64) != np.isnan(ref)) | (np.isinf(y64) != np.isinf(ref))
         mismatch[name] = np.where(bad, y64, 1.0)  # only the mismatching elements are non-finite here
-    marked = strip(fig, mismatch, False, 2, colors)
+    _mark_row(fig, mismatch, False, colors, 2, "no NaN / inf where the reference is finite (or the other way round)")
+    if vacuous:
+        fig.add_annotation(text=f"bound ≥ 1, vacuous (says nothing): {', '.join(vacuous)}", xref="x domain",
+                           yref="y domain", x=0.0, y=1.0, xanchor="left", yanchor="bottom", showarrow=False,
+                           font=dict(size=11, color="#b22222"))
     fig.update_yaxes(type="log", exponentformat="power", row=1, col=1,
-                     title_text=f"relative error |y − ref| / ref<br><sup>exact results drawn at {ERR_FLOOR:g}</sup>")
+                     title_text=f"|y − ref| / max(|ref|, smallest normal)<br><sup>exact results drawn at {ERR_FLOOR:g}; "
+                                "dashed: each variant's bound</sup>")
     fig.update_xaxes(title_text="element j of the row", row=2, col=1)
-    if not marked:
-        fig.add_annotation(text="no NaN / inf where the reference is finite (or the other way round)",
-                           xref="x2 domain", yref="y2 domain", x=0.5, y=0.5, showarrow=False,
-                           font=dict(color="#777"))
-    return finish(fig, title, stamp, height=height)
+    return _legend_right(finish(fig, title, stamp, height=height))
 
 
 def error_table(reports: dict[str, ErrorReport]) -> pd.DataFrame:
     """One row per variant from its ErrorReport."""
     columns = {"max_rel": "max rel", "mean_rel": "mean rel", "max_ulp": "max ULP", "max_abs": "max abs",
                "row_sum_dev": "max |Σ−1|", "nan_count": "NaN", "inf_count": "inf",
-               "nonfinite_mismatch": "NaN/inf ≠ ref", "argmax_agreement": "argmax agree"}
+               "nonfinite_mismatch": "NaN/inf ≠ ref", "underflow_count": "flushed to 0",
+               "argmax_agreement": "argmax agree"}
     df = pd.DataFrame.from_dict({k: dataclasses.asdict(r) for k, r in reports.items()}, orient="index")
     df = df[[c for c in columns if c in df.columns]].rename(columns=columns)
     df.index.name = "variant"

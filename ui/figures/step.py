@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from explorer.trace import Trace
 
-from .common import ERR_FLOOR, envelope_index, finish, format_value, integer_ticks, thin_marks
+from .common import ERR_FLOOR, envelope_index, finish, format_value, integer_ticks, nan_row_reason, thin_marks
 
 EXACT_COLOR = "#ff7f0e"
 KERNEL_COLOR = "#1f77b4"
@@ -222,20 +222,15 @@ def lanes_heatmap(trace: Trace, quantity: str, title: str, stamp: str) -> go.Fig
 
 def row_nan_note(trace: Trace) -> str | None:
     """Where and why the traced row's softmax is NaN (None when it is not)."""
+    reason = nan_row_reason(trace.x)
     x = trace.x
     bad = np.flatnonzero(np.isnan(x) | (x == np.inf))
     if bad.size:
-        i = int(bad[0])
-        lane, step = (int(v) for v in np.argwhere(trace.index == i)[0])
-        what = "NaN" if math.isnan(x[i]) else "+∞"
-        why = ("NaN goes through max and exp into m and d" if what == "NaN"
-               else "m becomes ∞ and e^(x − m) = e^(∞ − ∞) is undefined, so d is NaN")
-        at = f" (lane {lane}, step {step})" if trace.threads > 1 else f" (step {step})"
-        return (f"Row {trace.row} is NaN from element {i}{at}: x = {what}, and {why}; "
-                f"{bad.size:,} such element(s) in the row. The merges carry the NaN into the final (m, d).")
-    if x.size and np.all(x == -np.inf):
-        return (f"Every element of row {trace.row} is −∞: m stays −∞ and d stays 0, so every output "
-                "e^(x − m) / d is 0/0 = NaN (as in the float64 reference).")
+        lane, step = (int(v) for v in np.argwhere(trace.index == int(bad[0]))[0])
+        at = f"lane {lane}, step {step}" if trace.threads > 1 else f"step {step}"
+        return f"Row {trace.row} is NaN from element {int(bad[0])} ({at}): {reason}. The merges carry it into the final (m, d)."
+    if reason:
+        return f"Row {trace.row}: {reason}."
     if not math.isfinite(trace.final_d):
         return f"Row {trace.row}'s final d is {format_value(trace.final_d)}: the {trace.acc} accumulator overflowed."
     return None

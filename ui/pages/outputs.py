@@ -37,9 +37,19 @@ def outputs_page() -> None:
     st.toggle("Log scale", key="log", help="Probabilities span many decades; zeros cannot sit on a log axis "
                                           "and are marked in the strip under the plot instead.")
     outputs = {k: r.out[cfg.row] for k, r in results.items()}
-    fig = figures.outputs_figure(ref, outputs, bool(ss["log"]),
-                                 f"Softmax of row {cfg.row}: each variant vs the float64 reference", stamp())
+    fig = figures.outputs_figure(ref, outputs, bool(ss["log"]), f"Softmax of row {cfg.row}, {cfg.describe()}<br>"
+                                 "<sup>the float64 reference, and each variant's deviation from it (variants with "
+                                 "equal rows drawn once)</sup>", stamp())
     chart(fig, cfg.slug("outputs"), "chart_outputs")
+    same = [" = ".join(g) for g in figures.equal_groups(outputs) if len(g) > 1]
+    notes = [f"Bitwise equal rows, drawn once under the first name (\"+n\": n more): {'; '.join(same)}."] if same else []
+    notes += [figures.sampled_note(ref.size, figures.MAX_POINTS) + "."] if ref.size > figures.MAX_POINTS else []
+    if notes:
+        st.caption(" ".join(notes))
+    reason = figures.nan_row_reason(compute.get_input(ran.spec)[cfg.row])
+    if reason:
+        st.warning(f"Row {cfg.row}'s softmax is NaN, in float64 too: {reason}. Its outputs are marked in the strip.",
+                   icon=":material/error:")
 
     rows = [{"variant": k, "backend": results[k].backend, **row_summary(y),
              "wall ms (not a benchmark)": 1e3 * results[k].seconds} for k, y in outputs.items()]

@@ -1,0 +1,85 @@
+"""ui/figures/outputs.py without Streamlit: the reference and each variant's deviation, one definition of
+relative error shared with explorer.errors, the bound on the chart, and long rows as an envelope."""
+
+import numpy as np
+import pytest
+
+import explorer
+from ui import figures
+
+STAMP = "CPU emulation (no GPU) · NumPy x · 2025-01-01"
+
+
+def _run(variants, dist="normal", rows=2, cols=300, dtype="float32", **params):
+    x = explorer.make_input(dist, rows, cols, dtype=dtype, seed=1, **params)
+    return x, {k: explorer.softmax(x, k, backend="emulator").out for k in variants}
+
+
+def test_equal_rows_are_drawn_once_and_no_legend_entry_repeats():
+    x, outs = _run(["online_warp", "online_block", "safe_block", "naive"])
+    row = {k: y[0] for k, y in outs.items()}
+    groups = figures.equal_groups(row)
+    assert sum(len(g) for g in groups) == 4
+    fig = figures.outputs_figure(explorer.reference(x)[0], row, log=True, title="t", stamp=STAMP)
+    names = [t.name for t in fig.data if t.showlegend is not False and t.name]
+    assert len(names) == len(set(names))
+    assert len([t for t in fig.data if t.yaxis == "y2"]) == len(groups)
+    assert fig.layout.legend.orientation == "v" and fig.layout.legend.x > 1  # beside the plot, not over the title
+
+
+def test_the_chart_and_the_table_share_one_relative_error():
+    x, outs = _run(["online_warp"], dtype="float16", dist="large")
+    ref = explorer.reference(x)
+    report = explorer.errors(outs["online_warp"], x, ref=ref)
+    rel = np.concatenate([figures.relative_error(outs["online_warp"][r], ref[r]) for r in range(2)])
+    assert np.nanmax(rel) == pytest.approx(report.max_rel)
+
+
+def test_the_bound_is_drawn_points_above_it_are_ringed_and_a_bound_of_one_is_vacuous():
+    ref = np.array([0.25, 0.25, 0.5])
+    out = np.array([0.25, 0.25 * (1 + 1e-3), 0.5], dtype=np.float32)
+    fig = figures.error_figure(ref, {"v": out, "w": out}, "t", STAMP, {"v": 1e-4, "w": 2.0})
+    line = next(t for t in fig.data if t.name == "v bound")
+    assert list(line.y) == [1e-4, 1e-4]
+    ring = next(t for t in fig.data if t.name == "v: above bound (1)")
+    assert list(ring.x) == [1]
+    assert not any(t.name and t.name.startswith("w: above") for t in fig.data)
+    assert any("vacuous" in a.text and "w" in a.text for a in fig.layout.annotations)
+
+
+def test_nan_is_not_drawn_at_the_floor():
+    ref = np.array([0.5, 0.5])
+    fig = figures.error_figure(ref, {"v": np.array([0.5, np.nan], np.float32)}, "t", STAMP)
+    main = next(t for t in fig.data if t.name == "v")
+    assert np.isnan(np.asarray(main.y, dtype=float)[1])
+    assert any(t.name == "v: NaN (1)" for t in fig.data)
+
+
+def test_a_long_row_is_an_envelope_that_keeps_extremes_marks_and_the_argmax():
+    n = 2**20
+    x = explorer.make_input("normal", 1, n, seed=0)
+    x[0, 777_777] = 30.0
+    x[0, 5] = np.nan
+    ref = explorer.reference(x)[0]
+    out = explorer.softmax(x, "fast", backend="emulator").out[0]
+    fig = figures.outputs_figure(ref, {"fast": out}, log=True, title="t", stamp=STAMP)
+    for trace in fig.data:
+        assert len(trace.x) <= 2 * figures.MAX_POINTS + 1
+    nan = next(t for t in fig.data if t.name == f"fast: NaN ({n})")  # a NaN input makes the row NaN
+    assert nan.x[0] == 0 and len(nan.x) <= figures.MAX_POINTS
+    clean = x.copy()
+    clean[0, 5] = 0.0
+    ref = explorer.reference(clean)[0]
+    fig = figures.outputs_figure(ref, {"fast": explorer.softmax(clean, "fast", backend="emulator").out[0]},
+                                 log=True, title="t", stamp=STAMP)
+    reference = fig.data[0]
+    assert 777_777 in set(reference.x) and max(reference.y) == pytest.approx(ref.max())
+    assert "drawn as at most" in figures.sampled_note(n, figures.MAX_POINTS)
+
+
+def test_envelope_index_keeps_every_bucket_extreme():
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=100_000)
+    idx = figures.common.envelope_index(v)
+    assert idx.size <= figures.MAX_POINTS + 1 and v[idx].max() == v.max() and v[idx].min() == v.min()
+    assert np.array_equal(figures.common.envelope_index(v[:50]), np.arange(50))
