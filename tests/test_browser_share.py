@@ -1,0 +1,74 @@
+"""The share image and the bundled results in a real browser (`streamlit run app.py`, Debian's chromium):
+the load button, then 'Download share image (PNG)' on the Timing and top-k pages gives a PNG whose stamp
+names the GPU the bundled results came from. Helpers: tests/browser_helpers.py."""
+
+import io
+from pathlib import Path
+
+import pytest
+from browser_helpers import (
+    chromium,
+    no_exception,
+    query,
+    require_browser,
+    settle,
+    shown,
+    streamlit_server,
+    wait_for_charts,
+)
+from PIL import Image
+
+pytestmark = pytest.mark.browser
+sync_api = require_browser()
+
+BASE_QUERY = "?rows=4&cols=100&variants=online_warp"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server("streamlit_share.log") as url:
+        yield url
+
+
+@pytest.fixture
+def page():
+    with chromium(sync_api) as browser:
+        context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+        yield context.new_page()
+        context.close()
+
+
+def _share(page, name_start: str) -> Image.Image:
+    """Click the share button; the downloaded PNG, after checking its name."""
+    button = page.get_by_role("button", name="Download share image (PNG)")
+    assert shown(button)
+    button.scroll_into_view_if_needed()
+    with page.expect_download(timeout=60000) as download:
+        button.click()
+    name = download.value.suggested_filename
+    assert name.startswith(name_start) and name.endswith("_share.png"), name
+    data = Path(download.value.path()).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    img = Image.open(io.BytesIO(data))
+    img.load()
+    return img
+
+
+@pytest.mark.parametrize(("path", "key", "name_start", "panels"), [
+    ("timing", "bench_bundled", "softmax_timing_", 2),  # time and bandwidth
+    ("topk", "tk_bundled", "softmax_topk_timing_", 1),  # time (the page's other chart is the emulator's top-k)
+])
+def test_bundled_results_load_with_one_click_and_share_as_one_png(server, page, path, key, name_start, panels):
+    page.goto(f"{server}/{path}{BASE_QUERY}")
+    settle(page)
+    load = page.get_by_role("button", name="Load the bundled NVIDIA H200 results")
+    assert shown(load)
+    load.click()
+    settle(page)
+    wait_for_charts(page, 2)
+    no_exception(page)
+    assert query(page)[key] == "1"
+    img = _share(page, name_start)
+    assert img.width >= 1600 and img.height > panels * 560 + 200  # the charts, the table and the stamp
+    stamp = img.text["Description"]
+    assert stamp.startswith("shape ") and "GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0" in stamp
