@@ -17,6 +17,7 @@ SMS = 132  # multiprocessors of the H200 the fast rules were tuned on (the CUDA 
 ELEMENTS_PER_THREAD = 32  # registers of row data per lane in fast_warp
 MAX_CLUSTER = 8  # portable Hopper cluster size
 MAX_ELEMENTS_PER_THREAD = 32  # fast_row's register budget for row data (64 registers at 1024 threads)
+MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two blocks still fit on an SM
 FAST_ROW_MAX_SLICES = SMS  # all slices of a row must be resident at once: one block per SM
 SPLIT_BLOCK = 512
 
@@ -112,12 +113,15 @@ def fast_vector(cols: int, dtype: str) -> int:
     return next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
 
 
-def fast_row_launch(rows: int, cols: int, dtype: str, threads: int, elements: int, staged: bool = True) -> Launch | None:
-    """fast_row with at most `threads` threads per block, each holding `elements` elements of its row in
-    registers; as many slices (blocks) per row as that needs, balanced, in a Hopper cluster where
-    they fit in one. None if the slices could not all be resident at once (the row is too long to
-    hold on chip). `staged` loads through shared memory with cp.async (16-byte packs, 48 KiB)."""
+def fast_row_launch(rows: int, cols: int, dtype: str, threads: int, elements: int, hold: int = 1) -> Launch | None:
+    """fast_row with at most `threads` threads per block, each holding `elements` elements of its row;
+    as many slices (blocks) per row as that needs, balanced, in a Hopper cluster where they fit in
+    one. None if the slices could not all be resident at once (the row is too long to hold on chip).
+    `hold`: where the slice waits (fast.cu): 0 registers, 1 registers after cp.async through shared
+    memory (48 KiB at most), 2 shared memory."""
     vec = fast_vector(cols, dtype)
+    if vec * ITEMSIZE[dtype] != 16:  # cp.async copies 16-byte packs: narrower rows wait in registers
+        hold, elements = 0, min(elements, MAX_ELEMENTS_PER_THREAD)
     per = max(1, elements // vec)
     packs = cols // vec
     slices = cdiv(packs, threads * per)
@@ -126,35 +130,45 @@ def fast_row_launch(rows: int, cols: int, dtype: str, threads: int, elements: in
     cluster = pow2_at_least(slices) if 1 < slices <= MAX_CLUSTER else 1
     slices = max(slices, cluster)
     threads = 32 * cdiv(cdiv(packs, slices), 32 * per)
-    staged = staged and vec * ITEMSIZE[dtype] == 16 and threads * per * 16 <= 48 * 1024
-    return Launch(grid=rows * slices, block=threads, shared_bytes=272 + (threads * per * 16 if staged else 0),
+    staging = threads * per * 16
+    if hold == 1 and staging > 48 * 1024:
+        hold = 0
+    if (hold == 2 and staging > MAX_STAGING_BYTES) or (hold < 2 and per * vec > MAX_ELEMENTS_PER_THREAD):
+        return None
+    return Launch(grid=rows * slices, block=threads, shared_bytes=272 + (staging if hold else 0),
                   threads_per_row=threads * slices, kernel="fast_row_cluster" if cluster > 1 else "fast_row",
-                  template_args=(vec, per, int(staged)) + ((cluster,) if cluster > 1 else ()), chunks=slices)
+                  template_args=(vec, per, hold) + ((cluster,) if cluster > 1 else ()), chunks=slices)
 
 
-# fast's choices, measured on the H200 (scripts/tune_fast.py): lane groups of fast_warp up to these
-# widths, then fast_row with (threads per block at most, elements per thread) by width; rows that
-# would need more slices than the GPU holds blocks at once stream through fast_split
-FAST_WARP_MAX_COLS = {"float32": 512, "float16": 1024, "bfloat16": 1024}
+# fast's choices, measured on the H200 (scripts/tune_fast.py). fast_warp up to these widths, with
+# (up to width, elements per lane); then fast_row by width: (up to width, threads per block at most,
+# elements per thread, hold). Rows that would need more slices than the GPU holds blocks at once
+# stream through fast_split.
+FAST_WARP_ELEMENTS = {
+    "float32": ((128, 8), (512, 16)),
+    "float16": ((1024, 32),),
+    "bfloat16": ((1024, 32),),
+}
 FAST_ROW_SHAPES = {
-    "float32": ((4096, 256, 16), (8192, 256, 32), (32768, 128, 32), (2**62, 256, 32)),
-    "float16": ((16384, 512, 32), (32768, 1024, 32), (2**62, 256, 32)),
-    "bfloat16": ((16384, 512, 32), (32768, 1024, 32), (2**62, 256, 32)),
+    "float32": ((4096, 256, 16, 1), (8192, 256, 32, 1), (2**62, 512, 32, 2)),
+    "float16": ((2**62, 512, 64, 2),),
+    "bfloat16": ((2**62, 512, 64, 2),),
 }
 
 
 def _fast(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Registers hold the row: lanes of a warp for short rows, a block or several (slices) for longer
-    ones; rows too long for the GPU's registers stream through fast_split (2 reads)."""
+    ones, in registers or shared memory; rows too long to hold on chip stream through fast_split (2 reads)."""
     vec = fast_vector(cols, dtype)
     packs = cols // vec
-    if cols <= FAST_WARP_MAX_COLS[dtype] and (vec > 1 or cols <= 256):
-        lanes = min(32, pow2_at_least(cdiv(packs, max(1, 16 // vec))))  # about 16 elements per lane
+    per_lane = next((e for width, e in FAST_WARP_ELEMENTS[dtype] if cols <= width), None)
+    if per_lane is not None and (vec > 1 or cols <= 256):
+        lanes = min(32, pow2_at_least(cdiv(packs, max(1, per_lane // vec))))
         per = pow2_at_least(cdiv(packs, lanes))
         return Launch(grid=cdiv(rows, THREADS_PER_BLOCK // lanes), block=THREADS_PER_BLOCK, shared_bytes=0,
                       threads_per_row=lanes, kernel="fast_warp", template_args=(vec, per, lanes))
-    threads, elements = next((t, e) for width, t, e in FAST_ROW_SHAPES[dtype] if cols <= width)
-    return fast_row_launch(rows, cols, dtype, threads, elements) or fast_split_launch(rows, cols, dtype)
+    threads, elements, hold = next((t, e, h) for width, t, e, h in FAST_ROW_SHAPES[dtype] if cols <= width)
+    return fast_row_launch(rows, cols, dtype, threads, elements, hold) or fast_split_launch(rows, cols, dtype)
 
 
 def fast_split_launch(rows: int, cols: int, dtype: str) -> Launch:

@@ -4,7 +4,7 @@
 // |--------------------|-----------------------------------------------------------------|-----------------------------------|
 // | fast_warp          | lanes of a warp per row, row cached in registers, 16-byte loads | 1 / 1                          |
 // | fast_row           | a block per row, or slices of it merged through global memory;  | 1 / 1 (+ 2 floats per slice)   |
-// |                    | cp.async loads staged in shared memory, row held in registers   |                                |
+// |                    | cp.async loads, the slice held in registers or shared memory    |                                |
 // | fast_row_cluster   | fast_row whose slices form a Hopper cluster, merged over DSMEM  | 1 / 1                          |
 // | fast_split_partial | several blocks per row stream a chunk each into (m, d)          | 1 / 0 (+ 2 floats per chunk)   |
 // | fast_split_finish  | merge the row's chunk states, normalise the chunk               | 1 / 1                          |
@@ -53,13 +53,15 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
     }
 }
 
-// fast_row: fast_warp's register caching for longer rows. A block holds one row, or one of `slices`
+// fast_row: fast_warp's on-chip caching for longer rows. A block holds one row, or one of `slices`
 // consecutive slices of it; slices exchange their (m, d) through distributed shared memory when they
 // form a Hopper cluster (CLUSTER = slices), else through global memory (exchange_row), and each
 // normalises the slice it still holds: x is read once, y written once (1 read, 1 write), at any
-// width that the GPU's resident blocks can hold. The block size is chosen at launch. STAGED loads
-// the packs with cp.async through shared memory (no registers held while they are in flight).
-template <typename T, int VEC, int PER, int STAGED, int CLUSTER>
+// width that the GPU's resident blocks can hold. The block size is chosen at launch. HOLD says where
+// the slice waits: 0 registers (plain 16-byte loads), 1 registers (cp.async through shared memory,
+// no registers held while the loads are in flight), 2 shared memory (cp.async; e^{x - m} computed
+// again from it for the output, so few registers and more bytes in flight).
+template <typename T, int VEC, int PER, int HOLD, int CLUSTER>
 __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                               unsigned* __restrict__ sync, int cols, int slices) {
     const long long block = slices > CLUSTER ? start_ticket(sync) : blockIdx.x;
@@ -70,15 +72,34 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
     const int begin = slice * chunk, end = min(packs, begin + chunk);
     const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
     Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
+    if constexpr (HOLD > 0) stage_packs<T, VEC, PER>(xr, begin, end);
+    if constexpr (HOLD == 2) {
+        const State<float> mine = staged_state<T, VEC, PER>(begin, end);
+        State<float> s = fast_block_merge(mine);
+        if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
+        else if (slices > 1) s = exchange_row(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+        const float inv_d = 1.0f / s.d;
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const int p = begin + k * blockDim.x + threadIdx.x;
+            if (p < end) {
+                const Pack<T, VEC> in = staged_pack<T, VEC>(k);
+                Pack<T, VEC> out;
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) out.v[i] = from_float<T>(__fmul_rn(exp_shifted(to_float(in.v[i]), s.m), inv_d));
+                yr[p] = out;
+            }
+        }
+        return;
+    }
     float v[PER * VEC];
     bool valid[PER * VEC];
-    if constexpr (STAGED) stage_packs<T, VEC, PER>(xr, begin, end);
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
         const int p = begin + k * blockDim.x + threadIdx.x;
         Pack<T, VEC> pack;
         if (p < end) {
-            if constexpr (STAGED) pack = staged_pack<T, VEC>(k);
+            if constexpr (HOLD == 1) pack = staged_pack<T, VEC>(k);
             else pack = xr[p];
         }
 #pragma unroll
@@ -96,19 +117,19 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
     }
 }
 
-template <typename T, typename Acc, int VEC, int PER, int STAGED>
+template <typename T, typename Acc, int VEC, int PER, int HOLD>
 __global__ void __launch_bounds__(1024) fast_row(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                                  unsigned* __restrict__ sync, int rows, int cols, int slices) {
-    fast_row_body<T, VEC, PER, STAGED, 1>(x, y, partial, sync, cols, slices);
+    fast_row_body<T, VEC, PER, HOLD, 1>(x, y, partial, sync, cols, slices);
 }
 
 // fast_row_cluster: fast_row whose `slices` = CLUSTER blocks of a row form a Hopper cluster (a separate
 // kernel: the cluster attribute changes how every block is scheduled, so one-block rows go without it).
-template <typename T, typename Acc, int VEC, int PER, int STAGED, int CLUSTER>
+template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(1024)
 fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
                  int rows, int cols, int slices) {
-    fast_row_body<T, VEC, PER, STAGED, CLUSTER>(x, y, partial, sync, cols, slices);
+    fast_row_body<T, VEC, PER, HOLD, CLUSTER>(x, y, partial, sync, cols, slices);
 }
 
 // fast_split_partial: fast's path for few, very long rows. Block c of a row streams chunk c in

@@ -22,29 +22,6 @@ __device__ __forceinline__ void load_packs(const Pack<T, VEC>* row, int first, i
     }
 }
 
-// Dynamic shared memory of fast_row's STAGED loads: pack k of thread t at [k · blockDim.x + t].
-extern __shared__ uint4 staging[];
-
-// Start 16-byte cp.async copies of this thread's packs begin + k·blockDim.x + t (those below end) into
-// staging and wait for them; each thread reads back only what it copied, so no barrier is needed.
-template <typename T, int VEC, int PER>
-__device__ __forceinline__ void stage_packs(const Pack<T, VEC>* row, int begin, int end) {
-    static_assert(sizeof(Pack<T, VEC>) == 16, "cp.async stages 16-byte packs");
-#pragma unroll
-    for (int k = 0; k < PER; ++k) {
-        const int p = begin + k * blockDim.x + threadIdx.x;
-        if (p < end) {
-            const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + k * blockDim.x + threadIdx.x));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(row + p));
-        }
-    }
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-}
-
-template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> staged_pack(int k) {
-    return *reinterpret_cast<const Pack<T, VEC>*>(staging + k * blockDim.x + threadIdx.x);
-}
-
 // e^{x - m} as 2^{(x - m)·log2e}: one MUFU.EX2 instead of expf's ~10 instructions. The difference is
 // taken first, so x near the top of fp32 (|x|·log2e > FLT_MAX) cannot overflow into inf - inf.
 __device__ __forceinline__ float exp_shifted(float x, float m) { return exp2f(__fmul_rn(__fsub_rn(x, m), LOG2E)); }
@@ -84,6 +61,56 @@ __device__ __forceinline__ State<float> fast_block_merge(State<float> s) {
     const State<float> row = {shared_m[0], shared_d[0]};
     __syncthreads();  // a persistent block reuses shared_m for its next row
     return row;
+}
+
+// Dynamic shared memory of fast_row's cp.async loads (HOLD 1 and 2): pack k of thread t at [k · blockDim.x + t].
+extern __shared__ uint4 staging[];
+
+// Start 16-byte cp.async copies of this thread's packs begin + k·blockDim.x + t (those below end) into
+// staging and wait for them; each thread reads back only what it copied, so no barrier is needed.
+template <typename T, int VEC, int PER>
+__device__ __forceinline__ void stage_packs(const Pack<T, VEC>* row, int begin, int end) {
+    static_assert(sizeof(Pack<T, VEC>) == 16, "cp.async stages 16-byte packs");
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        const int p = begin + k * blockDim.x + threadIdx.x;
+        if (p < end) {
+            const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + k * blockDim.x + threadIdx.x));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(row + p));
+        }
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
+template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> staged_pack(int k) {
+    return *reinterpret_cast<const Pack<T, VEC>*>(staging + k * blockDim.x + threadIdx.x);
+}
+
+// exps_in_place's (m, d) over the thread's staged packs, read from shared memory twice (max, then the
+// sum of e^{x - m} in the same order), the exps not kept.
+template <typename T, int VEC, int PER>
+__device__ __forceinline__ State<float> staged_state(int begin, int end) {
+    float m = NEG_INF, d = 0.0f;
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        if (begin + k * blockDim.x + threadIdx.x < end) {
+            const Pack<T, VEC> pack = staged_pack<T, VEC>(k);
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) m = fmaxf(m, to_float(pack.v[i]));
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        if (begin + k * blockDim.x + threadIdx.x < end) {
+            const Pack<T, VEC> pack = staged_pack<T, VEC>(k);
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) {
+                const float v = to_float(pack.v[i]);
+                d = __fadd_rn(d, v != NEG_INF ? exp_shifted(v, m) : 0.0f);
+            }
+        }
+    }
+    return {m, d};
 }
 
 // A block's logical index in start order (a ticket), for kernels whose blocks wait for each other:

@@ -18,24 +18,32 @@ import numpy as np
 from explorer import bench
 from explorer.backends import cuda
 from explorer.numerics import DTYPES
-from explorer.registry import VARIANTS, Launch, fast_row_launch, fast_vector
+from explorer.registry import THREADS_PER_BLOCK, VARIANTS, Launch, cdiv, fast_row_launch, fast_vector, pow2_at_least
 
 cp = cuda.cp
 FAST = VARIANTS["fast"]
 
 
 def candidates(rows: int, cols: int, dtype: str) -> list[Launch]:
-    """The rule's choice, then fast_row at every block size and register budget that fits."""
+    """The rule's choice, fast_warp with other lane counts, then fast_row at every block size, register or
+    shared-memory budget and hold (registers / shared memory) that fits."""
     found = [FAST.launch(rows, cols, None, dtype)]
     vec = fast_vector(cols, dtype)
-    for threads in (64, 128, 256, 512, 1024):
-        for elements in (16, 32):
-            for staged in (False, True):
-                if elements < vec or (vec == 1 and elements > 16):
-                    continue
-                launch = fast_row_launch(rows, cols, dtype, threads, elements, staged)
-                if launch is not None and launch not in found:
-                    found.append(launch)
+    packs = cols // vec
+    if cols <= 1024 and vec > 1:
+        for lanes in (4, 8, 16, 32):
+            per = pow2_at_least(cdiv(packs, lanes))
+            if per * vec <= 64:
+                found.append(Launch(grid=cdiv(rows, THREADS_PER_BLOCK // lanes), block=THREADS_PER_BLOCK,
+                                    shared_bytes=0, threads_per_row=lanes, kernel="fast_warp",
+                                    template_args=(vec, per, lanes)))
+    for threads in (128, 256, 512, 1024):
+        for elements, hold in ((16, 1), (32, 1), (32, 2), (64, 2), (128, 2)):
+            if elements < vec or (hold == 2 and elements > 8 * vec * 2):
+                continue
+            launch = fast_row_launch(rows, cols, dtype, threads, elements, hold)
+            if launch is not None and launch not in found:
+                found.append(launch)
     return found
 
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.backends import cuda
+from explorer.backends import cuda, emulator
 from explorer.numerics import FORMATS, softmax_bound
+from explorer.registry import fast_row_launch
 
 pytestmark = pytest.mark.gpu
 
@@ -79,6 +80,22 @@ def test_fast_dispatch_at_odd_shapes(shape, dtype, seed):
     report = explorer.errors(result.out, x)
     assert report.max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, result.launch.describe(), report)
     assert report.nonfinite_mismatch == 0
+
+
+@pytest.mark.parametrize("hold", (0, 1, 2))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(37, 3000), (5, 20000), (3, 70000)], ids=["block", "cluster", "global"])
+def test_fast_row_every_hold_matches_float64_and_the_emulation(shape, dtype, hold, seed):
+    """fast_row with the slice in registers (plain or cp.async loads) or in shared memory, one block, a
+    cluster or slices across the GPU: against float64, and against the emulation within its bound."""
+    launch = fast_row_launch(*shape, dtype, 256, 32 if hold < 2 else 64, hold)
+    x = explorer.make_input("normal", *shape, dtype, seed)
+    gpu, _ = cuda.run(explorer.VARIANTS["fast"], launch, x, dtype, "float32", None)
+    emu, _ = emulator.run(explorer.VARIANTS["fast"], launch, x, "float32", None)
+    assert explorer.errors(gpu, x).max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, launch.describe())
+    got, want = gpu.astype(np.float64), emu.astype(np.float64)
+    rel = np.abs(got - want) / np.maximum(np.abs(want), FORMATS[dtype].smallest_normal)
+    assert rel.max() <= emulation_bound(dtype, "float32"), (seed, launch.describe(), rel.max())
 
 
 @pytest.mark.parametrize("block_size", (32, 96, 256, 1024))

@@ -165,10 +165,12 @@ def launch(variant: Variant, geometry: Launch, x_dev, y_dev, rows: int, cols: in
     grid, block, shape = (geometry.grid,), (geometry.block,), [np.int32(rows), np.int32(cols)]
     chunks = np.int32(geometry.chunks)
     if geometry.kernel.startswith("fast_row"):
-        partial, sync = _row_exchange(kernels[0], geometry, rows)
-        _vec, per, staged = geometry.template_args[:3]
-        kernels[0](grid, block, (x_dev, y_dev, partial, sync, *shape, chunks),
-                   shared_mem=geometry.block * per * 16 if staged else 0)
+        _vec, per, hold = geometry.template_args[:3]
+        staging = geometry.block * per * 16 if hold else 0
+        if staging > kernels[0].max_dynamic_shared_size_bytes:
+            kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
+        partial, sync = _row_exchange(kernels[0], geometry, rows, staging)
+        kernels[0](grid, block, (x_dev, y_dev, partial, sync, *shape, chunks), shared_mem=staging)
     elif len(kernels) == 2:  # split: chunk states, then merge and normalise
         partial = cp.empty(2 * geometry.grid, np.float32)
         kernels[0](grid, block, (x_dev, partial, *shape, chunks, *tails[0]))
@@ -180,13 +182,13 @@ def launch(variant: Variant, geometry: Launch, x_dev, y_dev, rows: int, cols: in
 _exchanges: dict[int, tuple] = {}
 
 
-def _row_exchange(kernel, geometry: Launch, rows: int):
+def _row_exchange(kernel, geometry: Launch, rows: int, staging: int):
     """fast_row's slice states and counters (a ticket, then two per row), kept per stream and zero
     between launches (the kernel resets them). A row's slices wait for each other, so all of them
     must fit on the GPU at once: checked against the kernel's occupancy on this device."""
     if geometry.chunks == 1 or geometry.kernel == "fast_row_cluster":  # no exchange through global memory
         return _null_trace()[0], _null_trace()[2]
-    resident = _resident_blocks(kernel, geometry.block, geometry.shared_bytes)
+    resident = _resident_blocks(kernel, geometry.block, staging)
     if geometry.chunks > resident:
         raise KernelFailed(f"fast_row needs {geometry.chunks} resident blocks per row; this GPU holds {resident}")
     stream = cp.cuda.get_current_stream().ptr

@@ -349,8 +349,11 @@ def _fast(x: np.ndarray, launch: Launch) -> np.ndarray:
         if slices > 1:
             row_m, row_d = _fold_chunks(row_m, row_d)
     with np.errstate(invalid="ignore", over="ignore"):
-        c = _ftz(_fast_rescale(m, row_m) * _div_f32(np.ones((), F32), row_d))
-        out = _ftz(e * c[..., None])
+        if launch.kernel != "fast_warp" and launch.template_args[2] == 2:  # slice kept in shared memory
+            out = _fast_normalise(x32[:, element], row_m[..., None], row_d[..., None])
+        else:
+            c = _ftz(_fast_rescale(m, row_m) * _div_f32(np.ones((), F32), row_d))
+            out = _ftz(e * c[..., None])
     y = np.empty_like(x32)
     y[:, element[valid]] = out[:, valid]  # every element sits in exactly one valid slot
     return y.astype(x.dtype)
