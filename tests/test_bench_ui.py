@@ -187,3 +187,16 @@ def test_share_stamp_and_readable_table():
     table, formats = share_ui.readable(pd.DataFrame({"median_us": [1.0], "name": ["x"], "error": [None]}),
                                        timing.TIME_COLUMNS)
     assert list(table.columns) == ["median µs", "name", "error"] and formats == {"median µs": "%.2f"}
+
+
+def test_a_stamp_of_several_files_goes_under_the_axis_title():
+    a, b = topk_doc(), topk_doc()
+    b["meta"] = {"gpu": "A100", "cuda_runtime": "12.8", "cupy": "13.6", "date": "2025-03-01"}
+    df = figures.topk_timing_frame({"A": a, "B": b, "C": topk_doc()})
+    stamp = timing.chart_stamp(df, {"A": a, "B": b, "C": topk_doc()})
+    assert stamp.count("<br>") == 1  # the same GPU, CUDA, CuPy and date once
+    fig = timing.topk_figure(timing.topk_table(df), "t", stamp)
+    note = next(x for x in fig.layout.annotations if x.name == "stamp")
+    assert note.yshift == -50 and note.align == "right" and fig.layout.margin.b == 64 + 28
+    one = timing.topk_figure(timing.topk_table(df), "t", timing.chart_stamp(df[df["source"] == "A"], {"A": a}))
+    assert next(x for x in one.layout.annotations if x.name == "stamp").yshift == -28  # beside the title, as before

@@ -209,6 +209,21 @@ def meta_stamp(meta: dict) -> str:
     return plotly_text(figures.stamp_text({"backend": "cuda", **meta}, str(meta.get("date", "?"))[:10]))
 
 
+def chart_stamp(part: pd.DataFrame, sources: dict[str, dict]) -> str:
+    """The charts' stamp for results rows: each file's GPU, CUDA, CuPy and date, one line each (once)."""
+    return "<br>".join(dict.fromkeys(meta_stamp(sources[s].get("meta", {})) for s in part["source"]))
+
+
+def stamp_below(*figs: go.Figure) -> None:
+    """A stamp of several lines goes under the x axis title (figures.finish puts one line beside it, where
+    several would run over the title), with the bottom margin grown to hold it."""
+    for fig in figs:
+        lines = max((a.text.count("<br>") + 1 for a in fig.layout.annotations if a.name == "stamp"), default=1)
+        if lines > 1:
+            fig.update_annotations(selector=dict(name="stamp"), yshift=-50, align="right")
+            fig.update_layout(margin_b=64 + 14 * lines, height=fig.layout.height + 14 * lines)
+
+
 def _label(meta: dict, filename: str, taken: set) -> str:
     label = str(meta.get("gpu") or filename)
     if label in taken:
@@ -269,10 +284,11 @@ def render(cfg) -> None:
     if not (chosen["kind"] == "variant").any():
         st.caption("None of the sidebar's variants is in these results; showing every variant measured.")
         chosen = part
-    stamp = " | ".join(meta_stamp(sources[s].get("meta", {})) for s in dict.fromkeys(chosen["source"]))
+    stamp = chart_stamp(chosen, sources)
     broken = failed(chosen)
     t, g = figures.timing_figures(display_names(chosen.drop(index=broken.index)), plotly_text(ss["tshape"]),
                                   stamp)
+    stamp_below(t, g)
     slug = file_slug("softmax_timing", *ss["tshape"].split())
     st.plotly_chart(t, config=figures.chart_config(slug + "_time"), key="chart_time", width="stretch", theme=None)
     st.plotly_chart(g, config=figures.chart_config(slug + "_bandwidth"), key="chart_bandwidth", width="stretch", theme=None)
@@ -344,4 +360,6 @@ def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
     fig.update_layout(barmode="group", showlegend=True)
     fig.update_yaxes(title_text="median time per launch (µs), bars p10–p90", rangemode="tozero")
     fig.update_xaxes(title_text="pipeline (hatched: the torch baselines)")
-    return figures.finish(fig, plotly_text(title), stamp, height=480)
+    fig = figures.finish(fig, plotly_text(title), stamp, height=480)
+    stamp_below(fig)
+    return fig

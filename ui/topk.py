@@ -359,8 +359,8 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
     part = df[df["shape"] == ss["tk_tshape"]]
     table = timing.topk_table(part)
-    stamp_ = " | ".join(timing.meta_stamp(sources[s].get("meta", {})) for s in dict.fromkeys(part["source"]))
-    fig = timing.topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", stamp_)
+    fig = timing.topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch",
+                             timing.chart_stamp(part, sources))
     slug = file_slug("softmax_topk_timing", *ss["tk_tshape"].split())
     chart(fig, slug, "chart_topk_time")
     st.caption("Bars: median µs per launch with the p10–p90 spread (CUDA events, inputs rotated out of L2). Labels: "
