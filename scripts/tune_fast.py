@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from explorer import bench
+from explorer import bench, harness
 from explorer.backends import cuda
 from explorer.numerics import DTYPES
 from explorer.registry import THREADS_PER_BLOCK, VARIANTS, Launch, cdiv, fast_row_launch, fast_vector, pow2_at_least
@@ -47,23 +47,15 @@ def candidates(rows: int, cols: int, dtype: str) -> list[Launch]:
     return found
 
 
-def median_us(launch_fn, buffers: int, repeats: int = 30) -> float:
-    launch_fn(0)
-    cp.cuda.get_current_stream().synchronize()
-    events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(repeats)]
-    for i, (start, end) in enumerate(events):
-        start.record()
-        launch_fn(i % buffers)
-        end.record()
-    events[-1][1].synchronize()
-    return float(np.median([cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in events]))
+def median_us(launch_fn, buffers: int) -> float:
+    return float(np.median(harness.time_launches(launch_fn, buffers)))
 
 
 def tune_shape(rows: int, cols: int, dtype: str) -> dict:
     bytes_in = rows * cols * DTYPES[dtype].itemsize
     buffers = max(2, min(32, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
     rng = cp.random.default_rng(cols)
-    xs = [bench._round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32) * 3, dtype) for _ in range(buffers)]
+    xs = [harness.round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32) * 3, dtype) for _ in range(buffers)]
     ys = [cp.empty_like(x) for x in xs]
     ref = bench._reference_device(xs[0], dtype)
     copy_us = median_us(lambda i: ys[i].data.copy_from_device_async(xs[i].data, bytes_in), buffers)  # cudaMemcpyAsync
