@@ -22,6 +22,6 @@ navigation = st.navigation([
     st.Page(timing_page, title="Timing", url_path="timing", icon=":material/timer:"),
     st.Page(kernels_page, title="Kernels", url_path="kernels", icon=":material/code:"),
 ])
-sidebar()
+sidebar(navigation.url_path)
 navigation.run()
 sync_url()

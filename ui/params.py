@@ -82,6 +82,8 @@ class Param:
             return ",".join(value)
         if self.kind == "flag":
             return "1" if value else "0"
+        if self.kind == "int" and isinstance(value, float) and value.is_integer():
+            return str(int(value))  # a whole-number box holds a float (ui/sidebar.py)
         return None if value == "" or value is None else str(value)
 
 

@@ -9,11 +9,12 @@ from explorer.inputs import MAX_UPLOAD_BYTES
 
 from . import compute
 from .common import backend_badge, clamp
-from .state import MAX_DIM, UPLOAD, Config, UploadedInput, param_key
+from .state import UPLOAD, Config, UploadedInput, param_key
 from .url import TABLE, defaults, parse_query, to_query
 
 ss = st.session_state
 UNKNOWN_FREE = 2**63 - 1  # what explorer.api.free_bytes answers when it cannot tell
+WHOLE = {"rows": "Rows", "cols": "Cols", "seed": "Seed"}  # typed whole numbers, checked before they are used
 
 
 def init_from_url() -> None:
@@ -73,10 +74,10 @@ def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
 
 def _input() -> tuple[str, tuple[tuple[str, float], ...], str]:
     """The distribution and its parameters, or the uploaded file: (dist, params, upload name)."""
-    st.subheader("Input")
     dist_options = TABLE.options("dist")
     if ss.get("dist") not in dist_options:
         ss["dist"] = TABLE["dist"].default_value()
+    st.subheader("Input")
     st.selectbox("Distribution", dist_options, key="dist",
                  format_func=lambda k: "Your own logits (.npy / .csv)" if k == UPLOAD else explorer.DISTRIBUTIONS[k].title,
                  help="Each input is chosen to show something:\n\n" + "\n\n".join(
@@ -111,61 +112,115 @@ def _upload() -> str:
         st.error(str(exc))
         ss["_upload_bytes"] = None
         return file.name
-    ss["rows"], ss["cols"] = int(x.shape[0]), int(x.shape[1])
+    if (int(ss["rows"]), int(ss["cols"])) != x.shape:  # the shape boxes may be drawn already: set it next run
+        ss["_upload_shape"] = (int(x.shape[0]), int(x.shape[1]))
+        st.rerun()
     st.caption(f"{file.name}: {x.shape[0]} × {x.shape[1]}")
     return file.name
 
 
-def _shape(uploaded: bool) -> None:
-    c1, c2 = st.columns(2)
-    clamp("rows", 1, MAX_DIM)
-    clamp("cols", 1, MAX_DIM)
-    c1.number_input("Rows", min_value=1, max_value=MAX_DIM, step=1, key="rows", disabled=uploaded)
-    c2.number_input("Cols", min_value=1, max_value=MAX_DIM, step=1, key="cols", disabled=uploaded,
-                    help="Elements per row: softmax runs along a row.")
-    seed = TABLE["seed"]
-    clamp("seed", seed.low, seed.high)
-    st.number_input("Seed", min_value=seed.low, max_value=seed.high, step=1, key="seed", disabled=uploaded)
+def whole_number(key: str) -> str | None:
+    """Keep ss[key] a whole number in its parameter's range: a typed value outside it (0, −5, 1.5, 3e9) goes back
+    to the last good one, and the words why are returned (the box then shows what runs)."""
+    low, high = TABLE[key].low, TABLE[key].high
+    good = ss.get(f"_{key}_ok", TABLE[key].default_value())
+    value = ss.get(key, good)
+    try:
+        ok = float(value).is_integer() and low <= value <= high
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if ok:
+        ss[key] = ss[f"_{key}_ok"] = int(value)
+        return None
+    ss[key] = good
+    shown = f"{value:g}" if isinstance(value, int | float) else repr(value)
+    return f"{WHOLE[key]} {shown} not used: a whole number from {low:,} to {high:,} is needed; still {good:,}."
 
 
-def _numbers_and_kernels() -> tuple[str, ...]:
-    st.subheader("Numbers")
+def _number(column, key: str, **kw) -> None:
+    """A whole-number box typed as float, so the browser reads "1e9" as 10⁹ and not as 1; no min or max on the
+    widget, so an out-of-range number reaches whole_number and is answered instead of silently kept in the box."""
+    problem = whole_number(key)
+    ss[key] = float(ss[key])
+    column.number_input(WHOLE[key], step=1.0, format="%.0f", key=key, **kw)
+    if problem:
+        column.warning(problem, icon=":material/edit_off:")
+
+
+def _shape() -> None:
     c1, c2 = st.columns(2)
-    c1.selectbox("Input dtype", TABLE.options("dtype"), key="dtype", help="Element type of x and y.")
-    c2.selectbox("Accumulator", TABLE.options("acc"), key="acc",
+    uploaded = ss["dist"] == UPLOAD
+    _number(c1, "rows", disabled=uploaded)
+    _number(c2, "cols", disabled=uploaded, help="Elements per row: softmax runs along a row.")
+
+
+def _seed() -> None:
+    _number(st, "seed", disabled=ss["dist"] == UPLOAD)
+
+
+def _dtype() -> None:
+    st.selectbox("Input dtype", TABLE.options("dtype"), key="dtype", help="Element type of x and y.")
+
+
+def _acc() -> None:
+    st.selectbox("Accumulator", TABLE.options("acc"), key="acc",
                  help="Type in which the running max m and denominator d live.")
+
+
+def _kernels() -> None:
     st.subheader("Kernels")
-    ss["variants"] = [k for k in ss.get("variants", []) if k in explorer.VARIANTS]
     st.multiselect("Variants", TABLE.options("variants"), key="variants", help=_variants_help())
-    variants = tuple(ss["variants"])
-    if any(explorer.VARIANTS[k].takes_block_size for k in variants):
+    if any(explorer.VARIANTS[k].takes_block_size for k in ss["variants"]):
         if ss.get("block") not in TABLE.options("block"):
             ss["block"] = TABLE["block"].default_value()
         st.select_slider("Block size (threads per row, block variants)", TABLE.options("block"), key="block")
+
+
+def _row() -> None:
     clamp("row", 0, int(ss["rows"]) - 1)
     st.number_input("Row to show and trace", min_value=0, max_value=int(ss["rows"]) - 1, step=1, key="row")
-    return variants
 
 
-def sidebar() -> Config:
+SECTIONS = {"input": _input, "shape": _shape, "seed": _seed, "dtype": _dtype, "accumulator": _acc, "kernels": _kernels,
+            "row": _row}
+USES = {  # the sections each page reads (by url path; "" is the default page, Outputs); the rest sit folded away
+    "": tuple(SECTIONS), "step": tuple(SECTIONS), "errors": tuple(SECTIONS),
+    "topk": ("input", "seed", "dtype"),
+    "timing": ("shape", "dtype", "accumulator", "kernels"),
+    "kernels": ("shape", "dtype", "accumulator", "kernels"),
+    "precision": (),
+}
+
+
+def sidebar(page: str = "") -> Config:
+    """The sidebar: the sections `page` (a url path) reads, then the others in a folded expander that says they
+    do not apply here (they keep their values and stay in the URL)."""
     init_from_url()
     keep_widget_state()
+    if shape := ss.pop("_upload_shape", None):
+        ss["rows"], ss["cols"] = ss["_rows_ok"], ss["_cols_ok"] = shape
+    ss["variants"] = [k for k in ss.get("variants", []) if k in explorer.VARIANTS]
+    uses = USES.get(page, tuple(SECTIONS))
+    unused = [name for name in SECTIONS if name not in uses]
     with st.sidebar:
         backend_badge()
         for problem in ss.get("_url_problems", []):
             st.warning(problem, icon=":material/link_off:")
         ss["_url_problems"] = []
-        dist, params, upload_name = _input()
-        _shape(dist == UPLOAD)
-        variants = _numbers_and_kernels()
+        drawn = {name: SECTIONS[name]() for name in uses}
+        if unused:
+            with st.expander("Not used on this page: " + ", ".join(unused), icon=":material/visibility_off:"):
+                st.caption("They apply to the Outputs, Step-through and Error pages.")
+                drawn |= {name: SECTIONS[name]() for name in unused}
+        dist, params, upload_name = drawn["input"]
         cfg = Config(dist=dist, params=params, rows=int(ss["rows"]), cols=int(ss["cols"]), seed=int(ss["seed"]),
-                     dtype=ss["dtype"], acc=ss["acc"], variants=variants,
+                     dtype=ss["dtype"], acc=ss["acc"], variants=tuple(ss["variants"]),
                      block=int(ss.get("block", TABLE["block"].default_value())), row=int(ss["row"]),
                      upload_name=upload_name)
         line, problem = _memory_line(cfg, explorer.resolve_backend("auto"))
-        if problem:
+        if "shape" in uses and problem:
             st.error(problem, icon=":material/block:")
-        else:
+        elif "shape" in uses:
             st.caption(line)
     ss["_cfg"] = cfg
     ss["_fit_problem"] = problem

@@ -176,7 +176,7 @@ def _controls() -> None:
                           "(about 15 µs a step; the emulator's own fold about 25 µs more), so online_thread at "
                           "n = 2^20 costs ~15 s a point even on the GPU and ~40 s on the emulator. Points above this "
                           "cap are left out here; explorer.precision.sweep has no cap.")
-    st.multiselect("Variants", list(precision.ONLINE_VARIANTS), key="prec_variants",
+    st.multiselect("Variants in the lab", list(precision.ONLINE_VARIANTS), key="prec_variants",
                    format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
 
 
@@ -232,12 +232,12 @@ def _stagnation(cap: int, dtype: str, backend: str) -> None:
     st.subheader("fp16 stagnation: the traced d_j flattens")
     left, right = st.columns([3, 2])
     with right:
-        st.radio("Input", list(STAGNATION_DISTS), key="prec_stag_dist", horizontal=True,
+        st.radio("Stagnation input", list(STAGNATION_DISTS), key="prec_stag_dist", horizontal=True,
                  format_func=precision.INPUT_TITLES.get)
         caps = [n for n in STAGNATION_NS if n <= max(cap, 2**13)]
         if ss.get("prec_stag_n") not in caps:
             ss["prec_stag_n"] = caps[min(2, len(caps) - 1)]
-        st.select_slider("n", caps, key="prec_stag_n", format_func=lambda v: f"{v:,}")
+        st.select_slider("Stagnation row length n", caps, key="prec_stag_n", format_func=lambda v: f"{v:,}")
         n = int(ss["prec_stag_n"])
         st.markdown(TEXT_STAGNATION.format(n=n, ratio=n / 2048))
     with left:
@@ -281,8 +281,8 @@ def _tree(records: list[Measurement], quantity: str) -> None:
     st.subheader("Warp and block variants cut the error")
     left, right = st.columns([3, 2])
     with right:
-        st.selectbox("Accumulator", list(precision.ACCUMULATORS), key="prec_cmp_acc")
-        st.selectbox("Input", list(precision.INPUT_CLASSES), key="prec_cmp_dist", format_func=precision.INPUT_TITLES.get)
+        st.selectbox("Accumulator compared", list(precision.ACCUMULATORS), key="prec_cmp_acc")
+        st.selectbox("Input compared", list(precision.INPUT_CLASSES), key="prec_cmp_dist", format_func=precision.INPUT_TITLES.get)
         st.markdown(TEXT_TREE)
     with left:
         acc, dist = ss["prec_cmp_acc"], ss["prec_cmp_dist"]
