@@ -5,34 +5,25 @@ names the GPU the bundled results came from. Helpers: tests/browser_helpers.py."
 import io
 from pathlib import Path
 
+import browser_helpers as bh
 import pytest
-from browser_helpers import (
-    chromium,
-    no_exception,
-    query,
-    require_browser,
-    settle,
-    shown,
-    streamlit_server,
-    wait_for_charts,
-)
 from PIL import Image
 
 pytestmark = pytest.mark.browser
-sync_api = require_browser()
+sync_api = bh.require_browser()
 
 BASE_QUERY = "?rows=4&cols=100&variants=online_warp"
 
 
 @pytest.fixture(scope="module")
 def server():
-    with streamlit_server("streamlit_share.log") as url:
+    with bh.streamlit_server("streamlit_share.log") as url:
         yield url
 
 
 @pytest.fixture
 def page():
-    with chromium(sync_api) as browser:
+    with bh.chromium(sync_api) as browser:
         context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
         yield context.new_page()
         context.close()
@@ -41,7 +32,7 @@ def page():
 def _share(page, name_start: str) -> Image.Image:
     """Click the share button; the downloaded PNG, after checking its name."""
     button = page.get_by_role("button", name="Download share image (PNG)")
-    assert shown(button)
+    assert bh.shown(button)
     button.scroll_into_view_if_needed()
     with page.expect_download(timeout=60000) as download:
         button.click()
@@ -60,14 +51,14 @@ def _share(page, name_start: str) -> Image.Image:
 ])
 def test_bundled_results_load_with_one_click_and_share_as_one_png(server, page, path, key, name_start, panels):
     page.goto(f"{server}/{path}{BASE_QUERY}")
-    settle(page)
+    bh.settle(page)
     load = page.get_by_role("button", name="Load the bundled NVIDIA H200 results")
-    assert shown(load)
+    assert bh.shown(load)
     load.click()
-    settle(page)
-    wait_for_charts(page, 2)
-    no_exception(page)
-    assert query(page)[key] == "1"
+    bh.settle(page)
+    bh.wait_for_charts(page, 2)
+    bh.no_exception(page)
+    assert bh.query(page)[key] == "1"
     img = _share(page, name_start)
     assert img.width >= 1600 and img.height > panels * 560 + 200  # the charts, the table and the stamp
     stamp = img.text["Description"]
