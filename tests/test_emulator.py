@@ -3,7 +3,6 @@ of kernels/softmax.cu written from the CUDA source (one element, one lane, one s
 
 from __future__ import annotations
 
-import time
 import zlib
 
 import ml_dtypes
@@ -252,18 +251,16 @@ def test_rows_are_independent():
             assert full[i].tobytes() == run(x[i:i + 1], v)[0].tobytes(), (v, i)
 
 
-def test_performance_64x4096_every_variant():
-    """Every registry variant (the core's and any other that takes float32), one 64×4096 run each."""
+def test_every_variant_runs_at_64x4096():
+    """Every registry variant (the core's and any other that takes float32), one 64×4096 run each, against
+    float64. How long it takes is left to the suite's per-test timeout: no test depends on the box's speed."""
     x = explorer.make_input("normal", 64, 4096, seed=7)
     todo = [k for k, v in explorer.VARIANTS.items() if "float32" in v.dtypes and "float32" in v.accumulators]
     assert set(CORE) <= set(todo)
-    run(x[:1, :64], "online_warp")  # warm-up imports
-    start = time.perf_counter()
     for v in todo:
         out = run(x, v)
         assert out.shape == x.shape
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.5, f"{elapsed:.2f} s for {len(todo)} variants on 64×4096"
+        assert explorer.errors(out, x).max_rel <= explorer.MAX_REL_FP32_ACC["float32"], v
 
 
 # ---------------------------------------------------------------- a scalar model of the CUDA source
