@@ -44,10 +44,11 @@ def finish(fig: go.Figure, title: str, stamp: str, height: int = 480) -> go.Figu
         title=dict(text=title, x=0.0, xanchor="left", font=dict(size=16)),
         template="plotly_white", height=height, font=FONT,
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0),
-        margin=dict(l=70, r=30, t=110, b=60),
+        margin=dict(l=70, r=30, t=110, b=90),
     )
-    fig.add_annotation(text=stamp, xref="paper", yref="paper", x=1.0, y=-0.02, xanchor="right",
-                       yanchor="top", yshift=-28, showarrow=False, font=dict(size=10, color="#777"),
+    # under the x axis's ticks and title (a stamp beside the title overlapped it on narrow charts)
+    fig.add_annotation(text=stamp, xref="paper", yref="paper", x=1.0, y=0.0, xanchor="right",
+                       yanchor="top", yshift=-62, showarrow=False, font=dict(size=10, color="#777"),
                        name="stamp")
     return fig
 
@@ -162,3 +163,22 @@ def nan_row_reason(x_row: np.ndarray) -> str | None:
     if x.size and np.all(x == -np.inf):
         return "every input is −∞: m stays −∞ and d stays 0, so every output e^(x − m) / d is 0/0 = NaN"
     return None
+
+
+def legend_right(fig: go.Figure) -> go.Figure:
+    """The legend beside the plots, top-aligned (never over the title or a subplot's title)."""
+    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.01, font=dict(size=11)),
+                      margin=dict(r=40, t=90))
+    return fig
+
+
+def log_ticks(fig: go.Figure, values: np.ndarray, **where) -> None:
+    """A log axis labelled at whole decades only, at most about four of them (a short panel's "2" and "5"
+    minor labels, or ten decades, collide)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size == 0:
+        return
+    low, high = math.floor(math.log10(v.min())), math.ceil(math.log10(v.max()))
+    fig.update_yaxes(type="log", exponentformat="power", dtick=max(1, math.ceil((high - low) / 3)), tick0=0,
+                     **where)

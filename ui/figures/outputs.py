@@ -12,7 +12,18 @@ from plotly.subplots import make_subplots
 
 from explorer.numerics import FORMATS, ErrorReport, Format, dtype_name, ulp
 
-from .common import COLORS, ERR_FLOOR, REF_COLOR, SYMBOLS, envelope_index, finish, scatter_type, strip, thin_marks
+from .common import (
+    COLORS,
+    ERR_FLOOR,
+    REF_COLOR,
+    SYMBOLS,
+    envelope_index,
+    finish,
+    legend_right,
+    scatter_type,
+    strip,
+    thin_marks,
+)
 
 
 def _strip_rows(series: int, main_px: int = 400) -> tuple[list[float], int]:
@@ -119,14 +130,7 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
                      exponentformat="power", row=1, col=1)
     fig.update_yaxes(title_text=f"y − ref ({unit})", zeroline=True, zerolinecolor="#999", row=2, col=1)
     fig.update_xaxes(title_text="element j of the row", row=3, col=1)
-    return _legend_right(finish(fig, title, stamp, height=560 + 24 * (len(groups) + 1)))
-
-
-def _legend_right(fig: go.Figure) -> go.Figure:
-    """The legend beside the plots (never over the title), the stamp under them."""
-    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.01,
-                                  font=dict(size=11)), margin=dict(r=40, t=90))
-    return fig
+    return legend_right(finish(fig, title, stamp, height=560 + 24 * (len(groups) + 1)))
 
 
 def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str, stamp: str,
@@ -165,7 +169,7 @@ def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str
         y64 = np.asarray(y, dtype=np.float64)
         bad = (np.isnan(y64) != np.isnan(ref)) | (np.isinf(y64) != np.isinf(ref))
         mismatch[name] = np.where(bad, y64, 1.0)  # only the mismatching elements are non-finite here
-    _mark_row(fig, mismatch, False, colors, 2, "no NaN / inf where the reference is finite (or the other way round)")
+    _mark_row(fig, mismatch, False, colors, 2, "no NaN / inf mismatch with the reference")
     if vacuous:
         fig.add_annotation(text=f"bound ≥ 1, vacuous (says nothing): {', '.join(vacuous)}", xref="x domain",
                            yref="y domain", x=0.0, y=1.0, xanchor="left", yanchor="bottom", showarrow=False,
@@ -174,7 +178,7 @@ def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str
                      title_text=f"|y − ref| / max(|ref|, smallest normal)<br><sup>exact results drawn at {ERR_FLOOR:g}; "
                                 "dashed: each variant's bound</sup>")
     fig.update_xaxes(title_text="element j of the row", row=2, col=1)
-    return _legend_right(finish(fig, title, stamp, height=height))
+    return legend_right(finish(fig, title, stamp, height=height))
 
 
 def error_table(reports: dict[str, ErrorReport]) -> pd.DataFrame:

@@ -46,34 +46,31 @@ def _pow2_axis(fig: go.Figure, title: str, row: int | None = None, col: int | No
                      title_text=title, row=row, col=col)
 
 
-def _level(fig: go.Figure, y: float, text: str, color: str, dash: str = "dot", position: str = "left") -> None:
+def _level(fig: go.Figure, y: float, text: str, color: str, dash: str = "dot", position: str = "left",
+           above: bool = True) -> None:
     """A horizontal line on a log y axis with its label (add_hline's own label lands at 10^y on log axes)."""
     fig.add_hline(y=y, line=dict(color=color, width=1.2, dash=dash))
     fig.add_annotation(text=text, xref="paper", x=0.0 if position == "left" else 1.0, y=math.log10(y), yref="y",
-                       xanchor="left" if position == "left" else "right", yanchor="bottom", showarrow=False,
+                       xanchor="left" if position == "left" else "right", yanchor="bottom" if above else "top",
+                       showarrow=False,
                        font=dict(size=11, color=color))
 
 
 def _layout(fig: go.Figure, width_px: int = 450, subplot_titles: bool = False) -> go.Figure:
     """The title at the top, the legend left-aligned under it (never across the title, whatever the chart's
     width), subplot titles under the legend; the top margin sized for the rows the legend wraps into at
-    about width_px of plot (entries flow in trace order, not stacked by group); the stamp under the x axis."""
+    about width_px of plot; the stamp under the x axis."""
     names = [t.name for t in fig.data if t.name and t.showlegend is not False]
-    rows, used = 1, 0
-    for name in names:
-        w = 48 + 7 * len(re.sub(r"<[^>]+>", "", name))
-        if used and used + w > width_px:
-            rows, used = rows + 1, 0
-        used += w
+    widths = [48 + 8 * len(re.sub(r"<[^>]+>", "", name)) for name in names]
+    rows = 1 if sum(widths) <= width_px else len(names)  # plotly then stacks every entry, not just the overflow
     lines = str(fig.layout.title.text or "").count("<br>") + 1
     title_px = 14 + 24 * lines
     legend_px = 21 * rows + 6
     extra = 30 if subplot_titles else 0
     top = title_px + legend_px + extra + 12
     fig.update_layout(title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=14)),
-                      legend=dict(orientation="h", traceorder="normal", xanchor="left", x=0.0, yanchor="bottom",
-                                  yref="container",
-                                  y=1.0 - (title_px + legend_px) / fig.layout.height),
+                      legend=dict(orientation="h", traceorder="normal", xanchor="left", x=0.0, yanchor="top",
+                                  yref="container", y=1.0 - title_px / fig.layout.height),  # grows away from the title
                       margin=dict(t=top, b=105))
     fig.update_annotations(selector=dict(name="stamp"), yshift=-50)
     return fig
@@ -153,7 +150,7 @@ def error_vs_n_figure(records: list[Measurement], variant: str, quantity: str, t
                         dash="dot", with_input=True, col=c, showlegend=c == 1 or not any(
                             explorer.rounds_input(dtype, a) for a in accs[:c - 1]), legendgroup="bound_in")
         _error_axis(fig, quantity, col=c, title=c == 1)
-    return _layout(finish(fig, title, stamp_, height=600), width_px=820, subplot_titles=True)
+    return _layout(finish(fig, title, stamp_, height=600), width_px=600, subplot_titles=True)
 
 
 def stagnation_figure(trajectories: list[Trajectory], title: str, stamp_: str, max_points: int = 1500) -> go.Figure:
@@ -179,11 +176,11 @@ def stagnation_figure(trajectories: list[Trajectory], title: str, stamp_: str, m
     for acc, level in precision.STAGNATION.items():
         if acc != "float32" and any(t.acc == acc for t in trajectories):
             _level(fig, level, f"{level:g} = 2<sup>{int(math.log2(level))}</sup>: above it {acc} numbers are 2 apart",
-                   ACC_COLORS[acc])
+                   ACC_COLORS[acc], position="right", above=False)  # under the line: the frozen label is above
     top = max((float(np.nanmax(t.exact_d)) for t in trajectories), default=10.0)
     _pow2_axis(fig, "j (elements the lane has folded)")
     fig.update_yaxes(type="log", exponentformat="power", title_text="running denominator d_j",
-                     range=[-0.1, math.log10(top) + 0.3])
+                     range=[-0.4, math.log10(top) + 0.3])  # the "1" tick clear of the x axis's "2^0"
     return _layout(finish(fig, title, stamp_, height=500))
 
 

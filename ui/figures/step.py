@@ -12,7 +12,17 @@ from plotly.subplots import make_subplots
 
 from explorer.trace import Trace
 
-from .common import ERR_FLOOR, envelope_index, finish, format_value, integer_ticks, nan_row_reason, thin_marks
+from .common import (
+    ERR_FLOOR,
+    envelope_index,
+    finish,
+    format_value,
+    integer_ticks,
+    legend_right,
+    log_ticks,
+    nan_row_reason,
+    thin_marks,
+)
 
 EXACT_COLOR = "#ff7f0e"
 KERNEL_COLOR = "#1f77b4"
@@ -162,7 +172,8 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
         fig.add_trace(go.Scatter(x=grow, y=np.where(factor > 0, factor, np.nan), mode="markers", showlegend=False,
                                  marker=dict(symbol="triangle-up", size=8, color=RESCALE_COLOR),
                                  hovertemplate="step %{x}<br>factor %{y:.4g}<extra></extra>"), row=3, col=1)
-        fig.update_yaxes(type="log", exponentformat="power", title_text="factor", row=3, col=1)
+        log_ticks(fig, factor, row=3, col=1)
+        fig.update_yaxes(title_text="factor", row=3, col=1)
     fig.add_trace(go.Scatter(x=steps, y=err, mode="lines+markers", showlegend=False, marker=dict(size=3),
                              line=dict(color="#d62728", width=1)), row=rows, col=1)
     n = step_numbers(trace, lane, current)
@@ -180,13 +191,11 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
                            xanchor="left", showarrow=False, font=dict(color="#b22222", size=12))
     fig.update_yaxes(title_text="value", row=1, col=1)
     fig.update_yaxes(title_text="d<sub>j</sub>", row=2, col=1)
-    fig.update_yaxes(type="log", exponentformat="power", title_text="rel. error", row=rows, col=1)
+    log_ticks(fig, np.append(err, ERR_FLOOR), row=rows, col=1)
+    fig.update_yaxes(title_text="rel. error", row=rows, col=1)
     fig.update_xaxes(title_text="step j (this lane's j-th element)", row=rows, col=1)
     integer_ticks(fig, last + 1)
-    finish(fig, title, stamp, height=640 if online else 560)
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
-                      margin=dict(t=120))
-    return fig
+    return legend_right(finish(fig, title, stamp, height=640 if online else 560))
 
 
 def heat_values(trace: Trace, quantity: str) -> tuple[np.ndarray, str]:

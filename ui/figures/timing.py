@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .common import COLORS, REF_COLOR, finish
+from .common import COLORS, REF_COLOR, finish, legend_right
 
 
 def results_frame(sources: dict[str, dict]) -> pd.DataFrame:
@@ -100,7 +100,9 @@ def topk_bars_figure(ref_values: np.ndarray, ref_indices: np.ndarray, outputs: d
                             f"differs beyond rounding ({counts['wrong']}) · ties go to the lower index",
                        xref="paper", yref="paper", x=0, y=1.0, xanchor="left", yanchor="bottom", showarrow=False,
                        font=dict(size=11, color="#555"))
-    return finish(fig, title, stamp, height=500)
+    fig = legend_right(finish(fig, title, stamp, height=520))  # the key above the plot has the top to itself
+    fig.update_layout(margin=dict(b=115))  # two-line ticks (rank, index) push the axis title down: the stamp under it
+    return fig.update_annotations(selector=dict(name="stamp"), yshift=-88)
 
 
 def topk_timing_frame(sources: dict[str, dict]) -> pd.DataFrame:

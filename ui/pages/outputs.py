@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 
@@ -62,7 +63,9 @@ def outputs_page() -> None:
     with c1:
         csv_download(df, cfg, "outputs", "csv_outputs")
     with c2:
-        st.download_button("Download this run (JSON)", run_json(ran), file_name=f"{cfg.slug('run')}.json",
+        # built when clicked: a long row's JSON takes seconds, and every rerun would pay for it
+        st.download_button("Download this run (JSON)", functools.partial(run_json, ran),
+                           file_name=f"{cfg.slug('run')}.json",
                            mime="application/json", key="json_run", icon=":material/data_object:", on_click="ignore")
 
 
