@@ -1,14 +1,12 @@
 """The app in a real browser: `streamlit run app.py` driven by Playwright through Debian's chromium.
 
-What AppTest cannot see: plotly frames and the Play button, the modebar's PNG download, download
-buttons, URLs typed into the address bar. Saves a full-page screenshot of each page to docs/screenshots/.
+What AppTest cannot see: the modebar's PNG download, download buttons, URLs typed into the address bar
+(the Step-through page's Play is checked in tests/test_browser_ux.py). Saves a full-page screenshot of each page to docs/screenshots/.
 The server, browser and page helpers live in tests/browser_helpers.py.
 """
 
-import contextlib
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,6 @@ from browser_helpers import (
     require_browser,
     screenshot,
     settle,
-    shown,
     streamlit_server,
     wait_for_charts,
 )
@@ -81,37 +78,6 @@ def test_controls_change_the_view_and_the_url(server, page):
     page.keyboard.press("Escape")
     settle(page)
     assert "safe_block" in query(page)["variants"].split(",")
-    no_exception(page)
-
-
-def test_step_through_slider_and_play(server, page):
-    page.goto(server + "/step" + BASE_QUERY + "&tv=online_thread")
-    settle(page)
-    no_exception(page)
-    current = page.locator(".js-plotly-plot .slider-container .slider-group > .slider-label").first
-    assert current.text_content().strip() == "step j = 0"
-    page.locator(".js-plotly-plot .updatemenu-button").first.click()  # ▶ Play: frames run in the browser
-    time.sleep(2.0)
-    page.locator(".js-plotly-plot .updatemenu-button").nth(1).click()  # pause
-    moved = int(current.text_content().split("=")[1])
-    assert moved > 2
-    assert "step j = " + str(moved) in page.locator(".js-plotly-plot .textpoint").first.text_content()
-    # the server-side slider writes the update out and goes into the URL
-    handle = page.get_by_test_id("stMain").get_by_test_id("stSlider").get_by_role("slider").first
-    for _ in range(10):  # one step per rerun: a rerun that redraws the slider may drop a key pressed meanwhile
-        step = query(page).get("step", "0")
-        if step == "5":
-            break
-        handle.focus()
-        page.keyboard.press("ArrowRight")
-        with contextlib.suppress(sync_api.TimeoutError):  # a dropped key: press again
-            page.wait_for_function(f"new URLSearchParams(location.search).get('step') !== '{step}'", timeout=15_000)
-        settle(page)
-    assert query(page)["step"] == "5"
-    assert shown(page.get_by_role("heading", name=re.compile(r"The update at step j = 5\b")))
-    choose(page, "Variant to trace", "online_block — Online softmax, block per row")
-    assert query(page)["tv"] == "online_block"
-    assert page.locator(".js-plotly-plot").count() == 3  # steps, lanes heatmap, merge tree
     no_exception(page)
 
 

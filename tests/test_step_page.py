@@ -50,7 +50,7 @@ def test_the_step_control_drives_the_update_the_chart_and_the_url():
     at = step_page({"tv": "online_thread", "step": "42"})
     x = explorer.make_input("normal", 4, 100)[0].astype(np.float64)
     assert f"{x[42]:.7g}" in latex(at) and r"\xrightarrow" in latex(at)
-    assert any(m.value.startswith("**The update at step j = 42**") for m in at.markdown)
+    assert any(m.value.startswith("##### The update at step j = 42 ") for m in at.markdown)
     assert step_chart(at)["layout"]["shapes"][0]["x0"] == 42
     assert "frames" not in step_chart(at) or not step_chart(at)["frames"]  # no second, client-side control
     ok(at.button(key="step_next").click().run())

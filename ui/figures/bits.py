@@ -24,10 +24,9 @@ def _fields_row(label: str, b: FloatBits) -> str:
             sep = "border-left:2px solid #555;" if i == 0 and field != "sign" else ""
             weight = f"color:{one};font-weight:700;" if ch == "1" else "color:#999;"
             cells.append(f'<td style="{_CELL}background:{bg};{weight}{sep}">{ch}</td>')
-    if b.kind in ("normal", "subnormal"):
-        lead = "1" if b.kind == "normal" else "0"
+    if b.kind in ("normal", "subnormal"):  # the significand in decimal: its bits are the cells to the left
         meaning = (f"(−1)<sup>{b.sign}</sup> · 2<sup>{b.exponent_value}</sup> · "
-                   f"{lead}.{b.mantissa}<sub>2</sub>")
+                   f"{abs(b.value) / 2.0 ** b.exponent_value:.7g}")
     else:
         meaning = b.kind
     return (f'<tr><td style="{_CELL}text-align:right;font-family:sans-serif;white-space:nowrap">{label}</td>'

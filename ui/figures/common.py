@@ -180,5 +180,9 @@ def log_ticks(fig: go.Figure, values: np.ndarray, **where) -> None:
     if v.size == 0:
         return
     low, high = math.floor(math.log10(v.min())), math.ceil(math.log10(v.max()))
+    if high - low <= 1:  # within a decade there may be no decade to label: the ends instead
+        ends = sorted({float(f"{v.min():.2g}"), float(f"{v.max():.2g}")})
+        fig.update_yaxes(type="log", tickmode="array", tickvals=ends, ticktext=[f"{e:g}" for e in ends], **where)
+        return
     fig.update_yaxes(type="log", exponentformat="power", dtick=max(1, math.ceil((high - low) / 3)), tick0=0,
                      **where)

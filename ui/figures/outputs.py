@@ -20,6 +20,7 @@ from .common import (
     envelope_index,
     finish,
     legend_right,
+    log_ticks,
     scatter_type,
     strip,
     thin_marks,
@@ -113,7 +114,8 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
         idx = envelope_index(dev)
         fig.add_trace(scatter_type(idx.size)(
             x=idx, y=dev[idx], mode="markers", name=name,
-            marker=dict(size=7, color=colors[name], symbol=SYMBOLS[i % len(SYMBOLS)], line=dict(width=1.2)),
+            marker=dict(size=6, color=colors[name], symbol=SYMBOLS[i % len(SYMBOLS)], opacity=0.75,
+                        line=dict(width=1.2)),
             hovertemplate=f"{name}<br>element %{{x}}<br>%{{y:.3g}} {unit}<extra></extra>"), row=2, col=1)
     _mark_row(fig, {"float64 reference": ref, **groups}, log, colors, 3,
               "no NaN / inf" + (" / zero" if log else "") + " outputs")
@@ -128,6 +130,8 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
                                showarrow=False, font=dict(color="#b22222"))
     fig.update_yaxes(type="log" if log else "linear", title_text="p (float64)" + (", log" if log else ""),
                      exponentformat="power", row=1, col=1)
+    if log:
+        log_ticks(fig, ref, row=1, col=1)
     fig.update_yaxes(title_text=f"y − ref ({unit})", zeroline=True, zerolinecolor="#999", row=2, col=1)
     fig.update_xaxes(title_text="element j of the row", row=3, col=1)
     return legend_right(finish(fig, title, stamp, height=560 + 24 * (len(groups) + 1)))

@@ -120,7 +120,7 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
         st.rerun()  # the whole page again: the fragment starts or stops ticking
     if ss.get("_playing"):
         ss["step"] = int(steps[np.searchsorted(steps, ss["step"], side="right")])
-    left, right = st.columns([5, 6], gap="large")
+    left, right = st.columns([2, 4], gap="medium")
     with left:
         step = _controls(trace, lane, steps)
     n = figures.step_numbers(trace, lane, step)
@@ -173,7 +173,7 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
 def _update(n: StepNumbers, trace: Trace) -> None:
     """The update at step j in LaTeX: m, then d_{j-1} → d_{j-1}·factor → + term, with the kernel's numbers."""
     f = latex_number
-    st.markdown(f"**The update at step j = {n.step}** (element {n.element})")
+    st.markdown(f"##### The update at step j = {n.step} (element {n.element})")
     if n.kind == "safe":
         st.latex(rf"m_j = \max(m_{{j-1}}, x_j) = {f(n.m)} \quad\text{{(pass 1; pass 2 uses the row max }}"
                  rf"m = {f(n.row_max)})")
@@ -181,12 +181,11 @@ def _update(n: StepNumbers, trace: Trace) -> None:
                  rf" = {f(n.prev_d)} + {f(n.term)} = {f(n.d)}")
     else:
         st.latex(rf"m_j = \max(m_{{j-1}}, x_j) = \max({f(n.prev_m)},\ {f(n.x)}) = {f(n.m)}")
-        st.latex(rf"d_{{j-1}} = {f(n.prev_d)} \;\xrightarrow{{\times\, {_factor(n)}}}\; {f(n.product)}"
-                 rf" \;\xrightarrow{{+\, e^{{x_j - m_j}} = {f(n.term)}}}\; d_j = {f(n.d)}")
-    c1, c2, c3 = st.columns(3)
-    c1.metric("kernel d_j", f"{n.d:.9g}")
-    c2.metric("exact d_j (float64)", f"{n.exact_d:.9g}")
-    c3.metric("relative error of d_j", "NaN" if math.isnan(n.rel_err) else f"{n.rel_err:.3g}")
+        st.latex(_factor(n))
+        st.latex(rf"d_{{j-1}} = {f(n.prev_d)} \;\xrightarrow{{\times\,{_factor_value(n)}}}\; {f(n.product)}"
+                 rf" \;\xrightarrow{{+\,e^{{x_j - m_j}} = {f(n.term)}}}\; d_j = {f(n.d)}")
+    rel = "NaN" if math.isnan(n.rel_err) else f"{n.rel_err:.3g}"
+    st.markdown(f"kernel d_j = **{n.d:.9g}** · float64 d_j = **{n.exact_d:.9g}** · relative error **{rel}**")
     if n.kind == "online" and n.prev_m == n.m and not math.isfinite(n.m):
         st.caption(f"m_j−1 = m_j = {format_value(n.m)}: the kernel's guard keeps d as it is when the maxima are "
                    "equal; e^(m_j−1 − m_j) itself would be e^(∞ − ∞), which is undefined.")
@@ -195,12 +194,17 @@ def _update(n: StepNumbers, trace: Trace) -> None:
 
 
 def _factor(n: StepNumbers) -> str:
-    """The rescale factor as LaTeX: its value where m grew, why it is 1 where it did not."""
+    """The rescale factor's line in LaTeX: its value where m grew, why there is none where it did not."""
+    f = latex_number
     if n.m > n.prev_m:
-        return rf"e^{{m_{{j-1}} - m_j}} = e^{{{latex_number(n.prev_m)} - ({latex_number(n.m)})}} = {latex_number(n.scale)}"
+        return rf"e^{{m_{{j-1}} - m_j}} = e^{{{f(n.prev_m)} - ({f(n.m)})}} = {f(n.scale)}"
     if math.isnan(n.m):
         return r"e^{m_{j-1} - m_j} = \mathrm{NaN}"
-    return r"1\ (\text{m unchanged: no rescale})"
+    return r"m_j = m_{j-1}:\ \text{no rescale (factor 1)}"
+
+
+def _factor_value(n: StepNumbers) -> str:
+    return r"\mathrm{NaN}" if math.isnan(n.m) else latex_number(n.scale) if n.m > n.prev_m else "1"
 
 
 def bits_section(trace: Trace, n: StepNumbers) -> None:
