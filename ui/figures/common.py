@@ -157,7 +157,7 @@ def nan_row_reason(x_row: np.ndarray) -> str | None:
     bad = np.flatnonzero(np.isnan(x) | (x == np.inf))
     if bad.size:
         i = int(bad[0])
-        why = ("NaN goes through max and exp into m and d" if np.isnan(x[i])
+        why = ("e^(x − m) is NaN, so d and every output are NaN" if np.isnan(x[i])
                else "m becomes ∞ and e^(x − m) = e^(∞ − ∞) is undefined, so d is NaN")
         return f"x[{i}] = {format_value(float(x[i]))} ({bad.size:,} NaN/+∞ input(s) in the row): {why}"
     if x.size and np.all(x == -np.inf):

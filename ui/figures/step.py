@@ -111,7 +111,7 @@ def nonfinite_cause(trace: Trace, lane: int, step: int) -> str:
     n = step_numbers(trace, lane, step)
     where = f"step {step} (element {n.element})"
     if math.isnan(n.x):
-        return f"at {where} x_j is NaN: max(m, NaN) and e^(x_j − m_j) are NaN, and NaN stays in every later d"
+        return f"at {where} x_j is NaN: the term e^(x_j − m_j) is NaN, and NaN stays in every later d"
     if n.x == math.inf:
         return (f"at {where} x_j = +∞: m_j = ∞ and the term e^(x_j − m_j) = e^(∞ − ∞) is undefined (NaN); "
                 "every later d is NaN")
@@ -237,7 +237,8 @@ def row_nan_note(trace: Trace) -> str | None:
     if bad.size:
         lane, step = (int(v) for v in np.argwhere(trace.index == int(bad[0]))[0])
         at = f"lane {lane}, step {step}" if trace.threads > 1 else f"step {step}"
-        return f"Row {trace.row} is NaN from element {int(bad[0])} ({at}): {reason}. The merges carry it into the final (m, d)."
+        merged = " The merges carry it into the final (m, d)." if trace.merges else ""
+        return f"Row {trace.row} is NaN from element {int(bad[0])} ({at}): {reason}.{merged}"
     if reason:
         return f"Row {trace.row}: {reason}."
     if not math.isfinite(trace.final_d):

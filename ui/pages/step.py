@@ -185,12 +185,17 @@ def _update(n: StepNumbers, trace: Trace) -> None:
         st.latex(rf"d_{{j-1}} = {f(n.prev_d)} \;\xrightarrow{{\times\,{_factor_value(n)}}}\; {f(n.product)}"
                  rf" \;\xrightarrow{{+\,e^{{x_j - m_j}} = {f(n.term)}}}\; d_j = {f(n.d)}")
     rel = "NaN" if math.isnan(n.rel_err) else f"{n.rel_err:.3g}"
-    st.markdown(f"kernel d_j = **{n.d:.9g}** · float64 d_j = **{n.exact_d:.9g}** · relative error **{rel}**")
+    st.markdown(f"kernel d_j = **{_nine(n.d)}** · float64 d_j = **{_nine(n.exact_d)}** · relative error **{rel}**")
     if n.kind == "online" and n.prev_m == n.m and not math.isfinite(n.m):
         st.caption(f"m_j−1 = m_j = {format_value(n.m)}: the kernel's guard keeps d as it is when the maxima are "
                    "equal; e^(m_j−1 − m_j) itself would be e^(∞ − ∞), which is undefined.")
-    st.caption(f"Final state of the row: kernel (m, d) = ({trace.final_m:.9g}, {trace.final_d:.9g}); "
-               f"float64 ({trace.exact_final_m:.9g}, {trace.exact_final_d:.9g}).")
+    st.caption(f"Final state of the row: kernel (m, d) = ({_nine(trace.final_m)}, {_nine(trace.final_d)}); "
+               f"float64 ({_nine(trace.exact_final_m)}, {_nine(trace.exact_final_d)}).")
+
+
+def _nine(v: float) -> str:
+    """Nine significant digits; NaN and ±∞ in words."""
+    return f"{v:.9g}" if math.isfinite(v) else format_value(v)
 
 
 def _factor(n: StepNumbers) -> str:
