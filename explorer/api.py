@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import numerics
+from . import budget, numerics
 from .backends import cuda, emulator
 from .errors import InvalidInput, TooLarge
 from .numerics import DTYPES, dtype_name
 from .registry import VARIANTS, Launch, Variant
-from .trace import Trace, build_trace, trace_shape
+from .trace import Trace, build_trace
 
 BACKENDS = ("auto", "cuda", "emulator")
 # Operator cap on elements per run (a shared box sets it lower): EXPLORER_MAX_ELEMENTS.
@@ -41,10 +41,11 @@ def settings_problems() -> list[str]:
         ok = not raw or int(raw) >= 1
     except ValueError:
         ok = False
+    problems = budget.settings_problems()
     if ok:
-        return []
+        return problems
     return [f"EXPLORER_MAX_ELEMENTS={raw!r} is refused: it must be a whole number of elements >= 1; "
-            f"using the default limit of {DEFAULT_MAX_ELEMENTS:,} elements"]
+            f"using the default limit of {DEFAULT_MAX_ELEMENTS:,} elements", *problems]
 
 
 @functools.cache
@@ -140,23 +141,24 @@ def _check_variant(variant: object, block_size: object) -> tuple[Variant | None,
 
 
 def bytes_needed(rows: int, cols: int, dtype: str, backend: str, variant: Variant | None = None,
-                 block_size: int | None = None, traced: bool = False) -> int:
-    """Memory a run takes: input and output, the trace buffers, and the emulator's fp32/fp64 temporaries.
+                 block_size: int | None = None, traced: bool = False, acc: str = "float32") -> int:
+    """Peak memory of a run, input included (explorer.budget.run_bytes): the emulator's host memory or the
+    GPU's device memory. Without a variant, the largest over the variants that take this dtype.
 
     Raises InvalidInput for arguments softmax() would refuse (backend "auto" is resolved first)."""
     rows, cols = check_shape(rows, cols)
-    itemsize = DTYPES[check_dtype(dtype)].itemsize
+    check_dtype(dtype)
+    check_dtype(acc, "accumulator")
     backend = resolve_backend(backend)
     variant, block = _check_variant(variant, block_size)
     if not isinstance(traced, bool | np.bool_):
         raise InvalidInput(f"traced must be True or False, got {traced!r}")
-    total = 2 * rows * cols * itemsize
-    if backend == "emulator":
-        total += rows * cols * 4 * 8  # a padded copy, the fp32 view and fp64 exp temporaries of the normalise pass
-    if traced and variant is not None:
-        threads, steps, merges = trace_shape(variant, variant.launch(rows, cols, block, dtype), cols)
-        total += threads * steps * 12 + merges * 8
-    return total
+    if variant is None:
+        if backend == "cuda":
+            return budget.device_bytes(None, None, rows, cols, dtype, False)
+        return max(budget.run_bytes(v, rows, cols, dtype, acc, False, backend) for v in VARIANTS.values()
+                   if dtype in v.dtypes)
+    return budget.run_bytes(variant, rows, cols, dtype, acc, bool(traced) and variant.traceable, backend, block)
 
 
 def free_bytes(backend: str) -> int:
@@ -184,30 +186,42 @@ def sizes(n: int, limit: int) -> tuple[str, str]:
     return (f"{n:,} bytes", f"{limit:,} bytes ({b})") if a == b else (a, b)
 
 
-def check_memory(rows: int, cols: int, itemsize: int, need: int, backend: str, what: str) -> None:
+def check_memory(rows: int, cols: int, itemsize: int, need: int, backend: str, what: str,
+                 gpu_need: int | None = None) -> None:
     """Refuse, before anything is allocated, rows × cols elements (of itemsize bytes) over this server's
-    limit, or `need` bytes over what the backend ("cuda", else host memory) has free. `what` names the work."""
+    limit, `need` bytes over what the GPU has free ("cuda"), or over this server's fixed limit for one run
+    (host memory: the same request always gets the same answer). gpu_need: what the work would take on a
+    GPU, named in the refusal where it fits the limit. `what` names the work."""
     cap = max_elements()
     n = rows * cols
     if n > cap:
         raise TooLarge(f"{what}: {rows}×{cols} = {n:,} elements ({size(n * itemsize)}) is over this server's limit "
                        f"of {cap:,} elements ({size(cap * itemsize)}); choose a smaller shape")
-    have = free_bytes(backend)
-    if need > have:
-        where = "GPU memory" if backend == "cuda" else "host memory"
-        shown_need, shown_have = sizes(need, have)
-        advice = "choose a smaller shape or fewer variants" + ("" if backend == "cuda" else ", or run on a GPU")
-        raise TooLarge(f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} but only {shown_have} "
-                       f"of {where} is free; {advice}")
+    if backend == "cuda":
+        have = free_bytes(backend)
+        if need > have:
+            shown_need, shown_have = sizes(need, have)
+            raise TooLarge(f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} but only {shown_have} "
+                           "of GPU memory is free; choose a smaller shape or fewer variants")
+        return
+    limit = budget.run_budget()
+    if need > limit:
+        shown_need, shown_limit = sizes(need, limit)
+        gpu = (f"; on a GPU it would need only about {size(gpu_need)} and fit" if gpu_need is not None
+               and gpu_need <= limit else "")
+        raise TooLarge(f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} in the CPU emulation, "
+                       f"over this server's limit of {shown_limit} for one run{gpu}; choose a smaller shape")
 
 
 def check_fits(rows: int, cols: int, dtype: str, backend: str, variant: Variant | None = None,
-               block_size: int | None = None, traced: bool = False) -> None:
-    """Refuse, with the numbers, a run larger than this server's limit or the backend's free memory.
-
-    Raises TooLarge, or InvalidInput for arguments softmax() would refuse."""
-    need = bytes_needed(rows, cols, dtype, backend, variant, block_size, traced)
-    check_memory(int(rows), int(cols), DTYPES[dtype].itemsize, need, resolve_backend(backend), f"{dtype} softmax")
+               block_size: int | None = None, traced: bool = False, acc: str = "float32") -> int:
+    """Refuse, with the numbers, a run over this server's limits (elements, memory for one run) or the GPU's
+    free memory; returns the bytes it needs. Raises TooLarge, or InvalidInput for arguments softmax() would refuse."""
+    need = bytes_needed(rows, cols, dtype, backend, variant, block_size, traced, acc)
+    used = resolve_backend(backend)
+    gpu = None if used == "cuda" else bytes_needed(rows, cols, dtype, "cuda", variant, block_size, traced, acc)
+    check_memory(int(rows), int(cols), DTYPES[dtype].itemsize, need, used, f"{dtype} softmax", gpu)
+    return need
 
 
 def get_variant(key: str) -> Variant:
@@ -250,14 +264,15 @@ def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "a
             raise InvalidInput(f"trace_row must be a row index from 0 to {rows - 1}, got {trace_row!r}")
         trace_row = int(trace_row)
     used = resolve_backend(backend)
-    check_fits(rows, cols, dtype, used, v, block, trace_row is not None)
-    x2 = np.ascontiguousarray(x.reshape(rows, cols))
+    need = check_fits(rows, cols, dtype, used, v, block, trace_row is not None, acc)
     launch = v.launch(rows, cols, block, dtype)
-    if used == "cuda":
-        out, raw = cuda.run(v, launch, x2, dtype, acc, trace_row)
-    else:
-        out, raw = emulator.run(v, launch, x2, acc, trace_row)
-    trace = build_trace(v, launch, raw, x2[trace_row], trace_row, acc) if raw is not None else None
+    with budget.host_run(used, need):
+        x2 = np.ascontiguousarray(x.reshape(rows, cols))
+        if used == "cuda":
+            out, raw = cuda.run(v, launch, x2, dtype, acc, trace_row)
+        else:
+            out, raw = emulator.run(v, launch, x2, acc, trace_row)
+        trace = build_trace(v, launch, raw, x2[trace_row], trace_row, acc) if raw is not None else None
     return SoftmaxResult(out=out.reshape(x.shape), trace=trace, backend=used, variant=variant, acc=acc,
                          block_size=block, launch=launch)
 
@@ -273,7 +288,7 @@ def check_numbers(x: object, name: str = "x") -> np.ndarray:
     if a.ndim == 0 or a.size == 0:
         raise InvalidInput(f"{name} must have at least one element along its last axis, got shape {a.shape}")
     rows, cols = a.size // a.shape[-1], a.shape[-1]
-    check_memory(rows, cols, 8, 3 * 8 * a.size, "emulator", "the float64 reference")
+    check_memory(rows, cols, 8, budget.errors_bytes(rows, cols), "emulator", "the float64 reference and errors")
     return a
 
 
@@ -292,7 +307,9 @@ def reference(x: np.ndarray) -> np.ndarray:
     -inf entries give exactly 0, and a row of only -inf gives NaN. Raises InvalidInput for an empty,
     0-d or non-numeric x, TooLarge for one over this server's limit.
     """
-    return numerics.reference(check_numbers(x, "x"))
+    x = check_numbers(x, "x")
+    with budget.RUNS.reserve(budget.reference_bytes(x.size // x.shape[-1], x.shape[-1])):
+        return numerics.reference(x)
 
 
 def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> numerics.ErrorReport:
@@ -310,7 +327,8 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> num
     for name, other in (("x", x), ("ref", ref)):
         if other is not None and other.shape != out.shape:
             raise InvalidInput(f"out has shape {out.shape} but {name} has shape {other.shape}; they must match")
-    return numerics.errors(out, x, ref)
+    with budget.RUNS.reserve(budget.errors_bytes(out.size // out.shape[-1], out.shape[-1])):
+        return numerics.errors(out, x, ref)
 
 
 def _real(value: object, name: str) -> float:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .api import check_fits, check_k, check_logits, check_numbers, resolve_backend, whole
+from . import budget
+from .api import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
 from .backends import cuda, emulator
 from .errors import InvalidInput
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
@@ -87,18 +88,19 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     """
     if not isinstance(variant, str) or variant not in TOPK_VARIANTS:
         raise InvalidInput(f"unknown top-k variant {variant!r}; choose one of {', '.join(TOPK_VARIANTS)}")
-    dtype, rows, cols = check_logits(x)  # from the shape: nothing is copied before check_fits
+    dtype, rows, cols = check_logits(x)  # from the shape: nothing is copied before check_memory
     k = check_k(k, cols, K_MAX)
     used = resolve_backend(backend)
-    check_fits(rows, cols, dtype, used)
-    x2 = np.ascontiguousarray(x.reshape(rows, cols))
     launch = topk_launch(rows, cols, k, dtype)
     fast_launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
     fused = variant == "topk_fused"
-    if used == "cuda":
-        values, indices = cuda.run_topk(fused, launch, x2, dtype, k, fast_launch)
-    else:
-        values, indices = emulator.run_topk(fused, launch, x2, k, fast_launch)
+    gpu = budget.device_bytes(None, None, rows, cols, dtype, False)
+    need = gpu if used == "cuda" else budget.topk_bytes(fused, launch, fast_launch, rows, cols, dtype)
+    check_memory(rows, cols, DTYPES[dtype].itemsize, need, used, f"{dtype} softmax + top-k", gpu)
+    with budget.host_run(used, need):
+        x2 = np.ascontiguousarray(x.reshape(rows, cols))
+        values, indices = (cuda.run_topk(fused, launch, x2, dtype, k, fast_launch) if used == "cuda"
+                           else emulator.run_topk(fused, launch, x2, k, fast_launch))
     shape = (*x.shape[:-1], k)
     return TopkResult(values.reshape(shape), indices.reshape(shape), used, variant, k, launch)
 

@@ -48,12 +48,12 @@ def test_huge_shapes_are_refused_in_one_line(capsys, command, shape):
 
 
 def test_run_checks_memory_before_making_the_input(capsys, monkeypatch):
-    from explorer import api, inputs
+    from explorer import inputs
 
-    monkeypatch.setattr(api, "free_bytes", lambda backend: 10**6)
+    monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(10**7))
     monkeypatch.setattr(inputs, "make_input", lambda *a, **k: pytest.fail("input made"))
     refused(capsys, "run", "--variant", "online_warp", "--rows", "1000", "--cols", "1000",
-            words=("host memory is free", "GPU"))
+            words=("this server's limit of", "for one run", "on a GPU it would need only about 7.63 MiB"))
 
 
 @pytest.mark.parametrize(("argv", "words"), [

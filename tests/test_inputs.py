@@ -244,10 +244,8 @@ def test_make_input_refuses_large_shapes_before_allocating(monkeypatch, shape):
 
 
 def test_make_input_memory_guard(monkeypatch):
-    from explorer import api
-
-    monkeypatch.setattr(api, "free_bytes", lambda backend: 10**6)
-    with pytest.raises(explorer.TooLarge, match="host memory is free; choose a smaller shape") as info:
+    monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(10**6))
+    with pytest.raises(explorer.TooLarge, match=r"this server's limit of .* for one run; choose a smaller shape") as info:
         explorer.make_input("normal", 1000, 1000)
     assert "1000×1000 = 1,000,000 elements" in str(info.value)
     assert explorer.make_input("normal", 10, 10).shape == (10, 10)

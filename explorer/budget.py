@@ -1,0 +1,249 @@
+"""How much memory a run takes, how much one run may take on this server, and reservations against it.
+
+The model counts the arrays explorer/backends/emulator.py (and explorer/trace.py, explorer/numerics.py) hold
+at their peak; tests/test_memory_model.py measures the real peak with tracemalloc and holds the model
+between it and 1.5 times it. The limit is fixed (EXPLORER_RUN_BUDGET_BYTES, else a quarter of the machine's
+RAM), so the same request always gets the same answer; the pool that concurrent runs reserve from holds
+four runs at the limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from .errors import TooLarge
+from .numerics import DTYPES
+from .registry import Launch, Variant
+from .trace import cdiv, trace_shape
+
+SETTING = "EXPLORER_RUN_BUDGET_BYTES"
+RUNS_AT_ONCE = 4  # the pool holds this many runs at the limit
+POLL_S = 0.5
+
+# Bytes per element live at the emulator's peaks, beyond the input (from the code, see each use).
+NORMALISE = 24  # _normalise: to_acc(x) and x - m in fp32 (4 + 4), exp's float64 argument and result (8 + 8)
+FAST_GATHER = 31  # _fast: x[:, element] and its exps in fp32, x - m, its fp32 copy, exp2's float64 pair, masks
+FAST_GATHER_SHARED = 36  # ... plus the second gather where the slice is normalised from shared memory
+INDEX = 24  # per padded slot of one row: int64 element indices, their masked copy and the valid mask
+STATE = 16  # per thread state (m, d) and one online step's or merge's temporaries: this plus 10 per acc byte
+RAW_SLOT = 12  # per traced step while the kernel runs: the raw fp32 m, d and int32 index
+TRACE_SLOT = 60  # per traced step once built: the raw buffers, the float64 kernel and exact copies, int64 index
+FIXED = 16 * 2**10  # Python objects and small arrays of any run
+TRACE_NODE = 200  # per merge node: its share of a MergeLevel (six small arrays and the object)
+REFERENCE = 24  # numerics.reference beyond its float64 result: x in float64 and exp's result
+ERRORS = 66  # numerics.errors: float64 output, difference, relative and ulp errors, masks (measured 66.0)
+
+
+def _gather_bytes(launch: Launch, rows: int, cols: int) -> int:
+    """The slots fast's emulation gathers at once: a row's padded elements, or one batch of them where the row
+    streams (fast_split, topk)."""
+    vec, per = launch.template_args[:2]
+    streams = launch.kernel in ("fast_split", "topk")
+    if launch.kernel == "fast_warp":
+        slots = launch.template_args[2] * per * vec
+    else:
+        slots = launch.chunks * launch.block * per * vec if streams else max(launch.chunks * launch.block * per * vec,
+                                                                               cols)
+    shared = not streams and launch.kernel != "fast_warp" and launch.template_args[2] == 2
+    return (FAST_GATHER_SHARED if shared else FAST_GATHER) * rows * slots + INDEX * slots
+
+
+def _fast_bytes(launch: Launch, rows: int, cols: int) -> int:
+    """_fast beyond the input: x and y in fp32, then the gathered slots (fast_split: x - m over the whole input)."""
+    n = rows * cols
+    if launch.kernel == "fast_split":
+        return 4 * n + max(_gather_bytes(launch, rows, cols), (NORMALISE + 4) * n)
+    return 8 * n + _gather_bytes(launch, rows, cols)
+
+
+def emulator_bytes(variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str) -> int:
+    """Peak bytes of the emulation of one untraced run, its input included."""
+    n, item, acc_item = rows * cols, DTYPES[dtype].itemsize, DTYPES[acc].itemsize
+    lanes = launch.threads_per_row
+    padded = rows * cdiv(cols, lanes) * lanes  # _strided's -inf padding
+    fold = (STATE + 10 * acc_item) * rows * lanes  # the lanes' states and one step's temporaries
+    if variant.method == "fast":
+        own = _fast_bytes(launch, rows, cols)
+    elif variant.method == "naive":  # exps in acc kept for the sum, then expf again for the output
+        own = (acc_item + NORMALISE - 4) * n
+    elif variant.family == "thread" and variant.method == "safe":  # to_acc(x) kept for both passes
+        own = (acc_item + NORMALISE) * n
+    elif variant.method == "safe":  # safe_block keeps the padded x, to_acc(x), the valid mask and the lanes' sums
+        own = (item + acc_item) * padded + padded // rows + NORMALISE * (rows * lanes + n)
+    else:  # online and split: the fold over padded copies, then the normalise pass beside the lanes' states
+        own = max(2 * item * padded + fold, NORMALISE * n + 8 * rows * lanes)
+    return FIXED + item * n + own
+
+
+def trace_bytes(variant: Variant, launch: Launch, cols: int) -> int:
+    """A traced row's buffers and its built Trace (float64 row, kernel and exact states, merge levels) at
+    their peak."""
+    threads, steps, merges = trace_shape(variant, launch, cols)
+    return TRACE_SLOT * threads * steps + TRACE_NODE * merges + 24 * cols  # the row in float64, exp's pair
+
+
+def device_bytes(variant: Variant | None, launch: Launch | None, rows: int, cols: int, dtype: str,
+                 traced: bool) -> int:
+    """A GPU run's device memory: input, output and the trace buffers."""
+    total = 2 * rows * cols * DTYPES[dtype].itemsize
+    if traced and variant is not None and launch is not None:
+        threads, steps, merges = trace_shape(variant, launch, cols)
+        total += threads * steps * 12 + merges * 8
+    return total
+
+
+def run_bytes(variant: Variant, rows: int, cols: int, dtype: str, acc: str = "float32", trace: bool = False,
+              backend: str = "emulator", block_size: int | None = None) -> int:
+    """Peak bytes of one softmax run (input included): the emulator's host memory, or the GPU's device memory.
+    A trace's raw buffers are filled during the run; it is built after, beside the input and output only.
+
+    Arguments are taken as valid (explorer.bytes_needed checks them first)."""
+    launch = variant.launch(rows, cols, block_size, dtype)
+    if backend == "cuda":
+        return device_bytes(variant, launch, rows, cols, dtype, trace)
+    run = emulator_bytes(variant, launch, rows, cols, dtype, acc)
+    if not trace:
+        return run
+    threads, steps, _ = trace_shape(variant, launch, cols)
+    built = FIXED + 2 * rows * cols * DTYPES[dtype].itemsize + trace_bytes(variant, launch, cols)
+    return max(run + RAW_SLOT * threads * steps, built)
+
+
+def topk_bytes(fused: bool, launch: Launch, fast_launch: Launch, rows: int, cols: int, dtype: str) -> int:
+    """Peak bytes of emulator.run_topk (input included): x in fp32, the float64 argsort (negated copy, result),
+    and fused's streamed (m, d) or unfused's fast softmax output kept beside the selection."""
+    n, item = rows * cols, DTYPES[dtype].itemsize
+    if fused:  # the argsort's int64 result stays alive (the indices are a view of it) while the row streams
+        return FIXED + item * n + 4 * n + max(24 * n, 8 * n + _gather_bytes(launch, rows, cols))
+    return FIXED + max(item * n + _fast_bytes(fast_launch, rows, cols), 2 * item * n + 28 * n)
+
+
+def reference_bytes(rows: int, cols: int) -> int:
+    """numerics.reference's peak beyond its input: the float64 result and its temporaries."""
+    return (8 + REFERENCE) * rows * cols
+
+
+def errors_bytes(rows: int, cols: int) -> int:
+    """numerics.errors' peak beyond the output, the input and the reference it is given."""
+    return ERRORS * rows * cols
+
+
+def page_bytes(runs: list[tuple[Variant, int | None]], rows: int, cols: int, dtype: str, acc: str) -> int:
+    """What the app holds for one configuration (ui/compute.py): the input, the float64 reference and every
+    variant's output stay cached; the largest of one run's, the reference's and the error report's
+    temporaries comes on top."""
+    n, item = rows * cols, DTYPES[dtype].itemsize
+    kept = FIXED + item * n + 8 * n + item * n * len(runs)
+    run = max((run_bytes(v, rows, cols, dtype, acc, False, "emulator", b) - 2 * item * n for v, b in runs), default=0)
+    return kept + max(run, reference_bytes(rows, cols) - 8 * n, errors_bytes(rows, cols))
+
+
+def machine_bytes() -> int:
+    """The machine's RAM, or 0 where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+DEFAULT_RUN_BUDGET = machine_bytes() // RUNS_AT_ONCE or 2**32  # unknown RAM: 4 GiB
+
+
+def settings_problems() -> list[str]:
+    """What is wrong with EXPLORER_RUN_BUDGET_BYTES (a refused value falls back to the default)."""
+    raw = os.environ.get(SETTING, "").strip()
+    if not raw or (raw.isdigit() and int(raw) >= 1):
+        return []
+    return [f"{SETTING}={raw!r} is refused: it must be a whole number of bytes >= 1; "
+            f"using the default of {DEFAULT_RUN_BUDGET:,} bytes (a quarter of this machine's memory)"]
+
+
+def run_budget() -> int:
+    """This server's limit on the memory of one run, in bytes."""
+    raw = os.environ.get(SETTING, "").strip()
+    return DEFAULT_RUN_BUDGET if settings_problems() or not raw else int(raw)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A run waiting for memory: what it needs, what other runs hold, the pool, seconds waited so far."""
+
+    need: int
+    held: int
+    pool: int
+    seconds: float
+
+    def message(self) -> str:
+        mib = 2**20
+        return (f"Waiting for memory: this run needs {self.need / mib:,.1f} MiB and other sessions' runs hold "
+                f"{self.held / mib:,.1f} MiB of this server's {self.pool / mib:,.1f} MiB ({self.seconds:.0f} s)")
+
+
+class Budget:
+    """A pool of bytes that runs reserve for their duration (thread-safe; Streamlit sessions are threads)."""
+
+    def __init__(self, pool: Callable[[], int]):
+        self._pool = pool  # read at each reservation, so a changed setting applies to the next run
+        self._held = 0
+        self._changed = threading.Condition()
+
+    @property
+    def held(self) -> int:
+        with self._changed:
+            return self._held
+
+    @contextlib.contextmanager
+    def reserve(self, need: int, on_wait: Callable[[Waiting], None] | None = None) -> Iterator[float]:
+        """Hold `need` bytes for the block, waiting while other runs hold too much; yields the seconds waited.
+        on_wait (else the thread's, see show_waits) hears every POLL_S while waiting. TooLarge if need
+        exceeds the whole pool, so it could never run."""
+        pool = self._pool()
+        if need > pool:
+            raise TooLarge(f"this run needs about {need / 2**20:,.1f} MiB, more than this server's limit of "
+                           f"{pool / 2**20:,.1f} MiB for all runs together; choose a smaller shape")
+        on_wait = on_wait or getattr(_local, "on_wait", None)
+        start = time.perf_counter()
+        while True:
+            with self._changed:
+                if self._held + need <= pool:
+                    self._held += need
+                    break
+                waiting = Waiting(need, self._held, pool, time.perf_counter() - start)
+            if on_wait is not None:  # outside the lock: the UI draws here, and a stopped script raises out
+                on_wait(waiting)
+            with self._changed:
+                self._changed.wait_for(lambda: self._held + need <= pool, POLL_S)
+        try:
+            yield time.perf_counter() - start
+        finally:
+            with self._changed:
+                self._held -= need
+                self._changed.notify_all()
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def show_waits(on_wait: Callable[[Waiting], None]) -> Iterator[None]:
+    """Reservations made by this thread inside the block report their waits to on_wait (the UI's notice)."""
+    before = getattr(_local, "on_wait", None)
+    _local.on_wait = on_wait
+    try:
+        yield
+    finally:
+        _local.on_wait = before
+
+
+RUNS = Budget(lambda: RUNS_AT_ONCE * run_budget())
+
+
+def host_run(backend: str, need: int) -> contextlib.AbstractContextManager[float]:
+    """The reservation a run holds in RUNS: its bytes in the emulation, none on the GPU (checked against the
+    GPU's free memory instead)."""
+    return RUNS.reserve(0 if backend == "cuda" else need)

@@ -1,0 +1,130 @@
+"""The per-run limit (fixed, from this server's setting) and the pool that concurrent runs reserve from."""
+
+import threading
+
+import pytest
+
+import explorer
+from explorer import api, budget
+
+WAIT_S = 30  # generous: the threads below hand over through events, never through timing
+
+
+def test_two_runs_that_together_exceed_the_pool_do_not_run_at_once():
+    pool = budget.Budget(lambda: 100)
+    first_in, release, second_waiting, second_in = (threading.Event() for _ in range(4))
+    waits: list[budget.Waiting] = []
+
+    def first():
+        with pool.reserve(60):
+            first_in.set()
+            release.wait(WAIT_S)
+
+    def second():
+        def on_wait(waiting):
+            waits.append(waiting)
+            second_waiting.set()
+
+        with pool.reserve(60, on_wait):
+            second_in.set()
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert first_in.wait(WAIT_S)
+    b = threading.Thread(target=second)
+    b.start()
+    assert second_waiting.wait(WAIT_S)
+    assert not second_in.is_set() and pool.held == 60
+    assert waits[0].need == 60 and waits[0].held == 60 and waits[0].pool == 100
+    assert waits[0].message().startswith("Waiting for memory:") and "this server's" in waits[0].message()
+    release.set()
+    assert second_in.wait(WAIT_S)
+    a.join(WAIT_S)
+    b.join(WAIT_S)
+    assert pool.held == 0
+
+
+def test_runs_that_fit_together_do_not_wait():
+    pool = budget.Budget(lambda: 100)
+    with pool.reserve(40, on_wait=lambda w: pytest.fail("waited")), pool.reserve(60) as waited:
+        assert pool.held == 100 and waited >= 0
+    assert pool.held == 0
+
+
+def test_the_reservation_is_given_back_on_an_exception():
+    pool = budget.Budget(lambda: 100)
+    with pytest.raises(ZeroDivisionError), pool.reserve(80):
+        raise ZeroDivisionError
+    assert pool.held == 0
+
+
+def test_the_thread_s_waiting_notice_hears_reservations_made_deeper_down():
+    pool = budget.Budget(lambda: 100)
+    heard = threading.Event()
+    holder_in, release = threading.Event(), threading.Event()
+
+    def holder():
+        with pool.reserve(100):
+            holder_in.set()
+            release.wait(WAIT_S)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert holder_in.wait(WAIT_S)
+
+    def notice(waiting):
+        heard.set()
+        release.set()
+
+    with budget.show_waits(notice), pool.reserve(50):
+        assert heard.is_set()
+    t.join(WAIT_S)
+    assert pool.held == 0
+
+
+def test_more_than_the_pool_is_refused_at_once():
+    with pytest.raises(explorer.TooLarge, match="this server's limit"):
+        with budget.Budget(lambda: 100).reserve(101):
+            pass
+
+
+def test_the_limit_is_the_setting_else_a_quarter_of_the_machine(monkeypatch):
+    monkeypatch.setenv(budget.SETTING, "123456789")
+    assert budget.run_budget() == 123456789
+    monkeypatch.delenv(budget.SETTING)
+    assert budget.run_budget() == budget.DEFAULT_RUN_BUDGET
+    assert budget.DEFAULT_RUN_BUDGET == (budget.machine_bytes() // 4 or 2**32)
+    for bad in ("lots", "-5", "0", "1.5e9"):
+        monkeypatch.setenv(budget.SETTING, bad)
+        assert budget.run_budget() == budget.DEFAULT_RUN_BUDGET
+        assert any(budget.SETTING in p for p in api.settings_problems())
+
+
+def test_refusal_is_fixed_by_the_limit_and_names_a_gpu_where_one_would_fit(monkeypatch):
+    need = explorer.bytes_needed(64, 4096, "float32", "emulator", explorer.VARIANTS["online_warp"])
+    monkeypatch.setattr(api, "free_bytes", lambda backend: pytest.fail("momentary free memory was read"))
+    monkeypatch.setenv(budget.SETTING, str(need))
+    explorer.check_fits(64, 4096, "float32", "emulator", explorer.VARIANTS["online_warp"])
+    monkeypatch.setenv(budget.SETTING, str(need - 1))
+    with pytest.raises(explorer.TooLarge, match="this server's limit") as refused:
+        explorer.check_fits(64, 4096, "float32", "emulator", explorer.VARIANTS["online_warp"])
+    assert "on a GPU it would need only about 2.00 MiB and fit" in str(refused.value)
+    monkeypatch.setenv(budget.SETTING, str(2**20))  # not even input and output fit: no GPU advice
+    with pytest.raises(explorer.TooLarge) as refused:
+        explorer.check_fits(64, 4096, "float32", "emulator", explorer.VARIANTS["online_warp"])
+    assert "GPU" not in str(refused.value)
+
+
+def test_softmax_holds_its_reservation_while_it_runs(monkeypatch):
+    seen = []
+    run = api.emulator.run
+
+    def spy(*args):
+        seen.append(budget.RUNS.held)
+        return run(*args)
+
+    monkeypatch.setattr(api.emulator, "run", spy)
+    x = explorer.make_input("normal", rows=8, cols=256, dtype="float32", seed=0)
+    explorer.softmax(x, "online_warp", backend="emulator")
+    assert seen == [explorer.bytes_needed(8, 256, "float32", "emulator", explorer.VARIANTS["online_warp"])]
+    assert budget.RUNS.held == 0
