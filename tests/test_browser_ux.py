@@ -87,6 +87,9 @@ def test_the_step_formula_follows_play(server, page):
     page.wait_for_function("() => Number(new URLSearchParams(location.search).get('step')) >= 6", timeout=120_000)
     main.get_by_role("button", name="❚❚ Pause").click()
     bh.settle(page)
+    # a tick in flight when Pause lands may be dropped: wait for the URL to agree with the slider, then compare
+    page.wait_for_function("(t) => new URLSearchParams(location.search).get('step') === t",
+                           arg=thumb.inner_text(), timeout=30_000)
     step = int(bh.query(page)["step"])
     assert step >= 6
     # everything for the step moved together: the slider, the heading, the formula, the chart's marker

@@ -44,11 +44,10 @@ def finish(fig: go.Figure, title: str, stamp: str, height: int = 480) -> go.Figu
         title=dict(text=title, x=0.0, xanchor="left", font=dict(size=16)),
         template="plotly_white", height=height, font=FONT,
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0),
-        margin=dict(l=70, r=30, t=110, b=90),
+        margin=dict(l=70, r=30, t=110, b=60),
     )
-    # under the x axis's ticks and title (a stamp beside the title overlapped it on narrow charts)
-    fig.add_annotation(text=stamp, xref="paper", yref="paper", x=1.0, y=0.0, xanchor="right",
-                       yanchor="top", yshift=-62, showarrow=False, font=dict(size=10, color="#777"),
+    fig.add_annotation(text=stamp, xref="paper", yref="paper", x=1.0, y=-0.02, xanchor="right",
+                       yanchor="top", yshift=-28, showarrow=False, font=dict(size=10, color="#777"),
                        name="stamp")
     return fig
 
@@ -163,6 +162,12 @@ def nan_row_reason(x_row: np.ndarray) -> str | None:
     if x.size and np.all(x == -np.inf):
         return "every input is −∞: m stays −∞ and d stays 0, so every output e^(x − m) / d is 0/0 = NaN"
     return None
+
+
+def stamp_below(fig: go.Figure) -> go.Figure:
+    """The stamp under the x axis's title rather than beside it (a long centred title on a narrow chart met it)."""
+    fig.update_layout(margin=dict(b=90))
+    return fig.update_annotations(selector=dict(name="stamp"), y=0.0, yshift=-62)
 
 
 def legend_right(fig: go.Figure) -> go.Figure:

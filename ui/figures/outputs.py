@@ -22,6 +22,7 @@ from .common import (
     legend_right,
     log_ticks,
     scatter_type,
+    stamp_below,
     strip,
     thin_marks,
 )
@@ -134,7 +135,7 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
         log_ticks(fig, ref, row=1, col=1)
     fig.update_yaxes(title_text=f"y − ref ({unit})", zeroline=True, zerolinecolor="#999", row=2, col=1)
     fig.update_xaxes(title_text="element j of the row", row=3, col=1)
-    return legend_right(finish(fig, title, stamp, height=560 + 24 * (len(groups) + 1)))
+    return stamp_below(legend_right(finish(fig, title, stamp, height=560 + 24 * (len(groups) + 1))))
 
 
 def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str, stamp: str,
@@ -182,7 +183,7 @@ def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str
                      title_text=f"|y − ref| / max(|ref|, smallest normal)<br><sup>exact results drawn at {ERR_FLOOR:g}; "
                                 "dashed: each variant's bound</sup>")
     fig.update_xaxes(title_text="element j of the row", row=2, col=1)
-    return legend_right(finish(fig, title, stamp, height=height))
+    return stamp_below(legend_right(finish(fig, title, stamp, height=height)))
 
 
 def error_table(reports: dict[str, ErrorReport]) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from .common import (
     legend_right,
     log_ticks,
     nan_row_reason,
+    stamp_below,
     thin_marks,
 )
 
@@ -195,7 +196,7 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
     fig.update_yaxes(title_text="rel. error", row=rows, col=1)
     fig.update_xaxes(title_text="step j (this lane's j-th element)", row=rows, col=1)
     integer_ticks(fig, last + 1)
-    return legend_right(finish(fig, title, stamp, height=640 if online else 560))
+    return stamp_below(legend_right(finish(fig, title, stamp, height=640 if online else 560)))
 
 
 def heat_values(trace: Trace, quantity: str) -> tuple[np.ndarray, str]:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .common import ERR_FLOOR, finish, format_value
+from .common import ERR_FLOOR, finish, format_value, stamp_below
 
 
 def _bitrev(i: int, bits: int) -> int:
@@ -151,7 +151,7 @@ def merge_tree_figure(trace, choice: str, title: str, stamp: str, level: int | N
     fig.update_xaxes(title_text=f"{leaf_label}s" + (", in butterfly order" if butterfly else ""), showgrid=False,
                      tickmode="array", tickvals=[n[1] for n in leaves], ticktext=[str(n[0]) for n in leaves],
                      tickfont=dict(size=10))
-    return finish(fig, title, stamp, height=560)
+    return stamp_below(finish(fig, title, stamp, height=560))
 
 
 def level_table(trace, choice: str, level: int) -> pd.DataFrame:
