@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import explorer
+from explorer import budget
 from explorer.inputs import MAX_UPLOAD_BYTES
 
 from . import compute
@@ -13,7 +14,6 @@ from .state import UPLOAD, Config, UploadedInput, param_key
 from .url import TABLE, defaults, parse_query, to_query
 
 ss = st.session_state
-UNKNOWN_FREE = 2**63 - 1  # what explorer.api.free_bytes answers when it cannot tell
 WHOLE = {"rows": "Rows", "cols": "Cols", "seed": "Seed"}  # typed whole numbers, checked before they are used
 
 
@@ -42,33 +42,26 @@ def _variants_help() -> str:
         f"**{v.key}** ({v.title}): {v.lesson}" for v in explorer.VARIANTS.values())
 
 
-def _free_bytes(backend: str) -> int | None:
-    try:
-        free = explorer.api.free_bytes(backend)
-    except explorer.ExplorerError:
-        return None
-    return None if free == UNKNOWN_FREE else free
-
-
 def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
-    """(caption, refusal or None): what a run needs against what the backend has free."""
-    itemsize = explorer.DTYPES[cfg.dtype].itemsize
-    per_run = max((explorer.bytes_needed(cfg.rows, cfg.cols, cfg.dtype, backend, explorer.VARIANTS[k],
-                                         cfg.block_for(k) or 0, False) for k in cfg.variants), default=0)
-    kept = cfg.rows * cfg.cols * (8 + itemsize * (1 + len(cfg.variants)))  # reference, input, outputs
-    free = _free_bytes(backend)
-    where = "GPU memory" if backend == "cuda" else "host memory"
-    line = f"A run needs ≈ {per_run / 2**20:,.1f} MiB, and the app keeps ≈ {kept / 2**20:,.1f} MiB"
-    line += f" ({where}: {free / 2**30:,.1f} GiB free)." if free is not None else "."
+    """(caption, refusal or None): a run's and the page's memory (explorer.budget's model) against this server's
+    fixed limit for one run (a GPU run's memory against the GPU's free memory)."""
+    runs = [(explorer.VARIANTS[k], explorer.api.check_block(explorer.VARIANTS[k], cfg.block_for(k))) for k in cfg.variants]
+    per_run = max((explorer.bytes_needed(cfg.rows, cfg.cols, cfg.dtype, backend, v, b, False, cfg.acc) for v, b in runs),
+                  default=0)
+    page = budget.page_bytes(runs, cfg.rows, cfg.cols, cfg.dtype, cfg.acc)  # reference, outputs, error reports
+    limit = budget.run_budget()
+    line = (f"A run needs ≈ {per_run / 2**20:,.1f} MiB and this page ≈ {page / 2**20:,.1f} MiB "
+            f"(this server's limit: {limit / 2**20:,.1f} MiB).")
     try:
-        for k in cfg.variants:
-            explorer.check_fits(cfg.rows, cfg.cols, cfg.dtype, backend, explorer.VARIANTS[k], cfg.block_for(k) or 0)
+        for v, b in runs:
+            explorer.check_fits(cfg.rows, cfg.cols, cfg.dtype, backend, v, b, False, cfg.acc)
     except explorer.TooLarge as exc:
         return line, f"Not run: {exc}. Make rows or cols smaller."
-    if free is not None and backend != "cuda" and per_run + kept > free:
+    if backend != "cuda" and page > limit:
         return line, (f"Not run: {cfg.rows}×{cfg.cols} {cfg.dtype} with {len(cfg.variants)} variant(s) needs about "
-                      f"{(per_run + kept) / 2**30:.2f} GiB but only {free / 2**30:.2f} GiB of host memory is free. "
-                      "Make rows or cols smaller, or select fewer variants.")
+                      f"{page / 2**30:.2f} GiB with the float64 reference and error reports kept beside the outputs, "
+                      f"over this server's limit of {limit / 2**30:.2f} GiB. Make rows or cols smaller, or select "
+                      "fewer variants.")
     return line, None
 
 
