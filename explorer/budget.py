@@ -180,8 +180,9 @@ class Waiting:
 
     def message(self) -> str:
         mib = 2**20
+        waited = f" ({self.seconds:.0f} s)" if self.seconds else ""
         return (f"Waiting for memory: this run needs {self.need / mib:,.1f} MiB and other sessions' runs hold "
-                f"{self.held / mib:,.1f} MiB of this server's {self.pool / mib:,.1f} MiB ({self.seconds:.0f} s)")
+                f"{self.held / mib:,.1f} MiB of this server's {self.pool / mib:,.1f} MiB{waited}")
 
 
 class Budget:
@@ -196,6 +197,12 @@ class Budget:
     def held(self) -> int:
         with self._changed:
             return self._held
+
+    def busy(self, need: int) -> Waiting | None:
+        """What a reservation of `need` bytes would wait for now, or None where it would not wait."""
+        pool = self._pool()
+        with self._changed:
+            return Waiting(need, self._held, pool, 0.0) if 0 < self._held and self._held + need > pool else None
 
     @contextlib.contextmanager
     def reserve(self, need: int, on_wait: Callable[[Waiting], None] | None = None) -> Iterator[float]:

@@ -35,13 +35,14 @@ def test_two_runs_that_together_exceed_the_pool_do_not_run_at_once():
     b.start()
     assert second_waiting.wait(WAIT_S)
     assert not second_in.is_set() and pool.held == 60
+    assert pool.busy(60) == budget.Waiting(60, 60, 100, 0.0) and pool.busy(40) is None
     assert waits[0].need == 60 and waits[0].held == 60 and waits[0].pool == 100
     assert waits[0].message().startswith("Waiting for memory:") and "this server's" in waits[0].message()
     release.set()
     assert second_in.wait(WAIT_S)
     a.join(WAIT_S)
     b.join(WAIT_S)
-    assert pool.held == 0
+    assert pool.held == 0 and pool.busy(100) is None
 
 
 def test_runs_that_fit_together_do_not_wait():
