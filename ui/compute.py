@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
 
 import explorer
+from explorer import budget
 from explorer.numerics import ErrorReport, dtype_name, softmax_bound
 
 from .state import InputSpec
@@ -45,8 +48,25 @@ def backend() -> str:
     return explorer.resolve_backend("auto")
 
 
+@contextlib.contextmanager
+def memory_turn(spec: InputSpec) -> Iterator[None]:
+    """Say on the page, while the block runs, that other sessions' runs hold the memory a step over this input
+    reserves (the error report's, the largest); the step itself waits in explorer.budget.RUNS, inside the cached
+    call, where nothing may be drawn."""
+    waiting = budget.RUNS.busy(budget.errors_bytes(*get_input(spec).shape))
+    slot = st.empty() if waiting else None
+    if slot is not None:
+        slot.info(waiting.message(), icon=":material/hourglass_top:")
+    try:
+        yield
+    finally:
+        if slot is not None:
+            slot.empty()
+
+
 def run_variant(spec: InputSpec, variant: str, acc: str, block_size: int | None) -> VariantRun:
-    return _run_variant(spec, variant, acc, block_size, backend())
+    with memory_turn(spec):
+        return _run_variant(spec, variant, acc, block_size, backend())
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
@@ -58,7 +78,8 @@ def _run_variant(spec: InputSpec, variant: str, acc: str, block_size: int | None
 
 
 def error_report(spec: InputSpec, variant: str, acc: str, block_size: int | None) -> ErrorReport:
-    return _error_report(spec, variant, acc, block_size, backend())
+    with memory_turn(spec):
+        return _error_report(spec, variant, acc, block_size, backend())
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
