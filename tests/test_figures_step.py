@@ -66,7 +66,7 @@ def test_a_row_of_only_minus_inf_is_explained():
     trace = _trace("online_thread", np.full((1, 8), -np.inf, np.float32))
     assert "0/0" in figures.row_nan_note(trace)
     n = figures.step_numbers(trace, 0, 3)
-    assert n.scale == 1.0 and not n.grows  # equal maxima: the kernel's guard, no e^(∞−∞)
+    assert n.scale == 1.0 and n.m == n.prev_m == -np.inf  # equal maxima: the kernel's guard, no e^(∞−∞)
 
 
 def test_a_long_lane_is_drawn_as_an_envelope_that_keeps_the_extremes():

@@ -52,11 +52,6 @@ class StepNumbers:
     kind: str  # "online" or "safe"
 
     @property
-    def grows(self) -> bool:
-        """m grew at this step, so d_{j-1} was rescaled (never at step 0: d_{-1} = 0)."""
-        return self.kind == "online" and self.step > 0 and self.m > self.prev_m
-
-    @property
     def product(self) -> float:
         """d_{j-1} · e^(m_{j-1} - m_j), in float64."""
         with np.errstate(all="ignore"):
