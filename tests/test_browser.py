@@ -19,6 +19,7 @@ from browser_helpers import (
     require_browser,
     screenshot,
     settle,
+    shown,
     streamlit_server,
     wait_for_charts,
 )
@@ -63,7 +64,7 @@ def test_controls_change_the_view_and_the_url(server, page):
     sync_api.expect(page.get_by_test_id("stMain")).to_contain_text("CPU emulation — no GPU timings", timeout=30_000)
     choose(page, "Distribution", "Large magnitude")
     assert query(page)["dist"] == "large"
-    assert page.locator(".js-plotly-plot").first.is_visible()
+    assert shown(page.locator(".js-plotly-plot"))
     legend = page.locator(".js-plotly-plot .legendtext").all_text_contents()
     assert any(t.startswith("naive: NaN") for t in legend)  # naive overflows, and it is marked, not dropped
     choose(page, "Input dtype", "float16")
@@ -87,7 +88,7 @@ def test_shared_url_reproduces_the_configuration(server, page):
     page.goto(url)
     settle(page)
     no_exception(page)
-    assert page.get_by_role("heading", name="Error vs float64").is_visible()
+    assert shown(page.get_by_role("heading", name="Error vs float64"))
     q = query(page)
     for key, value in (("dist", "spike"), ("p_height", "20"), ("rows", "3"), ("cols", "64"), ("seed", "4"),
                        ("dtype", "bfloat16"), ("acc", "float16"), ("variants", "online_warp,safe_thread"), ("row", "2")):
@@ -136,7 +137,7 @@ def test_every_page_renders_and_is_captured(server, page, tmp_path):
             settle(page)
             no_exception(page)
         if name == "kernels":
-            assert page.get_by_test_id("stCode").first.is_visible()
+            assert shown(page.get_by_test_id("stCode"))
         if name in CHARTS:
             wait_for_charts(page, CHARTS[name])
         shot = screenshot(page, name)
