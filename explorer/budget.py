@@ -115,7 +115,7 @@ def run_bytes(variant: Variant, rows: int, cols: int, dtype: str, acc: str = "fl
 
 
 def topk_bytes(fused: bool, launch: Launch, fast_launch: Launch, rows: int, cols: int, dtype: str) -> int:
-    """Peak bytes of emulator.run_topk (input included): x in fp32, the float64 argsort (negated copy, result),
+    """Peak bytes of fast_emulation.run_topk (input included): x in fp32, the float64 argsort (negated copy, result),
     and fused's streamed (m, d) or unfused's fast softmax output kept beside the selection."""
     n, item = rows * cols, DTYPES[dtype].itemsize
     if fused:  # the argsort's int64 result stays alive (the indices are a view of it) while the row streams

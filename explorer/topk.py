@@ -13,7 +13,7 @@ import numpy as np
 
 from . import budget
 from .api import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
-from .backends import cuda, emulator
+from .backends import cuda, fast_emulation
 from .errors import InvalidInput
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
 from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv
@@ -100,7 +100,7 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     with budget.host_run(used, need):
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
         values, indices = (cuda.run_topk(fused, launch, x2, dtype, k, fast_launch) if used == "cuda"
-                           else emulator.run_topk(fused, launch, x2, k, fast_launch))
+                           else fast_emulation.run_topk(fused, launch, x2, k, fast_launch))
     shape = (*x.shape[:-1], k)
     return TopkResult(values.reshape(shape), indices.reshape(shape), used, variant, k, launch)
 
@@ -113,7 +113,7 @@ def reference_topk(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         raise InvalidInput(f"x must be 1-D or 2-D (rows × cols), got shape {x.shape}")
     k = check_k(k, x.shape[-1], x.shape[-1])
     x2 = np.asarray(x).reshape(-1, np.shape(x)[-1])
-    indices = emulator.top_indices(x2, k)
+    indices = fast_emulation.top_indices(x2, k)
     return np.take_along_axis(reference(x2), indices, axis=1), indices
 
 

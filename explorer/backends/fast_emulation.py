@@ -1,0 +1,183 @@
+"""NumPy emulation of kernels/fast.cu and kernels/topk.cu (fast_warp, fast_row, fast_split, the fused
+top-k), with the same thread-to-element map, fold order and exp2f arithmetic, in fp32 with -ftz."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import Launch
+from ..trace import cdiv
+from .fp32 import F32, _div_f32, _ftz
+
+LOG2E = np.float32(1.4426950408889634)
+F32_INF = np.float32(np.inf)
+
+
+def _exp2_f32(t: np.ndarray) -> np.ndarray:
+    """exp2f: in float64, rounded once to fp32, subnormals flushed."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _ftz(np.exp2(t.astype(np.float64)).astype(F32))
+
+
+def _exp_shifted(x: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """fast.cu's exp2f((x - m)·LOG2E): the difference and the product each rounded to fp32."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _exp2_f32((x - m).astype(F32) * LOG2E)
+
+
+def _fast_rescale(m_from: np.ndarray, m_to: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.where(m_from == m_to, np.ones((), F32), _exp2_f32((m_from - m_to) * LOG2E))
+
+
+def _fast_merge(m1, d1, m2, d2):
+    m = np.where((m2 > m1) | ((m2 == m1) & np.signbit(m1)), m2, m1)  # acc_max
+    with np.errstate(invalid="ignore", over="ignore"):
+        return m, d1 * _fast_rescale(m1, m) + d2 * _fast_rescale(m2, m)
+
+
+def _group_merge(m, d, lanes: int):
+    """group_merge<LANES> over the last axis, whose length is a multiple of lanes."""
+    ids = np.arange(m.shape[-1])
+    offset = lanes // 2
+    while offset:
+        m, d = _fast_merge(m, d, m[..., ids ^ offset], d[..., ids ^ offset])
+        offset //= 2
+    return m, d
+
+
+def _fast_block_merge(m, d):
+    """fast_block_merge over (rows, threads): a butterfly per warp, then one over the warps."""
+    rows, threads = m.shape
+    warps = threads // 32
+    wm, wd = _group_merge(m.reshape(rows, warps, 32), d.reshape(rows, warps, 32), 32)
+    top_m = np.full((rows, 32), -np.inf, F32)
+    top_d = np.zeros((rows, 32), F32)
+    top_m[:, :warps], top_d[:, :warps] = wm[:, :, 0], wd[:, :, 0]
+    top_m, top_d = _group_merge(top_m, top_d, 32)
+    return top_m[:, :1], top_d[:, :1]
+
+
+def _exps_in_place(xg: np.ndarray, valid: np.ndarray):
+    """fast.cu's exps_in_place for every thread: xg (rows, threads, slots) fp32, valid broadcastable to it.
+
+    Returns the thread states (m, d) and the exps e (invalid slots 0)."""
+    valid = np.broadcast_to(valid, xg.shape)
+    m = np.fmax.reduce(np.where(valid, xg, -np.inf), axis=2).astype(F32)  # fmaxf skips NaN, as the kernel
+    e = np.where(valid & (xg != -np.inf), _exp_shifted(xg, m[..., None]), np.zeros((), F32))
+    d = np.zeros(m.shape, F32)
+    for slot in range(xg.shape[2]):  # the sum in the thread's order
+        d = d + e[..., slot]
+    return m, d, e
+
+
+def _pack_elements(pack: np.ndarray, vec: int) -> np.ndarray:
+    """(threads, packs) pack indices -> (threads, packs * vec) element indices, slot = k * vec + i."""
+    return (pack[:, :, None] * vec + np.arange(vec)).reshape(pack.shape[0], -1)
+
+
+def _fast(x: np.ndarray, launch: Launch) -> np.ndarray:
+    """fast_warp / fast_row / fast_split, with the same thread-to-element map and arithmetic."""
+    rows, cols = x.shape
+    x32 = x.astype(F32)
+    vec, per = launch.template_args[:2]
+    packs = cols // vec
+    if launch.kernel == "fast_split":
+        return _fast_split(x32, launch, vec, per).astype(x.dtype)
+    if launch.kernel == "fast_warp":
+        lanes = launch.template_args[2]
+        pack = np.arange(per)[None, :] * lanes + np.arange(lanes)[:, None]  # (lane, k)
+        valid = pack < packs
+    else:  # fast_row: slice s of the row is held by block s
+        slices, threads = launch.chunks, launch.block
+        chunk = cdiv(packs, slices)
+        slice_, t = np.divmod(np.arange(slices * threads), threads)
+        pack = (slice_ * chunk)[:, None] + np.arange(per)[None, :] * threads + t[:, None]
+        valid = pack < np.minimum(packs, (slice_ + 1) * chunk)[:, None]
+    element = _pack_elements(np.where(valid, pack, 0), vec)
+    valid = np.repeat(valid, vec, axis=1)
+    m, d, e = _exps_in_place(x32[:, element], valid)
+    if launch.kernel == "fast_warp":
+        row_m, row_d = _group_merge(m, d, launch.template_args[2])
+        row_m, row_d = row_m[:, :1], row_d[:, :1]
+    else:
+        bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
+        row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
+        if slices > 1:
+            row_m, row_d = _fold_chunks(row_m, row_d)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if launch.kernel != "fast_warp" and launch.template_args[2] == 2:  # slice kept in shared memory
+            out = _fast_normalise(x32[:, element], row_m[..., None], row_d[..., None])
+        else:
+            c = _ftz(_fast_rescale(m, row_m) * _div_f32(np.ones((), F32), row_d))
+            out = _ftz(e * c[..., None])
+    y = np.empty_like(x32)
+    y[:, element[valid]] = out[:, valid]  # every element sits in exactly one valid slot
+    return y.astype(x.dtype)
+
+
+def _fold_chunks(cm: np.ndarray, cd: np.ndarray):
+    """The row's (m, d) from its chunks' states (rows, chunks), as fast_split_finish, fast_row's
+    exchange and topk's last block fold them: lane l folds chunks l, l + 32, ..., then a butterfly."""
+    rows, chunks = cm.shape
+    lm = np.full((rows, 32), -np.inf, F32)
+    ld = np.zeros((rows, 32), F32)
+    for k in range(0, chunks, 32):
+        n = min(32, chunks - k)
+        lm[:, :n], ld[:, :n] = _fast_merge(lm[:, :n], ld[:, :n], cm[:, k:k + n], cd[:, k:k + n])
+    row_m, row_d = _group_merge(lm, ld, 32)
+    return row_m[:, :1], row_d[:, :1]
+
+
+def _fast_split(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
+    """fast_split_partial (batches of per packs per thread, online per batch) then fast_split_finish."""
+    row_m, row_d = _fast_split_state(x32, launch, vec, per)
+    return _fast_normalise(x32, row_m, row_d)
+
+
+def _fast_normalise(x32: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np.ndarray:
+    """e^{x - m} / d as fast_split_finish and topk write it: exp2f((x - m)·LOG2E) times 1/d, in fp32."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _ftz(_exp_shifted(x32, row_m) * _div_f32(np.ones((), F32), row_d))
+
+
+def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
+    """The row's (m, d) as fast_split_partial + fast_split_finish (and topk, chunks merged by a row's last block) get it."""
+    rows, cols = x32.shape
+    packs, chunks, threads = cols // vec, launch.chunks, launch.block
+    chunk = cdiv(packs, chunks)
+    batch = per * threads
+    c = np.arange(chunks)
+    m = np.full((rows, chunks, threads), -np.inf, F32)
+    d = np.zeros((rows, chunks, threads), F32)
+    for base in range(0, chunk, batch):
+        pack = (c * chunk + base)[:, None, None] + np.arange(per)[None, None, :] * threads + np.arange(threads)[None, :, None]
+        valid = (base + np.arange(per)[None, None, :] * threads + np.arange(threads)[None, :, None] < chunk) & (
+            pack < packs)  # (chunks, threads, per)
+        element = (np.where(valid, pack, 0)[..., None] * vec + np.arange(vec)).reshape(chunks, threads, per * vec)
+        slots = np.broadcast_to(np.repeat(valid, vec, axis=2)[None], (rows, chunks, threads, per * vec))
+        bm, bd, _ = _exps_in_place(x32[:, element].reshape(rows * chunks, threads, per * vec),
+                                   slots.reshape(rows * chunks, threads, per * vec))
+        m, d = _fast_merge(m, d, bm.reshape(rows, chunks, threads), bd.reshape(rows, chunks, threads))
+    cm, cd = _fast_block_merge(m.reshape(rows * chunks, threads), d.reshape(rows * chunks, threads))
+    return _fold_chunks(cm.reshape(rows, chunks), cd.reshape(rows, chunks))
+
+
+def top_indices(values: np.ndarray, k: int) -> np.ndarray:
+    """The k best of each row as the top-k kernels order them: larger first, ties to the lower index,
+    NaN below -inf (it sorts last)."""
+    return np.argsort(-values.astype(np.float64), axis=1, kind="stable")[:, :k]
+
+
+def run_topk(fused: bool, launch: Launch, x: np.ndarray, k: int, softmax_launch: Launch | None = None):
+    """topk_fused (probabilities from the one-pass (m, d)) or topk_unfused (fast softmax, then select)."""
+    x32 = x.astype(F32)
+    vec, per = launch.template_args[:2]
+    if fused:
+        indices = top_indices(x32, k)
+        row_m, row_d = _fast_split_state(x32, launch, vec, per)
+        chosen = np.take_along_axis(x32, indices, axis=1)
+        return _fast_normalise(chosen, row_m, row_d).astype(x.dtype), indices.astype(np.int32)
+    y = _fast(x, softmax_launch)
+    indices = top_indices(y.astype(F32), k)
+    return np.take_along_axis(y, indices, axis=1), indices.astype(np.int32)
