@@ -14,7 +14,6 @@ DTYPE_NAMES = ("float32", "float16", "bfloat16")
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block
 SMS = 132  # multiprocessors of the H200 the fast rules were tuned on (the CUDA backend checks fast_row's residency on the real GPU)
-ELEMENTS_PER_THREAD = 32  # registers of row data per lane in fast_warp
 MAX_CLUSTER = 8  # portable Hopper cluster size
 MAX_ELEMENTS_PER_THREAD = 32  # fast_row's register budget for row data (64 registers at 1024 threads)
 MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two blocks still fit on an SM

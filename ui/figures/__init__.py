@@ -33,7 +33,6 @@ from .timing import (
     shape_label,
     timing_figures,
     topk_bars_figure,
-    topk_timing_figure,
     topk_timing_frame,
     topk_timing_table,
 )
@@ -76,7 +75,6 @@ __all__ = [
     "step_numbers",
     "timing_figures",
     "topk_bars_figure",
-    "topk_timing_figure",
     "topk_timing_frame",
     "topk_timing_table",
     "tree_choices",

@@ -129,30 +129,3 @@ def topk_timing_table(df: pd.DataFrame) -> pd.DataFrame:
     columns = ["source", "name", "rows", "cols", "dtype", "k", "median_us", "p10_us", "p90_us", "bytes_moved",
                "MB_moved", "gbps", "speedup_vs_torch", "max_rel"]
     return out[[c for c in columns if c in out.columns]].reset_index(drop=True)
-
-
-def topk_timing_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
-    """Median µs per launch with p10–p90 bars: fused, unfused and torch side by side, one group per source.
-
-    Each bar is labelled with the bytes it moves and its speed-up against torch (same file, same shape)."""
-    fig = go.Figure()
-    for i, (source, part) in enumerate(table.groupby("source", sort=False)):
-        order = [n for n in TOPK_NAMES if n in set(part["name"])]
-        part = part.set_index("name").loc[order].reset_index()
-        text = []
-        for moved, speed in zip(part["MB_moved"], part["speedup_vs_torch"]):
-            label = f"{moved:,.1f} MB"
-            if np.isfinite(speed):
-                label += f" · {speed:.2f}× torch"
-            text.append(label)
-        fig.add_trace(go.Bar(
-            x=[TOPK_NAMES[n] for n in part["name"]], y=part["median_us"], name=source,
-            marker_color=COLORS[i % len(COLORS)], marker_pattern_shape=["/" if n == "torch" else "" for n in part["name"]],
-            text=text, textposition="outside",
-            error_y=dict(type="data", symmetric=False, array=part["p90_us"] - part["median_us"],
-                         arrayminus=part["median_us"] - part["p10_us"], thickness=1.5),
-            hovertemplate="%{x}<br>median %{y:.2f} µs<br>%{text}<extra>" + str(source) + "</extra>"))
-    fig.update_layout(barmode="group", showlegend=True)
-    fig.update_yaxes(title_text="median time per launch (µs), bars p10–p90", rangemode="tozero")
-    fig.update_xaxes(title_text="pipeline (hatched: the torch peer)")
-    return finish(fig, title, stamp, height=480)
