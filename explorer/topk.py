@@ -16,9 +16,12 @@ from .api import check_k, check_logits, check_memory, check_numbers, resolve_bac
 from .backends import cuda, fast_emulation
 from .errors import InvalidInput
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
-from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv
+from .registry import ITEMSIZE, SMS, VARIANTS, Launch
 
 K_MAX = 64
+TOPK_BLOCK = 128
+TOPK_RESIDENT_PER_SM = 8  # blocks of TOPK_BLOCK threads at the kernel's 64 registers
+TOPK_STAGES = 3  # batches in flight per thread: the one worked on and two being copied
 VOCABS = (32000, 50257, 128256, 151936, 262144)  # LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma vocabularies
 
 
@@ -50,20 +53,26 @@ TOPK_VARIANTS = {
 }
 
 
-def topk_launch(rows: int, cols: int, k: int, dtype: str, block: int | None = None, chunks: int | None = None) -> Launch:
-    """One block per row when the rows fill the GPU; else several per row (few rows, batch 1: latency),
-    each a chunk of at least 8192 elements; a row's last block merges the chunks. Block and chunks
-    default to what scripts/tune_topk.py measured fastest on the H200."""
+def topk_launch(rows: int, cols: int, k: int, dtype: str, block: int | None = None, chunks: int | None = None,
+                stages: int | None = None) -> Launch:
+    """Blocks of 128 threads, 8 resident per SM (64 registers, 29 KB of shared memory): each row is cut into as many chunks as
+    it takes for the grid to fill those slots (at least one batch of 16 elements per thread each), so
+    batch 512 still streams with every slot busy and batch 1 spreads a row over the GPU; a row's last
+    block merges its chunks. Block and chunks default to what scripts/tune_topk.py measured on the H200."""
     itemsize = ITEMSIZE[dtype]
     vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
     per = max(1, 16 // vec)
     lists = 32 if k <= 32 else 64  # the warp's list: one or two entries per lane
-    if block is None:  # odd widths load 4 bytes at a time: smaller blocks were faster there too
-        block = 512 if rows < SMS else 256 if rows < 8 * SMS and k <= 32 and vec > 1 else 128
+    if vec * itemsize < 16:  # cp.async stages 16-byte packs
+        stages = 0
+    elif stages is None:
+        stages = TOPK_STAGES
+    block = block or TOPK_BLOCK
     if chunks is None:
-        chunks = 1 if rows >= SMS else max(1, min(cdiv(2 * SMS, rows), cols // 8192))
-    return Launch(grid=rows * chunks, block=block, shared_bytes=8 * 16 * lists + 256, threads_per_row=chunks * block,
-                  kernel="topk", template_args=(vec, per, lists), chunks=chunks)
+        chunks = max(1, min(round(TOPK_RESIDENT_PER_SM * SMS / rows), cols // (block * per * vec)))
+    staging = stages * per * block * 16
+    return Launch(grid=rows * chunks, block=block, shared_bytes=8 * 16 * lists + 80 + staging,
+                  threads_per_row=chunks * block, kernel="topk", template_args=(vec, per, lists, stages), chunks=chunks)
 
 
 @dataclass

@@ -12,11 +12,14 @@
 // SOFTMAX=false selecting the top-k of y (read y again): 3 passes over the row instead of 1.
 //
 // The list: K = 32·R entries (R = 1 for k <= 32, 2 for k <= 64) spread over the warp's lanes, entry
-// r·32 + lane in register r of that lane, sorted descending. Its k-th value is a threshold: an element
-// below it is beaten by k elements already seen, so most elements cost one compare, and a warp vote
-// finds the few that may enter (about k·ln(n/k) of n for random logits); the whole warp takes them in
-// (take_candidates). The per-thread register lists of the first version paid a K-step insertion,
-// divergent across the warp, for almost every element.
+// r·32 + lane in register r of that lane, sorted descending. A bound goes with it: an element below
+// it is beaten by k elements of the row, so it cannot enter. The bound starts from the warp's first
+// batch (seed_bound) and rises to the list's entry k - 1. An element costs one compare; the few that
+// reach the bound (about k·ln(n/k) of n for random logits) wait in a 32-entry buffer per warp in
+// shared memory, and a full buffer is sorted and merged into the list in one go (flush_candidates):
+// ~10 instructions per candidate, where inserting each one into the list cost ~300.
+// A block's warps merge their lists pairwise (tree_merge); a row's chunks merge through the largest
+// of their k-th values (merge_lists), so only the few entries above it are sorted.
 #include "fast_common.cuh"
 
 #define NO_VALUE __int_as_float(0x7fc00000)  // NaN, and with NO_INDEX the empty entry: worse than any element
@@ -28,23 +31,6 @@
 __device__ __forceinline__ bool better(float v1, int i1, float v2, int i2) {
     const bool nan1 = v1 != v1, nan2 = v2 != v2;
     return v1 > v2 || ((v1 == v2 || (nan1 && nan2)) && i1 < i2) || (nan2 && !nan1);
-}
-
-// Insert (v, i), the same in every lane, into the warp's sorted list; the last entry falls off.
-template <int R> __device__ __forceinline__ void list_insert(float (&lv)[R], int (&li)[R], float v, int i) {
-    const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int r = R - 1; r >= 0; --r) {  // last register first: r reads register r - 1 unchanged
-        float above_v = __shfl_up_sync(ALL_LANES, lv[r], 1);
-        int above_i = __shfl_up_sync(ALL_LANES, li[r], 1);
-        if (r > 0) {  // entry r·32 - 1 sits in lane 31 of register r - 1
-            const float last_v = __shfl_sync(ALL_LANES, lv[r > 0 ? r - 1 : 0], 31);
-            const int last_i = __shfl_sync(ALL_LANES, li[r > 0 ? r - 1 : 0], 31);
-            if (lane == 0) { above_v = last_v; above_i = last_i; }
-        }
-        if ((r > 0 || lane > 0) && better(v, i, above_v, above_i)) { lv[r] = above_v; li[r] = above_i; }
-        else if (better(v, i, lv[r], li[r])) { lv[r] = v; li[r] = i; }
-    }
 }
 
 // Entry k - 1, in every lane: an element that is not better cannot enter.
@@ -100,49 +86,83 @@ template <int R> __device__ __forceinline__ void list_merge(float (&lv)[R], int 
     }
 }
 
-// Take into the list every element of a thread's batch that beats entry k - 1. Each lane offers its
-// best remaining candidate; while many lanes offer, the 32 offers are sorted and merged into the list
-// in one round (two bitonic networks, the same cost for 4 offers or 32: the first batches, where
-// most elements enter); when few do (later batches, a candidate here and there), the first offer is
-// inserted alone (one shuffle shift). Each entry raises entry k - 1, so candidates drop out.
-template <int R, int N, int VEC>
-__device__ __forceinline__ void take_candidates(const float (&v)[N], const bool (&valid)[N], int base, float (&lv)[R],
-                                                int (&li)[R], int k, float& kth_v, int& kth_i) {
-    constexpr int FEW = 3;  // offers up to which single insertions beat a round
-    const int lane = threadIdx.x % 32;
-    int index[N];
-    unsigned left = 0;
+// The bound before the list is full, from a warp's first batch: each lane's R-th largest value (NaN
+// if it has fewer than R numbers), sorted across the lanes; the ceil(k/R)-th of them has R·ceil(k/R) >= k
+// distinct elements at or above it, so an element below it cannot be among the row's k best.
+template <int R, int N> __device__ __forceinline__ float seed_bound(const float (&v)[N], const bool (&valid)[N], int k) {
+    float first = NEG_INF, second = NEG_INF;
+    int count = 0;
 #pragma unroll
     for (int q = 0; q < N; ++q) {
-        index[q] = (base + (q / VEC) * blockDim.x + threadIdx.x) * VEC + q % VEC;
-        if (valid[q] && better(v[q], index[q], kth_v, kth_i)) left |= 1u << q;
+        if (valid[q] && v[q] == v[q]) {
+            second = fmaxf(second, fminf(first, v[q]));
+            first = fmaxf(first, v[q]);
+            ++count;
+        }
     }
+    float bound = count >= R ? (R == 1 ? first : second) : NO_VALUE;
+    int unused = NO_INDEX;
+    sort_lanes(bound, unused);
+    return __shfl_sync(ALL_LANES, bound, (k + R - 1) / R - 1);
+}
+
+// Whether an element may still be among the k best: at or above the bound (ties go on, to be settled
+// by index when merged); with no bound yet (NaN), every element may.
+__device__ __forceinline__ bool reaches(float v, float bound) { return v >= bound || bound != bound; }
+
+// Sort the n <= 32 candidates of a warp's buffer and merge them into its list (two bitonic networks);
+// the bound rises to the list's entry k - 1 once the list holds k numbers.
+template <int R>
+__device__ __forceinline__ void flush_candidates(float (&lv)[R], int (&li)[R], const float* buffer_v, const int* buffer_i,
+                                                 int n, int k, float seed, float& bound) {
+    const int lane = threadIdx.x % 32;
+    __syncwarp();
+    float ov[R];
+    int oi[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) { ov[r] = NO_VALUE; oi[r] = NO_INDEX; }
+    if (lane < n) { ov[0] = buffer_v[lane]; oi[0] = buffer_i[lane]; }
+    __syncwarp();  // read before the buffer is written again
+    sort_lanes(ov[0], oi[0]);
+    list_merge(lv, li, ov, oi);
+    float kth_v;
+    int kth_i;
+    kth_entry(lv, li, k, kth_v, kth_i);
+    bound = fmaxf(kth_v, seed);  // NaN (list not full) gives the seed
+}
+
+// Append a thread's batch elements that reach the bound to the warp's buffer (one per lane per round,
+// a ballot placing them), flushing it whenever the next round would not fit. Returns the new fill.
+template <int R, int N, int VEC>
+__device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool (&valid)[N], int base, float* buffer_v,
+                                                 int* buffer_i, int buffered, float (&lv)[R], int (&li)[R], int k,
+                                                 float seed, float& bound) {
+    const int lane = threadIdx.x % 32;
+    unsigned left = 0;
+#pragma unroll
+    for (int q = 0; q < N; ++q) if (valid[q] && reaches(v[q], bound)) left |= 1u << q;
     for (unsigned offering = __ballot_sync(ALL_LANES, left != 0); offering;
          offering = __ballot_sync(ALL_LANES, left != 0)) {
-        float ov[R];
-        int oi[R];
+        if (buffered + __popc(offering) > 32) {
+            flush_candidates(lv, li, buffer_v, buffer_i, buffered, k, seed, bound);
+            buffered = 0;
 #pragma unroll
-        for (int r = 0; r < R; ++r) { ov[r] = NO_VALUE; oi[r] = NO_INDEX; }
-        unsigned offered = 0;
+            for (int q = 0; q < N; ++q) if (!reaches(v[q], bound)) left &= ~(1u << q);
+            continue;
+        }
+        if (left != 0) {
+            const int next = __ffs(left) - 1;
+            left &= left - 1;
+            float value = 0.0f;
 #pragma unroll
-        for (int q = 0; q < N; ++q) {
-            if ((left >> q & 1) && better(v[q], index[q], ov[0], oi[0])) { ov[0] = v[q]; oi[0] = index[q]; offered = 1u << q; }
+            for (int q = 0; q < N; ++q) if (q == next) value = v[q];
+            const int at = buffered + __popc(offering & ((1u << lane) - 1));
+            buffer_v[at] = value;
+            buffer_i[at] = (base + (next / VEC) * blockDim.x + threadIdx.x) * VEC + next % VEC;
         }
-        if (__popc(offering) <= FEW) {
-            const int from = __ffs(offering) - 1;
-            if (lane == from) left &= ~offered;
-            list_insert(lv, li, __shfl_sync(ALL_LANES, ov[0], from), __shfl_sync(ALL_LANES, oi[0], from));
-        } else {
-            left &= ~offered;
-            sort_lanes(ov[0], oi[0]);
-            list_merge(lv, li, ov, oi);
-        }
-        kth_entry(lv, li, k, kth_v, kth_i);
-#pragma unroll
-        for (int q = 0; q < N; ++q) {
-            if (!better(v[q], index[q], kth_v, kth_i)) left &= ~(1u << q);
-        }
+        buffered += __popc(offering);
     }
+    return buffered;
 }
 
 // Write the k entries of a row's list (warp 0): probabilities or, without SOFTMAX, the values.
@@ -160,46 +180,136 @@ __device__ __forceinline__ void write_topk(const float (&lv)[R], const int (&li)
     }
 }
 
-// The last block of a row to finish merges the row's chunks (warp 0): lane l folds the (m, d) of
-// chunks l, l+32, ..., then a butterfly, as fast_split_finish does; the chunks' sorted lists merge one
-// after another. __ldcg reads them from L2, where the other blocks' writes are.
-template <typename T, int K, int SOFTMAX>
-__device__ __forceinline__ void merge_chunks(const float* row_partial, const int* row_index, int chunks, int k,
-                                             T* values, int* indices) {
+// Shared memory of a block: 32 entries of candidates per warp (at w·K), then its list of K.
+template <int K> struct Pool { float v[16 * K]; int i[16 * K]; };
+
+// Merge the warps' lists into warp 0's, pairwise in log2(warps) rounds: in round `stride`, warp
+// w + stride leaves its list in the pool and warp w (a multiple of 2·stride) merges it.
+template <int K> __device__ __forceinline__ void tree_merge(Pool<K>& pool, float (&lv)[K / 32], int (&li)[K / 32]) {
     constexpr int R = K / 32;
-    const int lane = threadIdx.x % 32;
-    State<float> s = {NEG_INF, 0.0f};
-    for (int c = lane; c < chunks; c += 32)
-        s = fast_merge(s, {__ldcg(row_partial + c * (2 + K)), __ldcg(row_partial + c * (2 + K) + 1)});
-    s = group_merge<32>(s);
-    float lv[R];
-    int li[R];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int stride = 1; stride < warps; stride *= 2) {
+        if (warp % (2 * stride) == stride) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) { pool.v[warp * K + r * 32 + lane] = lv[r]; pool.i[warp * K + r * 32 + lane] = li[r]; }
+        }
+        __syncthreads();
+        if (warp % (2 * stride) == 0 && warp + stride < warps) {
+            float ov[R];
+            int oi[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r) { ov[r] = pool.v[(warp + stride) * K + r * 32 + lane]; oi[r] = pool.i[(warp + stride) * K + r * 32 + lane]; }
+            list_merge(lv, li, ov, oi);
+        }
+    }
+    __syncthreads();  // the pool is free again
+}
+
+// Merge the sorted lists of a row's chunks (`lists` of them, `stride` floats apart, K indices apart)
+// with the whole block. Only a list's first k entries can be among the row's k best, and none below
+// the largest of the lists' k-th values (the seed bound: that list has k entries at or above it).
+// Warp w takes lists w, w + warps, ...: the entries that reach its bound go through its candidate
+// buffer, as elements do in the main loop, so a list costs a load and a vote once the warp's list is
+// full. Then the warps' lists merge into warp 0's (tree_merge).
+template <int K>
+__device__ __forceinline__ void merge_lists(const float* list_v, const int* list_i, int lists, int stride, int k,
+                                            Pool<K>& pool, float (&lv)[K / 32], int (&li)[K / 32]) {
+    constexpr int R = K / 32;
+    __shared__ float warp_seed[16];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    float seed = NO_VALUE;  // fmaxf skips NaN: a list not full (k-th entry empty) bounds nothing
+    for (int l = threadIdx.x; l < lists; l += blockDim.x) seed = fmaxf(seed, __ldcg(list_v + l * stride + k - 1));
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) seed = fmaxf(seed, __shfl_xor_sync(ALL_LANES, seed, offset));
+    if (lane == 0) warp_seed[warp] = seed;
+    __syncthreads();
+    for (int w = 0; w < warps; ++w) seed = fmaxf(seed, warp_seed[w]);
 #pragma unroll
     for (int r = 0; r < R; ++r) { lv[r] = NO_VALUE; li[r] = NO_INDEX; }
-    for (int c = 0; c < chunks; ++c) {
-        float ov[R];
-        int oi[R];
+    float* buffer_v = pool.v + warp * K;
+    int* buffer_i = pool.i + warp * K;
+    int buffered = 0;
+    float bound = seed;
+    float next_v[R];
+    int next_i[R];
+    const auto load_list = [&](int l) {  // entries r·32 + lane below k of list l; the next list's load flies meanwhile
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            ov[r] = __ldcg(row_partial + c * (2 + K) + 2 + r * 32 + lane);
-            oi[r] = __ldcg(row_index + c * K + r * 32 + lane);
+            const bool in = l < lists && r * 32 + lane < k;
+            next_v[r] = in ? __ldcg(list_v + l * stride + r * 32 + lane) : NO_VALUE;
+            next_i[r] = in ? __ldcg(list_i + l * K + r * 32 + lane) : NO_INDEX;
         }
-        list_merge(lv, li, ov, oi);
+    };
+    load_list(warp);
+    for (int l = warp; l < lists; l += warps) {
+        float v[R];
+        int index[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) { v[r] = next_v[r]; index[r] = next_i[r]; }
+        load_list(l + warps);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            bool offer = index[r] != NO_INDEX && reaches(v[r], bound);
+            unsigned ballot = __ballot_sync(ALL_LANES, offer);
+            if (buffered + __popc(ballot) > 32) {
+                flush_candidates(lv, li, buffer_v, buffer_i, buffered, k, seed, bound);
+                buffered = 0;
+                offer = index[r] != NO_INDEX && reaches(v[r], bound);
+                ballot = __ballot_sync(ALL_LANES, offer);
+            }
+            if (offer) {
+                const int at = buffered + __popc(ballot & ((1u << lane) - 1));
+                buffer_v[at] = v[r];
+                buffer_i[at] = index[r];
+            }
+            buffered += __popc(ballot);
+        }
     }
-    write_topk<T, R, SOFTMAX>(lv, li, s, k, values, indices);
+    if (buffered > 0) flush_candidates(lv, li, buffer_v, buffer_i, buffered, k, seed, bound);
+    tree_merge(pool, lv, li);  // a warp's list goes where its buffer was
+}
+
+// Start this thread's cp.async copies of the batch at pack `base` (packs base + k·blockDim.x + t below
+// end) into stage `stage` of the dynamic shared memory, as one commit group (empty past the end, so
+// that every iteration commits one group and wait_group counts batches).
+template <typename T, int VEC, int PER>
+__device__ __forceinline__ void stage_batch(const Pack<T, VEC>* row, int base, int end, int stage) {
+    static_assert(sizeof(Pack<T, VEC>) == 16, "cp.async stages 16-byte packs");
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        const int p = base + k * blockDim.x + threadIdx.x;
+        if (p < end) {
+            const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + (stage * PER + k) * blockDim.x + threadIdx.x));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(row + p));
+        }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// The batch staged at `stage`, read back by the thread that copied it (no barrier needed), as floats.
+template <typename T, int VEC, int PER>
+__device__ __forceinline__ void staged_batch(int base, int end, int stage, float (&v)[PER * VEC], bool (&valid)[PER * VEC]) {
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        const bool in = base + k * blockDim.x + threadIdx.x < end;
+        Pack<T, VEC> pack;
+        if (in) pack = *reinterpret_cast<const Pack<T, VEC>*>(staging + (stage * PER + k) * blockDim.x + threadIdx.x);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = in; v[k * VEC + i] = in ? to_float(pack.v[i]) : 0.0f; }
+    }
 }
 
 // Block c of a row folds chunk c exactly as fast_split_partial does, and each warp keeps the top-k
 // of what its lanes read. The warps' lists merge in warp 0. With one chunk per row the block writes
 // the row's answer; with several (few rows: latency) it leaves the chunk's (m, d) and sorted list,
 // and the row's last block to arrive (a counter per row, back to 0 after) merges them: one launch.
-template <typename T, typename Acc, int VEC, int PER, int K, int SOFTMAX>
-__global__ void __launch_bounds__(512) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
+template <typename T, typename Acc, int VEC, int PER, int K, int STAGES, int SOFTMAX>
+__global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
                                             float* __restrict__ partial, int* __restrict__ partial_index,
                                             unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
     constexpr int R = K / 32, N = PER * VEC;
-    __shared__ float warp_v[16][K];
-    __shared__ int warp_i[16][K];
+    __shared__ Pool<K> pool;  // warp w's candidate buffer (32 entries) at w·K, later its list
+    __shared__ bool last;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long long row = blockIdx.x / chunks;
     const int c = blockIdx.x % chunks;
@@ -211,53 +321,74 @@ __global__ void __launch_bounds__(512) topk(const T* __restrict__ x, T* __restri
     int li[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) { lv[r] = NO_VALUE; li[r] = NO_INDEX; }
-    float kth_v = NO_VALUE;  // the list's entry k - 1
-    int kth_i = NO_INDEX;
+    float* buffer_v = pool.v + warp * K;
+    int* buffer_i = pool.i + warp * K;
+    int buffered = 0;
+    float seed = NO_VALUE, bound = NO_VALUE;
     State<float> s = {NEG_INF, 0.0f};
     const int step = PER * blockDim.x;
-    float v[N], next[N];
-    bool valid[N], next_valid[N];
-    load_packs<T, VEC, PER>(xr, begin + threadIdx.x, blockDim.x, end, next, next_valid);
-    for (int base = begin; base < end; base += step) {
-#pragma unroll
-        for (int q = 0; q < N; ++q) { v[q] = next[q]; valid[q] = next_valid[q]; }
-        // the next batch's loads fly while this one is worked on
-        // (measured on the H200: 16-29 % less time at k = 8, batch 512-4096)
-        load_packs<T, VEC, PER>(xr, base + step + threadIdx.x, blockDim.x, end, next, next_valid);
+    float v[N];
+    bool valid[N];
+    // one batch: select, then fold into (m, d)
+    const auto work = [&](int base) {
+        if (base == begin) bound = seed = seed_bound<R, N>(v, valid, k);
         float most = NEG_INF;
 #pragma unroll
         for (int q = 0; q < N; ++q) if (valid[q]) most = fmaxf(most, v[q]);
-        if (__any_sync(ALL_LANES, !(most < kth_v)))  // rare once the list holds large values (kth_v NaN: not full)
-            take_candidates<R, N, VEC>(v, valid, base, lv, li, k, kth_v, kth_i);
+        if (__any_sync(ALL_LANES, reaches(most, bound)))  // rare once the list holds large values
+            buffered = gather_candidates<R, N, VEC>(v, valid, base, buffer_v, buffer_i, buffered, lv, li, k, seed, bound);
         if (SOFTMAX) s = fast_merge(s, exps_in_place(v, valid));
+    };
+    if constexpr (STAGES > 0) {  // 16-byte packs: cp.async copies STAGES - 1 batches ahead into shared memory
+#pragma unroll
+        for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_batch<T, VEC, PER>(xr, begin + ahead * step, end, ahead);
+        int stage = 0;
+        for (int base = begin; base < end; base += step) {
+            stage_batch<T, VEC, PER>(xr, base + (STAGES - 1) * step, end, (stage + STAGES - 1) % STAGES);
+            asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");  // this batch has landed
+            staged_batch<T, VEC, PER>(base, end, stage, v, valid);
+            work(base);
+            stage = (stage + 1) % STAGES;
+        }
+    } else {  // narrower packs (odd widths): the next batch's loads fly in registers while this one is worked on
+        float next[N];
+        bool next_valid[N];
+        load_packs<T, VEC, PER>(xr, begin + threadIdx.x, blockDim.x, end, next, next_valid);
+        for (int base = begin; base < end; base += step) {
+#pragma unroll
+            for (int q = 0; q < N; ++q) { v[q] = next[q]; valid[q] = next_valid[q]; }
+            load_packs<T, VEC, PER>(xr, base + step + threadIdx.x, blockDim.x, end, next, next_valid);
+            work(base);
+        }
     }
+    if (buffered > 0) flush_candidates(lv, li, buffer_v, buffer_i, buffered, k, seed, bound);
     if (SOFTMAX) s = fast_block_merge(s);
+    tree_merge(pool, lv, li);  // a warp's list goes where its buffer was
+    if (warp == 0) {
+        if (chunks == 1) {
+            write_topk<T, R, SOFTMAX>(lv, li, s, k, values + row * k, indices + row * k);
+        } else {
+            float* state = partial + (long long)blockIdx.x * (2 + K);
+            if (lane == 0) { state[0] = s.m; state[1] = s.d; }
 #pragma unroll
-    for (int r = 0; r < R; ++r) { warp_v[warp][r * 32 + lane] = lv[r]; warp_i[warp][r * 32 + lane] = li[r]; }
+            for (int r = 0; r < R; ++r) { state[2 + r * 32 + lane] = lv[r]; partial_index[(long long)blockIdx.x * K + r * 32 + lane] = li[r]; }
+            __threadfence();  // this chunk's state is visible before the counter says so
+        }
+    }
+    if (chunks == 1) return;
     __syncthreads();
-    if (warp != 0) return;
-    for (int w = 1; w < blockDim.x / 32; ++w) {
-        float ov[R];
-        int oi[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) { ov[r] = warp_v[w][r * 32 + lane]; oi[r] = warp_i[w][r * 32 + lane]; }
-        list_merge(lv, li, ov, oi);
-    }
-    if (chunks == 1) {
-        write_topk<T, R, SOFTMAX>(lv, li, s, k, values + row * k, indices + row * k);
-        return;
-    }
-    float* state = partial + (long long)blockIdx.x * (2 + K);
-    if (lane == 0) { state[0] = s.m; state[1] = s.d; }
-#pragma unroll
-    for (int r = 0; r < R; ++r) { state[2 + r * 32 + lane] = lv[r]; partial_index[(long long)blockIdx.x * K + r * 32 + lane] = li[r]; }
-    __threadfence();  // this chunk's state is visible before the counter says so...
-    __syncwarp();     // ...every lane's part of it, not only lane 0's
-    unsigned arrived = 0;
-    if (lane == 0) arrived = atomicAdd(arrivals + row, 1u);
-    if (__shfl_sync(ALL_LANES, arrived, 0) != chunks - 1) return;
+    if (threadIdx.x == 0) last = atomicAdd(arrivals + row, 1u) == (unsigned)chunks - 1;
+    __syncthreads();
+    if (!last) return;
     __threadfence();
-    merge_chunks<T, K, SOFTMAX>(partial + row * chunks * (2 + K), partial_index + row * chunks * K, chunks, k,
-                                values + row * k, indices + row * k);
+    const float* row_partial = partial + row * chunks * (2 + K);
+    merge_lists<K>(row_partial + 2, partial_index + row * chunks * K, chunks, 2 + K, k, pool, lv, li);
+    if (warp != 0) return;
+    // the row's (m, d): lane l folds chunks l, l + 32, ..., then a butterfly, as fast_split_finish does
+    s = {NEG_INF, 0.0f};
+    for (int j = lane; j < chunks; j += 32)
+        s = fast_merge(s, {__ldcg(row_partial + j * (2 + K)), __ldcg(row_partial + j * (2 + K) + 1)});
+    s = group_merge<32>(s);
+    write_topk<T, R, SOFTMAX>(lv, li, s, k, values + row * k, indices + row * k);
     if (lane == 0) arrivals[row] = 0;  // ready for the next launch
 }

@@ -1,18 +1,20 @@
 """Time topk_fused under several launch geometries per shape (run on a GPU machine), to choose
-explorer.topk.topk_launch's rule. Every geometry is validated (indices against float64) first.
+explorer.topk.topk_launch's rule. Every geometry is validated (indices against float64) first, then
+timed by device time (CUPTI, through torch.profiler; CUDA events where torch is missing).
 
-    PYTHONPATH=. python scripts/tune_topk.py [--ks 8 50] [--blocks 128 256 512] [--chunks 1 2 4 8 16 32] [--shapes 512x50257]
+    PYTHONPATH=. python scripts/tune_topk.py [--ks 8 50] [--blocks 128 256] [--chunks 0.5 1 2] [--shapes 512x50257]
 """
 
 import argparse
+import itertools
 import math
 import time
 
 import numpy as np
 
-from explorer import bench
+from explorer import bench, devicetime
 from explorer.backends import cuda
-from explorer.registry import SMS, VARIANTS, cdiv
+from explorer.registry import VARIANTS, cdiv
 from explorer.topk import TopkResult, topk_errors, topk_launch
 
 SHAPES = [(4096, 128256), (512, 32000), (512, 128256), (512, 262144), (64, 128256), (1, 32000), (1, 128256),
@@ -22,9 +24,10 @@ SHAPES = [(4096, 128256), (512, 32000), (512, 128256), (512, 262144), (64, 12825
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ks", type=int, nargs="+", default=[8, 50])
-    parser.add_argument("--blocks", type=int, nargs="+", default=[128, 256, 512])
-    parser.add_argument("--chunks", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32],
-                        help="blocks per row to try (capped at one batch of the block per chunk)")
+    parser.add_argument("--blocks", type=int, nargs="+", default=[128, 256])
+    parser.add_argument("--chunks", type=float, nargs="+", default=[0.5, 1, 2],
+                        help="blocks per row to try, as multiples of the rule's (capped at one batch of the block per chunk)")
+    parser.add_argument("--stages", type=int, nargs="+", default=[None], help="cp.async stages (0: register loads)")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shapes", nargs="+", help="ROWSxCOLS (default: a batch-4096/512/64/1 set)")
     args = parser.parse_args()
@@ -52,19 +55,26 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
         line.append(f"torch {np.median(t):.1f}")
     seen = set()
     for block in args.blocks:
-        for chunks in args.chunks if rows < SMS else [1]:
-            launch = topk_launch(rows, cols, k, dtype, block, min(chunks, cdiv(cols, block * 16)))
-            if (launch.block, launch.chunks) in seen:
+        rule = topk_launch(rows, cols, k, dtype, block).chunks
+        for scale, stages in itertools.product(args.chunks, args.stages):
+            chunks = max(1, min(round(rule * scale), cdiv(cols, block * 16)))
+            launch = topk_launch(rows, cols, k, dtype, block, chunks, stages)
+            if (launch.block, launch.chunks, launch.template_args) in seen:
                 continue
-            seen.add((launch.block, launch.chunks))
+            seen.add((launch.block, launch.chunks, launch.template_args))
             values, indices = cuda.topk_on_device(True, launch, xs[0], rows, cols, dtype, k, fast)
             got = TopkResult(cuda.from_device(values[:8], cuda.DTYPES[dtype]), cp.asnumpy(indices[:8]), "cuda",
                              "topk_fused", k, launch)
             report = topk_errors(got, x_host)
-            t = bench._time_launches(lambda i, launch=launch: cuda.topk_on_device(
-                True, launch, xs[i], rows, cols, dtype, k, fast, False), buffers)
+            def run(i, launch=launch):
+                cuda.topk_on_device(True, launch, xs[i], rows, cols, dtype, k, fast, False)
+
+            t = bench._time_launches(run, buffers)
+            device = devicetime.measure(run, buffers, devicetime.calls_per_batch(float(np.median(t))),
+                                        cp.cuda.get_current_stream().synchronize)
             bad = "" if report.index_mismatch == 0 else f" WRONG({report.index_mismatch})"
-            line.append(f"b{block}c{launch.chunks} {np.median(t):.1f}{bad}")
+            shown = f"{device['device_us']:.1f}" if device else f"events {np.median(t):.1f}"
+            line.append(f"b{block}c{launch.chunks}s{launch.template_args[3]} {shown}{bad}")
     launch = topk_launch(rows, cols, k, dtype)  # the API's choice: how long does Python take to launch it?
     line.append(f"rule b{launch.block}c{launch.chunks}")
     cuda.cp.cuda.get_current_stream().synchronize()

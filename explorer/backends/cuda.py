@@ -283,32 +283,37 @@ def topk_on_device(fused: bool, geometry: Launch, x_dev, rows: int, cols: int, d
     if not fused:
         source = cp.empty_like(x_dev)
         launch(VARIANTS["fast"], softmax_launch, x_dev, source, rows, cols, dtype, "float32")
-    vec, per, lists = geometry.template_args
+    _vec, per, lists, stages = geometry.template_args
     kernel = _function("topk.cu", dtype, "float32", _name("topk", dtype, "float32", False,
-                                                         (vec, per, lists, 1 if fused else 0)))
+                                                         (*geometry.template_args, 1 if fused else 0)))
     chunks = geometry.chunks
-    if chunks > 1:
-        partial = cp.empty(rows * chunks * (2 + lists), np.float32)
-        partial_index = cp.empty(rows * chunks * lists, np.int32)
-    else:
-        partial, partial_index = _null_trace()[0], _null_trace()[2]
-    kernel((geometry.grid,), (geometry.block,), (source, values, indices, partial, partial_index,
-                                                 _arrival_counters(rows), np.int32(rows), np.int32(cols),
-                                                 np.int32(chunks), np.int32(k)))
+    partial, partial_index, arrivals = _topk_scratch(rows, chunks, lists)
+    staging = stages * per * geometry.block * 16
+    if staging > kernel.max_dynamic_shared_size_bytes:
+        kernel.max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
+    kernel((geometry.grid,), (geometry.block,), (source, values, indices, partial, partial_index, arrivals,
+                                                 np.int32(rows), np.int32(cols), np.int32(chunks), np.int32(k)),
+           shared_mem=staging)
     return values, indices
 
 
-_arrivals: dict[int, object] = {}
+_topk_scratch_of: dict[int, tuple] = {}
 
 
-def _arrival_counters(rows: int):
-    """The top-k kernel's per-row counters of finished chunks: zero between launches (each row's last
-    block resets its own), one set per stream, so launches that could overlap never share one."""
+def _topk_scratch(rows: int, chunks: int, lists: int):
+    """The top-k kernel's chunk states, chunk lists and per-row counters of finished chunks, kept per
+    stream (launches that could overlap never share them) and grown as needed, so a call allocates
+    and clears nothing: the counters are zero between launches (each row's last block resets its own)."""
     stream = cp.cuda.get_current_stream().ptr
-    counters = _arrivals.get(stream)
-    if counters is None or counters.size < rows:
-        counters = _arrivals[stream] = cp.zeros(max(rows, 1024), np.uint32)
-    return counters
+    partial, partial_index, arrivals = _topk_scratch_of.get(stream, (None, None, None))
+    states = rows * chunks if chunks > 1 else 0
+    if partial is None or partial_index.size < states * lists:
+        size = max(states, 1024) * 64
+        partial, partial_index = cp.empty(size // 64 * (2 + 64), np.float32), cp.empty(size, np.int32)
+    if arrivals is None or arrivals.size < rows:
+        arrivals = cp.zeros(max(rows, 1024), np.uint32)
+    _topk_scratch_of[stream] = partial, partial_index, arrivals
+    return partial, partial_index, arrivals
 
 
 def free_bytes() -> int:

@@ -1,0 +1,28 @@
+"""Run the fused softmax + top-k once per case after a warm-up, for Nsight Compute to capture (run on a GPU machine).
+
+    ncu --clock-control none --kernel-name regex:topk --launch-skip-before-match 0 \
+        --section SpeedOfLight --section Occupancy --section WarpStateStats \
+        python scripts/profile_topk.py 512x128256:8 4096x128256:50 1x262144:50
+"""
+
+import sys
+
+from explorer.backends import cuda
+from explorer.registry import VARIANTS
+from explorer.topk import topk_launch
+
+
+def main() -> None:
+    for case in sys.argv[1:]:
+        shape, k = case.split(":")
+        rows, cols = (int(n) for n in shape.split("x"))
+        x = cuda.cp.random.standard_normal((rows, cols), dtype=cuda.cp.float32) * 3
+        launch = topk_launch(rows, cols, int(k), "float32")
+        print(case, launch.describe(), flush=True)
+        fast = VARIANTS["fast"].launch(rows, cols, None, "float32")
+        cuda.topk_on_device(True, launch, x, rows, cols, "float32", int(k), fast)
+        cuda.cp.cuda.get_current_stream().synchronize()
+
+
+if __name__ == "__main__":
+    main()
