@@ -26,6 +26,8 @@
 #define NO_INDEX 0x7fffffff
 #define ALL_LANES 0xffffffffu
 
+template <bool B> struct Flag { static constexpr bool value = B; };  // a compile-time switch for a generic lambda
+
 // The order of the lists: larger value first, ties to the lower index, NaN below -inf (a row with
 // a NaN has NaN probabilities, but its k indices are still the reference's).
 __device__ __forceinline__ bool better(float v1, int i1, float v2, int i2) {
@@ -89,12 +91,13 @@ template <int R> __device__ __forceinline__ void list_merge(float (&lv)[R], int 
 // The bound before the list is full, from a warp's first batch: each lane's R-th largest value (NaN
 // if it has fewer than R numbers), sorted across the lanes; the ceil(k/R)-th of them has R·ceil(k/R) >= k
 // distinct elements at or above it, so an element below it cannot be among the row's k best.
-template <int R, int N> __device__ __forceinline__ float seed_bound(const float (&v)[N], const bool (&valid)[N], int k) {
+template <bool FULL, int R, int N>
+__device__ __forceinline__ float seed_bound(const float (&v)[N], const bool (&valid)[N], int k) {
     float first = NEG_INF, second = NEG_INF;
     int count = 0;
 #pragma unroll
     for (int q = 0; q < N; ++q) {
-        if (valid[q] && v[q] == v[q]) {
+        if ((FULL || valid[q]) && v[q] == v[q]) {
             second = fmaxf(second, fminf(first, v[q]));
             first = fmaxf(first, v[q]);
             ++count;
@@ -133,14 +136,14 @@ __device__ __forceinline__ void flush_candidates(float (&lv)[R], int (&li)[R], c
 
 // Append a thread's batch elements that reach the bound to the warp's buffer (one per lane per round,
 // a ballot placing them), flushing it whenever the next round would not fit. Returns the new fill.
-template <int R, int N, int VEC>
+template <bool FULL, int R, int N, int VEC>
 __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool (&valid)[N], int base, float* buffer_v,
                                                  int* buffer_i, int buffered, float (&lv)[R], int (&li)[R], int k,
                                                  float seed, float& bound) {
     const int lane = threadIdx.x % 32;
     unsigned left = 0;
 #pragma unroll
-    for (int q = 0; q < N; ++q) if (valid[q] && reaches(v[q], bound)) left |= 1u << q;
+    for (int q = 0; q < N; ++q) if ((FULL || valid[q]) && reaches(v[q], bound)) left |= 1u << q;
     for (unsigned offering = __ballot_sync(ALL_LANES, left != 0); offering;
          offering = __ballot_sync(ALL_LANES, left != 0)) {
         if (buffered + __popc(offering) > 32) {
@@ -210,26 +213,14 @@ template <int K> __device__ __forceinline__ void tree_merge(Pool<K>& pool, float
 // the largest of the lists' k-th values (the seed bound: that list has k entries at or above it).
 // Warp w takes lists w, w + warps, ...: the entries that reach its bound go through its candidate
 // buffer, as elements do in the main loop, so a list costs a load and a vote once the warp's list is
-// full. Then the warps' lists merge into warp 0's (tree_merge).
-template <int K>
+// full. Then the warps' lists merge into warp 0's (tree_merge). `meanwhile` runs in every thread while
+// the first loads are in flight.
+template <int K, typename Meanwhile>
 __device__ __forceinline__ void merge_lists(const float* list_v, const int* list_i, int lists, int stride, int k,
-                                            Pool<K>& pool, float (&lv)[K / 32], int (&li)[K / 32]) {
+                                            Pool<K>& pool, float (&lv)[K / 32], int (&li)[K / 32], Meanwhile meanwhile) {
     constexpr int R = K / 32;
     __shared__ float warp_seed[16];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    float seed = NO_VALUE;  // fmaxf skips NaN: a list not full (k-th entry empty) bounds nothing
-    for (int l = threadIdx.x; l < lists; l += blockDim.x) seed = fmaxf(seed, __ldcg(list_v + l * stride + k - 1));
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) seed = fmaxf(seed, __shfl_xor_sync(ALL_LANES, seed, offset));
-    if (lane == 0) warp_seed[warp] = seed;
-    __syncthreads();
-    for (int w = 0; w < warps; ++w) seed = fmaxf(seed, warp_seed[w]);
-#pragma unroll
-    for (int r = 0; r < R; ++r) { lv[r] = NO_VALUE; li[r] = NO_INDEX; }
-    float* buffer_v = pool.v + warp * K;
-    int* buffer_i = pool.i + warp * K;
-    int buffered = 0;
-    float bound = seed;
     float next_v[R];
     int next_i[R];
     const auto load_list = [&](int l) {  // entries r·32 + lane below k of list l; the next list's load flies meanwhile
@@ -241,6 +232,20 @@ __device__ __forceinline__ void merge_lists(const float* list_v, const int* list
         }
     };
     load_list(warp);
+    float seed = NO_VALUE;  // fmaxf skips NaN: a list not full (k-th entry empty) bounds nothing
+    for (int l = threadIdx.x; l < lists; l += blockDim.x) seed = fmaxf(seed, __ldcg(list_v + l * stride + k - 1));
+    meanwhile();  // the caller's own work, while those loads fly
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) seed = fmaxf(seed, __shfl_xor_sync(ALL_LANES, seed, offset));
+    if (lane == 0) warp_seed[warp] = seed;
+    __syncthreads();
+    for (int w = 0; w < warps; ++w) seed = fmaxf(seed, warp_seed[w]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) { lv[r] = NO_VALUE; li[r] = NO_INDEX; }
+    float* buffer_v = pool.v + warp * K;
+    int* buffer_i = pool.i + warp * K;
+    int buffered = 0;
+    float bound = seed;
     for (int l = warp; l < lists; l += warps) {
         float v[R];
         int index[R];
@@ -287,11 +292,11 @@ __device__ __forceinline__ void stage_batch(const Pack<T, VEC>* row, int base, i
 }
 
 // The batch staged at `stage`, read back by the thread that copied it (no barrier needed), as floats.
-template <typename T, int VEC, int PER>
+template <bool FULL, typename T, int VEC, int PER>
 __device__ __forceinline__ void staged_batch(int base, int end, int stage, float (&v)[PER * VEC], bool (&valid)[PER * VEC]) {
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-        const bool in = base + k * blockDim.x + threadIdx.x < end;
+        const bool in = FULL || base + k * blockDim.x + threadIdx.x < end;
         Pack<T, VEC> pack;
         if (in) pack = *reinterpret_cast<const Pack<T, VEC>*>(staging + (stage * PER + k) * blockDim.x + threadIdx.x);
 #pragma unroll
@@ -329,15 +334,24 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
     const int step = PER * blockDim.x;
     float v[N];
     bool valid[N];
-    // one batch: select, then fold into (m, d)
-    const auto work = [&](int base) {
-        if (base == begin) bound = seed = seed_bound<R, N>(v, valid, k);
+    // One batch: select, then fold into (m, d) as exps_in_place does (the same bits: an all -inf thread
+    // shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0). A full batch (every thread's packs
+    // below end, Flag<true>) is compiled without the bounds checks.
+    const auto work = [&](int base, auto full) {
+        constexpr bool FULL = decltype(full)::value;
+        if (base == begin) bound = seed = seed_bound<FULL, R, N>(v, valid, k);
         float most = NEG_INF;
 #pragma unroll
-        for (int q = 0; q < N; ++q) if (valid[q]) most = fmaxf(most, v[q]);
+        for (int q = 0; q < N; ++q) if (FULL || valid[q]) most = fmaxf(most, v[q]);
         if (__any_sync(ALL_LANES, reaches(most, bound)))  // rare once the list holds large values
-            buffered = gather_candidates<R, N, VEC>(v, valid, base, buffer_v, buffer_i, buffered, lv, li, k, seed, bound);
-        if (SOFTMAX) s = fast_merge(s, exps_in_place(v, valid));
+            buffered = gather_candidates<FULL, R, N, VEC>(v, valid, base, buffer_v, buffer_i, buffered, lv, li, k, seed, bound);
+        if (SOFTMAX) {
+            const float shift = most == NEG_INF ? 0.0f : most;
+            float d = 0.0f;
+#pragma unroll
+            for (int q = 0; q < N; ++q) d = __fadd_rn(d, FULL || valid[q] ? exp_shifted(v[q], shift) : 0.0f);
+            s = fast_merge(s, {most, d});
+        }
     };
     if constexpr (STAGES > 0) {  // 16-byte packs: cp.async copies STAGES - 1 batches ahead into shared memory
 #pragma unroll
@@ -346,9 +360,14 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
         for (int base = begin; base < end; base += step) {
             stage_batch<T, VEC, PER>(xr, base + (STAGES - 1) * step, end, (stage + STAGES - 1) % STAGES);
             asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");  // this batch has landed
-            staged_batch<T, VEC, PER>(base, end, stage, v, valid);
-            work(base);
-            stage = (stage + 1) % STAGES;
+            if (base + step <= end) {
+                staged_batch<true, T, VEC, PER>(base, end, stage, v, valid);
+                work(base, Flag<true>());
+            } else {
+                staged_batch<false, T, VEC, PER>(base, end, stage, v, valid);
+                work(base, Flag<false>());
+            }
+            stage = stage == STAGES - 1 ? 0 : stage + 1;
         }
     } else {  // narrower packs (odd widths): the next batch's loads fly in registers while this one is worked on
         float next[N];
@@ -358,7 +377,8 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
 #pragma unroll
             for (int q = 0; q < N; ++q) { v[q] = next[q]; valid[q] = next_valid[q]; }
             load_packs<T, VEC, PER>(xr, base + step + threadIdx.x, blockDim.x, end, next, next_valid);
-            work(base);
+            if (base + step <= end) work(base, Flag<true>());
+            else work(base, Flag<false>());
         }
     }
     if (buffered > 0) flush_candidates(lv, li, buffer_v, buffer_i, buffered, k, seed, bound);
@@ -382,13 +402,17 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
     if (!last) return;
     __threadfence();
     const float* row_partial = partial + row * chunks * (2 + K);
-    merge_lists<K>(row_partial + 2, partial_index + row * chunks * K, chunks, 2 + K, k, pool, lv, li);
+    // the row's (m, d), by warp 0: lane l folds chunks l, l + 32, ..., then a butterfly, as fast_split_finish does
+    const auto fold_states = [&] {
+        if (warp != 0) return;
+        s = {NEG_INF, 0.0f};
+#pragma unroll 4
+        for (int j = lane; j < chunks; j += 32)
+            s = fast_merge(s, {__ldcg(row_partial + j * (2 + K)), __ldcg(row_partial + j * (2 + K) + 1)});
+        s = group_merge<32>(s);
+    };
+    merge_lists<K>(row_partial + 2, partial_index + row * chunks * K, chunks, 2 + K, k, pool, lv, li, fold_states);
     if (warp != 0) return;
-    // the row's (m, d): lane l folds chunks l, l + 32, ..., then a butterfly, as fast_split_finish does
-    s = {NEG_INF, 0.0f};
-    for (int j = lane; j < chunks; j += 32)
-        s = fast_merge(s, {__ldcg(row_partial + j * (2 + K)), __ldcg(row_partial + j * (2 + K) + 1)});
-    s = group_merge<32>(s);
     write_topk<T, R, SOFTMAX>(lv, li, s, k, values + row * k, indices + row * k);
     if (lane == 0) arrivals[row] = 0;  // ready for the next launch
 }
