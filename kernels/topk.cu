@@ -12,81 +12,21 @@
 // SOFTMAX=false selecting the top-k of y (read y again): 3 passes over the row instead of 1.
 //
 // The list: K = 32·R entries (R = 1 for k <= 32, 2 for k <= 64) spread over the warp's lanes, entry
-// r·32 + lane in register r of that lane, sorted descending. A bound goes with it: an element below
-// it is beaten by k elements of the row, so it cannot enter. The bound starts from the warp's first
-// batch (seed_bound) and rises to the list's entry k - 1. An element costs one compare; the few that
-// reach the bound (about k·ln(n/k) of n for random logits) wait in a 32-entry buffer per warp in
-// shared memory, and a full buffer is sorted and merged into the list in one go (flush_candidates):
-// ~10 instructions per candidate, where inserting each one into the list cost ~300.
+// r·32 + lane in register r of that lane, sorted descending; an entry is a 64-bit key (topk_keys.cuh)
+// holding value and index, so the bitonic networks compare one number. A bound goes with the list:
+// an element below it is beaten by k elements of the row, so it cannot enter. The bound starts from
+// the warp's first batch (seed_bound) and rises to the list's entry k - 1. An element costs one
+// compare; the few that reach the bound (about k·ln(n/k) of n for random logits) wait in a 32-entry
+// buffer per warp in shared memory, and a full buffer is sorted and merged into the list in one go
+// (flush_candidates), where inserting each candidate into the list cost ~300 instructions.
 // A block's warps merge their lists pairwise (tree_merge); a row's chunks merge through the largest
-// of their k-th values (merge_lists), so only the few entries above it are sorted.
+// of their entries k - 1 (merge_lists), so only the few entries above it are sorted.
 #include "fast_common.cuh"
+#include "topk_keys.cuh"
 
-#define NO_VALUE __int_as_float(0x7fc00000)  // NaN, and with NO_INDEX the empty entry: worse than any element
-#define NO_INDEX 0x7fffffff
-#define ALL_LANES 0xffffffffu
+#define NO_VALUE __int_as_float(0x7fc00000)  // NaN: no bound yet
 
 template <bool B> struct Flag { static constexpr bool value = B; };  // a compile-time switch for a generic lambda
-
-// The order of the lists: larger value first, ties to the lower index, NaN below -inf (a row with
-// a NaN has NaN probabilities, but its k indices are still the reference's).
-__device__ __forceinline__ bool better(float v1, int i1, float v2, int i2) {
-    const bool nan1 = v1 != v1, nan2 = v2 != v2;
-    return v1 > v2 || ((v1 == v2 || (nan1 && nan2)) && i1 < i2) || (nan2 && !nan1);
-}
-
-// Entry k - 1, in every lane: an element that is not better cannot enter.
-template <int R> __device__ __forceinline__ void kth_entry(const float (&lv)[R], const int (&li)[R], int k, float& v, int& i) {
-    v = __shfl_sync(ALL_LANES, k <= 32 ? lv[0] : lv[R - 1], (k - 1) % 32);
-    i = __shfl_sync(ALL_LANES, k <= 32 ? li[0] : li[R - 1], (k - 1) % 32);
-}
-
-// One step of a bitonic network between lanes lane and lane ^ stride: the lower lane keeps the
-// better entry of the pair in a descending run, the worse in an ascending one.
-__device__ __forceinline__ void exchange_lanes(float& v, int& i, int stride, bool descending) {
-    const float pv = __shfl_xor_sync(ALL_LANES, v, stride);
-    const int pi = __shfl_xor_sync(ALL_LANES, i, stride);
-    const bool lower = (threadIdx.x & stride) == 0;
-    if (better(pv, pi, v, i) == (lower == descending)) { v = pv; i = pi; }
-}
-
-// The same step for entries e and e + 32 (R = 2): both sit in one lane, registers 0 and 1.
-template <int R> __device__ __forceinline__ void exchange_registers(float (&lv)[R], int (&li)[R]) {
-    if (better(lv[R - 1], li[R - 1], lv[0], li[0])) {
-        const float v = lv[0];
-        const int i = li[0];
-        lv[0] = lv[R - 1]; li[0] = li[R - 1]; lv[R - 1] = v; li[R - 1] = i;
-    }
-}
-
-// Sort 32 entries, one per lane, descending: a bitonic sort (runs of `size` lanes alternate direction).
-__device__ __forceinline__ void sort_lanes(float& v, int& i) {
-    const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int size = 2; size <= 32; size *= 2) {
-#pragma unroll
-        for (int stride = size / 2; stride > 0; stride /= 2) exchange_lanes(v, i, stride, (lane & size) == 0);
-    }
-}
-
-// Keep the best 32·R of two sorted lists: entry e against the other's entry K-1-e leaves the top K
-// in a bitonic order, then a bitonic merge sorts them.
-template <int R> __device__ __forceinline__ void list_merge(float (&lv)[R], int (&li)[R], const float (&ov)[R],
-                                                            const int (&oi)[R]) {
-    const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        const float pv = __shfl_sync(ALL_LANES, ov[R - 1 - r], 31 - lane);
-        const int pi = __shfl_sync(ALL_LANES, oi[R - 1 - r], 31 - lane);
-        if (better(pv, pi, lv[r], li[r])) { lv[r] = pv; li[r] = pi; }
-    }
-    if (R == 2) exchange_registers(lv, li);
-#pragma unroll
-    for (int stride = 16; stride > 0; stride /= 2) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) exchange_lanes(lv[r], li[r], stride, true);
-    }
-}
 
 // The bound before the list is full, from a warp's first batch: each lane's R-th largest value (NaN
 // if it has fewer than R numbers), sorted across the lanes; the ceil(k/R)-th of them has R·ceil(k/R) >= k
@@ -103,43 +43,36 @@ __device__ __forceinline__ float seed_bound(const float (&v)[N], const bool (&va
             ++count;
         }
     }
-    float bound = count >= R ? (R == 1 ? first : second) : NO_VALUE;
-    int unused = NO_INDEX;
-    sort_lanes(bound, unused);
-    return __shfl_sync(ALL_LANES, bound, (k + R - 1) / R - 1);
+    Key key = make_key(count >= R ? (R == 1 ? first : second) : NO_VALUE, threadIdx.x % 32);
+    sort_lanes(key);
+    return key_value(__shfl_sync(ALL_LANES, key, (k + R - 1) / R - 1));
 }
 
 // Whether an element may still be among the k best: at or above the bound (ties go on, to be settled
 // by index when merged); with no bound yet (NaN), every element may.
 __device__ __forceinline__ bool reaches(float v, float bound) { return v >= bound || bound != bound; }
 
-// Sort the n <= 32 candidates of a warp's buffer and merge them into its list (two bitonic networks);
-// the bound rises to the list's entry k - 1 once the list holds k numbers.
+// Sort the n <= 32 candidates of a warp's buffer and merge them into its list; the bound rises to the
+// value of the list's entry k - 1 once the list holds k numbers.
 template <int R>
-__device__ __forceinline__ void flush_candidates(float (&lv)[R], int (&li)[R], const float* buffer_v, const int* buffer_i,
-                                                 int n, int k, float seed, float& bound) {
+__device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buffer, int n, int k, float seed, float& bound) {
     const int lane = threadIdx.x % 32;
     __syncwarp();
-    float ov[R];
-    int oi[R];
+    Key candidates[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) { ov[r] = NO_VALUE; oi[r] = NO_INDEX; }
-    if (lane < n) { ov[0] = buffer_v[lane]; oi[0] = buffer_i[lane]; }
+    for (int r = 0; r < R; ++r) candidates[r] = NO_KEY;
+    if (lane < n) candidates[0] = buffer[lane];
     __syncwarp();  // read before the buffer is written again
-    sort_lanes(ov[0], oi[0]);
-    list_merge(lv, li, ov, oi);
-    float kth_v;
-    int kth_i;
-    kth_entry(lv, li, k, kth_v, kth_i);
-    bound = fmaxf(kth_v, seed);  // NaN (list not full) gives the seed
+    sort_lanes(candidates[0]);
+    list_merge(list, candidates);
+    bound = fmaxf(key_value(kth_key(list, k)), seed);  // NaN (list not full) gives the seed
 }
 
 // Append a thread's batch elements that reach the bound to the warp's buffer (one per lane per round,
 // a ballot placing them), flushing it whenever the next round would not fit. Returns the new fill.
 template <bool FULL, int R, int N, int VEC>
-__device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool (&valid)[N], int base, float* buffer_v,
-                                                 int* buffer_i, int buffered, float (&lv)[R], int (&li)[R], int k,
-                                                 float seed, float& bound) {
+__device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool (&valid)[N], int base, Key* buffer,
+                                                 int buffered, Key (&list)[R], int k, float seed, float& bound) {
     const int lane = threadIdx.x % 32;
     unsigned left = 0;
 #pragma unroll
@@ -147,7 +80,7 @@ __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool
     for (unsigned offering = __ballot_sync(ALL_LANES, left != 0); offering;
          offering = __ballot_sync(ALL_LANES, left != 0)) {
         if (buffered + __popc(offering) > 32) {
-            flush_candidates(lv, li, buffer_v, buffer_i, buffered, k, seed, bound);
+            flush_candidates(list, buffer, buffered, k, seed, bound);
             buffered = 0;
 #pragma unroll
             for (int q = 0; q < N; ++q) if (!reaches(v[q], bound)) left &= ~(1u << q);
@@ -159,9 +92,8 @@ __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool
             float value = 0.0f;
 #pragma unroll
             for (int q = 0; q < N; ++q) if (q == next) value = v[q];
-            const int at = buffered + __popc(offering & ((1u << lane) - 1));
-            buffer_v[at] = value;
-            buffer_i[at] = (base + (next / VEC) * blockDim.x + threadIdx.x) * VEC + next % VEC;
+            buffer[buffered + __popc(offering & ((1u << lane) - 1))] =
+                make_key(value, (base + (next / VEC) * blockDim.x + threadIdx.x) * VEC + next % VEC);
         }
         buffered += __popc(offering);
     }
@@ -170,108 +102,103 @@ __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool
 
 // Write the k entries of a row's list (warp 0): probabilities or, without SOFTMAX, the values.
 template <typename T, int R, int SOFTMAX>
-__device__ __forceinline__ void write_topk(const float (&lv)[R], const int (&li)[R], State<float> s, int k, T* values,
-                                           int* indices) {
+__device__ __forceinline__ void write_topk(const Key (&list)[R], State<float> s, int k, T* values, int* indices) {
     const float inv_d = 1.0f / s.d;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int e = r * 32 + threadIdx.x % 32;
         if (e < k) {
-            values[e] = from_float<T>(SOFTMAX ? __fmul_rn(exp_shifted(lv[r], s.m), inv_d) : lv[r]);
-            indices[e] = li[r];
+            const float v = key_value(list[r]);
+            values[e] = from_float<T>(SOFTMAX ? __fmul_rn(exp_shifted(v, s.m), inv_d) : v);
+            indices[e] = key_index(list[r]);
         }
     }
 }
 
-// Shared memory of a block: 32 entries of candidates per warp (at w·K), then its list of K.
-template <int K> struct Pool { float v[16 * K]; int i[16 * K]; };
+// Shared memory of a block: warp w's 32-entry candidate buffer at w·K, then its list of K.
+template <int K> struct Pool { Key key[16 * K]; };
 
 // Merge the warps' lists into warp 0's, pairwise in log2(warps) rounds: in round `stride`, warp
 // w + stride leaves its list in the pool and warp w (a multiple of 2·stride) merges it.
-template <int K> __device__ __forceinline__ void tree_merge(Pool<K>& pool, float (&lv)[K / 32], int (&li)[K / 32]) {
+template <int K> __device__ __forceinline__ void tree_merge(Pool<K>& pool, Key (&list)[K / 32]) {
     constexpr int R = K / 32;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     for (int stride = 1; stride < warps; stride *= 2) {
         if (warp % (2 * stride) == stride) {
 #pragma unroll
-            for (int r = 0; r < R; ++r) { pool.v[warp * K + r * 32 + lane] = lv[r]; pool.i[warp * K + r * 32 + lane] = li[r]; }
+            for (int r = 0; r < R; ++r) pool.key[warp * K + r * 32 + lane] = list[r];
         }
         __syncthreads();
         if (warp % (2 * stride) == 0 && warp + stride < warps) {
-            float ov[R];
-            int oi[R];
+            Key other[R];
 #pragma unroll
-            for (int r = 0; r < R; ++r) { ov[r] = pool.v[(warp + stride) * K + r * 32 + lane]; oi[r] = pool.i[(warp + stride) * K + r * 32 + lane]; }
-            list_merge(lv, li, ov, oi);
+            for (int r = 0; r < R; ++r) other[r] = pool.key[(warp + stride) * K + r * 32 + lane];
+            list_merge(list, other);
         }
     }
     __syncthreads();  // the pool is free again
 }
 
-// Merge the sorted lists of a row's chunks (`lists` of them, `stride` floats apart, K indices apart)
-// with the whole block. Only a list's first k entries can be among the row's k best, and none below
-// the largest of the lists' k-th values (the seed bound: that list has k entries at or above it).
-// Warp w takes lists w, w + warps, ...: the entries that reach its bound go through its candidate
-// buffer, as elements do in the main loop, so a list costs a load and a vote once the warp's list is
-// full. Then the warps' lists merge into warp 0's (tree_merge). `meanwhile` runs in every thread while
-// the first loads are in flight.
+// Merge the sorted lists of a row's chunks (`lists` of K keys) with the whole block. Only a list's
+// first k entries can be among the row's k best, and none below the largest of the lists' entries
+// k - 1 (that list has k entries at or above it). Warp w takes lists w, w + warps, ...: the entries
+// that reach its bound go through its candidate buffer, as elements do in the main loop, so a list
+// costs a load and a vote once the warp's list is full. Then the warps' lists merge into warp 0's
+// (tree_merge). `meanwhile` runs in every thread while the first loads are in flight.
 template <int K, typename Meanwhile>
-__device__ __forceinline__ void merge_lists(const float* list_v, const int* list_i, int lists, int stride, int k,
-                                            Pool<K>& pool, float (&lv)[K / 32], int (&li)[K / 32], Meanwhile meanwhile) {
+__device__ __forceinline__ void merge_lists(const Key* lists_keys, int lists, int k, Pool<K>& pool, Key (&list)[K / 32],
+                                            Meanwhile meanwhile) {
     constexpr int R = K / 32;
-    __shared__ float warp_seed[16];
+    __shared__ Key warp_bound[16];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    float next_v[R];
-    int next_i[R];
+    Key next[R];
     const auto load_list = [&](int l) {  // entries r·32 + lane below k of list l; the next list's load flies meanwhile
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const bool in = l < lists && r * 32 + lane < k;
-            next_v[r] = in ? __ldcg(list_v + l * stride + r * 32 + lane) : NO_VALUE;
-            next_i[r] = in ? __ldcg(list_i + l * K + r * 32 + lane) : NO_INDEX;
-        }
+        for (int r = 0; r < R; ++r) next[r] = l < lists && r * 32 + lane < k ? __ldcg(lists_keys + l * K + r * 32 + lane) : NO_KEY;
     };
     load_list(warp);
-    float seed = NO_VALUE;  // fmaxf skips NaN: a list not full (k-th entry empty) bounds nothing
-    for (int l = threadIdx.x; l < lists; l += blockDim.x) seed = fmaxf(seed, __ldcg(list_v + l * stride + k - 1));
-    meanwhile();  // the caller's own work, while those loads fly
+    Key bound = NO_KEY;
+    for (int l = threadIdx.x; l < lists; l += blockDim.x) bound = max(bound, __ldcg(lists_keys + l * K + k - 1));
+    meanwhile();
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) seed = fmaxf(seed, __shfl_xor_sync(ALL_LANES, seed, offset));
-    if (lane == 0) warp_seed[warp] = seed;
+    for (int offset = 16; offset > 0; offset /= 2) bound = max(bound, __shfl_xor_sync(ALL_LANES, bound, offset));
+    if (lane == 0) warp_bound[warp] = bound;
     __syncthreads();
-    for (int w = 0; w < warps; ++w) seed = fmaxf(seed, warp_seed[w]);
+    for (int w = 0; w < warps; ++w) bound = max(bound, warp_bound[w]);
 #pragma unroll
-    for (int r = 0; r < R; ++r) { lv[r] = NO_VALUE; li[r] = NO_INDEX; }
-    float* buffer_v = pool.v + warp * K;
-    int* buffer_i = pool.i + warp * K;
+    for (int r = 0; r < R; ++r) list[r] = NO_KEY;
+    Key* buffer = pool.key + warp * K;
     int buffered = 0;
-    float bound = seed;
-    for (int l = warp; l < lists; l += warps) {
-        float v[R];
-        int index[R];
+    const auto flush = [&] {
+        __syncwarp();
+        Key candidates[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) { v[r] = next_v[r]; index[r] = next_i[r]; }
+        for (int r = 0; r < R; ++r) candidates[r] = NO_KEY;
+        if (lane < buffered) candidates[0] = buffer[lane];
+        __syncwarp();
+        sort_lanes(candidates[0]);
+        list_merge(list, candidates);
+        bound = max(bound, kth_key(list, k));
+        buffered = 0;
+    };
+    for (int l = warp; l < lists; l += warps) {
+        Key keys[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) keys[r] = next[r];
         load_list(l + warps);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            bool offer = index[r] != NO_INDEX && reaches(v[r], bound);
-            unsigned ballot = __ballot_sync(ALL_LANES, offer);
+            unsigned ballot = __ballot_sync(ALL_LANES, keys[r] >= bound && keys[r] != NO_KEY);
             if (buffered + __popc(ballot) > 32) {
-                flush_candidates(lv, li, buffer_v, buffer_i, buffered, k, seed, bound);
-                buffered = 0;
-                offer = index[r] != NO_INDEX && reaches(v[r], bound);
-                ballot = __ballot_sync(ALL_LANES, offer);
+                flush();
+                ballot = __ballot_sync(ALL_LANES, keys[r] >= bound && keys[r] != NO_KEY);
             }
-            if (offer) {
-                const int at = buffered + __popc(ballot & ((1u << lane) - 1));
-                buffer_v[at] = v[r];
-                buffer_i[at] = index[r];
-            }
+            if (ballot >> lane & 1) buffer[buffered + __popc(ballot & ((1u << lane) - 1))] = keys[r];
             buffered += __popc(ballot);
         }
     }
-    if (buffered > 0) flush_candidates(lv, li, buffer_v, buffer_i, buffered, k, seed, bound);
-    tree_merge(pool, lv, li);  // a warp's list goes where its buffer was
+    if (buffered > 0) flush();
+    tree_merge(pool, list);  // a warp's list goes where its buffer was
 }
 
 // Start this thread's cp.async copies of the batch at pack `base` (packs base + k·blockDim.x + t below
@@ -310,10 +237,10 @@ __device__ __forceinline__ void staged_batch(int base, int end, int stage, float
 // and the row's last block to arrive (a counter per row, back to 0 after) merges them: one launch.
 template <typename T, typename Acc, int VEC, int PER, int K, int STAGES, int SOFTMAX>
 __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
-                                            float* __restrict__ partial, int* __restrict__ partial_index,
+                                            float* __restrict__ partial, Key* __restrict__ partial_keys,
                                             unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
     constexpr int R = K / 32, N = PER * VEC;
-    __shared__ Pool<K> pool;  // warp w's candidate buffer (32 entries) at w·K, later its list
+    __shared__ Pool<K> pool;
     __shared__ bool last;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long long row = blockIdx.x / chunks;
@@ -322,12 +249,10 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
     const int packs = cols / VEC;
     const int chunk = (packs + chunks - 1) / chunks;
     const int begin = c * chunk, end = min(packs, begin + chunk);
-    float lv[R];
-    int li[R];
+    Key list[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) { lv[r] = NO_VALUE; li[r] = NO_INDEX; }
-    float* buffer_v = pool.v + warp * K;
-    int* buffer_i = pool.i + warp * K;
+    for (int r = 0; r < R; ++r) list[r] = NO_KEY;
+    Key* buffer = pool.key + warp * K;
     int buffered = 0;
     float seed = NO_VALUE, bound = NO_VALUE;
     State<float> s = {NEG_INF, 0.0f};
@@ -344,7 +269,7 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
 #pragma unroll
         for (int q = 0; q < N; ++q) if (FULL || valid[q]) most = fmaxf(most, v[q]);
         if (__any_sync(ALL_LANES, reaches(most, bound)))  // rare once the list holds large values
-            buffered = gather_candidates<FULL, R, N, VEC>(v, valid, base, buffer_v, buffer_i, buffered, lv, li, k, seed, bound);
+            buffered = gather_candidates<FULL, R, N, VEC>(v, valid, base, buffer, buffered, list, k, seed, bound);
         if (SOFTMAX) {
             const float shift = most == NEG_INF ? 0.0f : most;
             float d = 0.0f;
@@ -381,17 +306,16 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
             else work(base, Flag<false>());
         }
     }
-    if (buffered > 0) flush_candidates(lv, li, buffer_v, buffer_i, buffered, k, seed, bound);
+    if (buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound);
     if (SOFTMAX) s = fast_block_merge(s);
-    tree_merge(pool, lv, li);  // a warp's list goes where its buffer was
+    tree_merge(pool, list);  // a warp's list goes where its buffer was
     if (warp == 0) {
         if (chunks == 1) {
-            write_topk<T, R, SOFTMAX>(lv, li, s, k, values + row * k, indices + row * k);
+            write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);
         } else {
-            float* state = partial + (long long)blockIdx.x * (2 + K);
-            if (lane == 0) { state[0] = s.m; state[1] = s.d; }
+            if (lane == 0) { partial[2 * blockIdx.x] = s.m; partial[2 * blockIdx.x + 1] = s.d; }
 #pragma unroll
-            for (int r = 0; r < R; ++r) { state[2 + r * 32 + lane] = lv[r]; partial_index[(long long)blockIdx.x * K + r * 32 + lane] = li[r]; }
+            for (int r = 0; r < R; ++r) partial_keys[(long long)blockIdx.x * K + r * 32 + lane] = list[r];
             __threadfence();  // this chunk's state is visible before the counter says so
         }
     }
@@ -401,18 +325,17 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const float* row_partial = partial + row * chunks * (2 + K);
+    const float* row_partial = partial + 2 * row * chunks;
     // the row's (m, d), by warp 0: lane l folds chunks l, l + 32, ..., then a butterfly, as fast_split_finish does
     const auto fold_states = [&] {
         if (warp != 0) return;
         s = {NEG_INF, 0.0f};
 #pragma unroll 4
-        for (int j = lane; j < chunks; j += 32)
-            s = fast_merge(s, {__ldcg(row_partial + j * (2 + K)), __ldcg(row_partial + j * (2 + K) + 1)});
+        for (int j = lane; j < chunks; j += 32) s = fast_merge(s, {__ldcg(row_partial + 2 * j), __ldcg(row_partial + 2 * j + 1)});
         s = group_merge<32>(s);
     };
-    merge_lists<K>(row_partial + 2, partial_index + row * chunks * K, chunks, 2 + K, k, pool, lv, li, fold_states);
+    merge_lists<K>(partial_keys + row * chunks * K, chunks, k, pool, list, fold_states);
     if (warp != 0) return;
-    write_topk<T, R, SOFTMAX>(lv, li, s, k, values + row * k, indices + row * k);
+    write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);
     if (lane == 0) arrivals[row] = 0;  // ready for the next launch
 }

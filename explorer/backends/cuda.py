@@ -287,11 +287,11 @@ def topk_on_device(fused: bool, geometry: Launch, x_dev, rows: int, cols: int, d
     kernel = _function("topk.cu", dtype, "float32", _name("topk", dtype, "float32", False,
                                                          (*geometry.template_args, 1 if fused else 0)))
     chunks = geometry.chunks
-    partial, partial_index, arrivals = _topk_scratch(rows, chunks, lists)
+    states, keys, arrivals = _topk_scratch(rows, chunks, lists)
     staging = stages * per * geometry.block * 16
     if staging > kernel.max_dynamic_shared_size_bytes:
         kernel.max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
-    kernel((geometry.grid,), (geometry.block,), (source, values, indices, partial, partial_index, arrivals,
+    kernel((geometry.grid,), (geometry.block,), (source, values, indices, states, keys, arrivals,
                                                  np.int32(rows), np.int32(cols), np.int32(chunks), np.int32(k)),
            shared_mem=staging)
     return values, indices
@@ -301,19 +301,20 @@ _topk_scratch_of: dict[int, tuple] = {}
 
 
 def _topk_scratch(rows: int, chunks: int, lists: int):
-    """The top-k kernel's chunk states, chunk lists and per-row counters of finished chunks, kept per
-    stream (launches that could overlap never share them) and grown as needed, so a call allocates
-    and clears nothing: the counters are zero between launches (each row's last block resets its own)."""
+    """The top-k kernel's chunk states (m, d), chunk lists (64-bit keys) and per-row counters of
+    finished chunks, kept per stream (launches that could overlap never share them) and grown as
+    needed, so a call allocates and clears nothing: the counters are zero between launches (each
+    row's last block resets its own)."""
     stream = cp.cuda.get_current_stream().ptr
-    partial, partial_index, arrivals = _topk_scratch_of.get(stream, (None, None, None))
-    states = rows * chunks if chunks > 1 else 0
-    if partial is None or partial_index.size < states * lists:
-        size = max(states, 1024) * 64
-        partial, partial_index = cp.empty(size // 64 * (2 + 64), np.float32), cp.empty(size, np.int32)
+    states, keys, arrivals = _topk_scratch_of.get(stream, (None, None, None))
+    chunk_states = rows * chunks if chunks > 1 else 0
+    if keys is None or keys.size < chunk_states * lists:
+        size = max(chunk_states, 1024)
+        states, keys = cp.empty(2 * size, np.float32), cp.empty(size * 64, np.uint64)
     if arrivals is None or arrivals.size < rows:
         arrivals = cp.zeros(max(rows, 1024), np.uint32)
-    _topk_scratch_of[stream] = partial, partial_index, arrivals
-    return partial, partial_index, arrivals
+    _topk_scratch_of[stream] = states, keys, arrivals
+    return states, keys, arrivals
 
 
 def free_bytes() -> int:
