@@ -16,10 +16,11 @@ from .api import check_k, check_logits, check_memory, check_numbers, resolve_bac
 from .backends import cuda, fast_emulation
 from .errors import InvalidInput
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
-from .registry import ITEMSIZE, SMS, VARIANTS, Launch
+from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv
 
 K_MAX = 64
 TOPK_BLOCK = 128
+TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: wider blocks, ~4096 elements each
 TOPK_RESIDENT_PER_SM = 8  # blocks of TOPK_BLOCK threads at the kernel's 64 registers
 TOPK_STAGES = 3  # batches in flight per thread: the one worked on and two being copied
 VOCABS = (32000, 50257, 128256, 151936, 262144)  # LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma vocabularies
@@ -55,21 +56,24 @@ TOPK_VARIANTS = {
 
 def topk_launch(rows: int, cols: int, k: int, dtype: str, block: int | None = None, chunks: int | None = None,
                 stages: int | None = None) -> Launch:
-    """Blocks of 128 threads, 8 resident per SM (64 registers, 29 KB of shared memory): each row is cut into as many chunks as
-    it takes for the grid to fill those slots (at least one batch of 16 elements per thread each), so
-    batch 512 still streams with every slot busy and batch 1 spreads a row over the GPU; a row's last
-    block merges its chunks. Block and chunks default to what scripts/tune_topk.py measured on the H200."""
+    """Several blocks per row when rows are few, a row's last block merging its chunks. A handful of
+    rows (latency): 256-thread blocks of ~4096 elements each. Else 128-thread blocks, 8 resident per
+    SM (64 registers), each row cut into chunks of at least 16384 elements until the grid fills those
+    slots twice over. Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     itemsize = ITEMSIZE[dtype]
     vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
     per = max(1, 16 // vec)
-    lists = 32 if k <= 32 else 64  # the warp's list: one or two entries per lane
+    lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     if vec * itemsize < 16:  # cp.async stages 16-byte packs
         stages = 0
     elif stages is None:
         stages = TOPK_STAGES
-    block = block or TOPK_BLOCK
+    latency = rows < TOPK_LATENCY_ROWS
+    block = block or (2 * TOPK_BLOCK if latency else TOPK_BLOCK)
     if chunks is None:
-        chunks = max(1, min(round(TOPK_RESIDENT_PER_SM * SMS / rows), cols // (block * per * vec)))
+        slots = TOPK_RESIDENT_PER_SM * SMS
+        chunks = cdiv(cols, 4096) if latency else min(cdiv(cols, 16384), round(2 * slots / rows))
+    chunks = max(1, min(chunks, cols // (block * per * vec)))  # at least one batch per thread
     staging = stages * per * block * 16
     return Launch(grid=rows * chunks, block=block, shared_bytes=8 * 16 * lists + 80 + staging,
                   threads_per_row=chunks * block, kernel="topk", template_args=(vec, per, lists, stages), chunks=chunks)

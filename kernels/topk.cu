@@ -21,6 +21,7 @@
 // (flush_candidates), where inserting each candidate into the list cost ~300 instructions.
 // A block's warps merge their lists pairwise (tree_merge); a row's chunks merge through the largest
 // of their entries k - 1 (merge_lists), so only the few entries above it are sorted.
+// k = 1 (K = 1, greedy decoding): no list, each lane keeps its best key and the merges take maxima.
 #include "fast_common.cuh"
 #include "topk_keys.cuh"
 
@@ -139,6 +140,22 @@ template <int K> __device__ __forceinline__ void tree_merge(Pool<K>& pool, Key (
     __syncthreads();  // the pool is free again
 }
 
+// k = 1: the largest of the block's keys (`key` in each thread) lands in warp 0's `best`.
+template <int K> __device__ __forceinline__ void block_best(Pool<K>& pool, Key key, Key& best) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) key = max(key, __shfl_xor_sync(ALL_LANES, key, offset));
+    if (lane == 0) pool.key[warp] = key;
+    __syncthreads();
+    if (warp == 0) {
+        key = lane < warps ? pool.key[lane] : NO_KEY;
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2) key = max(key, __shfl_xor_sync(ALL_LANES, key, offset));
+        best = key;
+    }
+    __syncthreads();  // the pool is free again
+}
+
 // Merge the sorted lists of a row's chunks (`lists` of K keys) with the whole block. Only a list's
 // first k entries can be among the row's k best, and none below the largest of the lists' entries
 // k - 1 (that list has k entries at or above it). Warp w takes lists w, w + warps, ...: the entries
@@ -239,7 +256,7 @@ template <typename T, typename Acc, int VEC, int PER, int K, int STAGES, int SOF
 __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
                                             float* __restrict__ partial, Key* __restrict__ partial_keys,
                                             unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
-    constexpr int R = K / 32, N = PER * VEC;
+    constexpr int R = K == 1 ? 1 : K / 32, N = PER * VEC;
     __shared__ Pool<K> pool;
     __shared__ bool last;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -264,12 +281,23 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
     // below end, Flag<true>) is compiled without the bounds checks.
     const auto work = [&](int base, auto full) {
         constexpr bool FULL = decltype(full)::value;
-        if (base == begin) bound = seed = seed_bound<FULL, R, N>(v, valid, k);
         float most = NEG_INF;
 #pragma unroll
         for (int q = 0; q < N; ++q) if (FULL || valid[q]) most = fmaxf(most, v[q]);
-        if (__any_sync(ALL_LANES, reaches(most, bound)))  // rare once the list holds large values
-            buffered = gather_candidates<FULL, R, N, VEC>(v, valid, base, buffer, buffered, list, k, seed, bound);
+        if constexpr (K == 1) {  // k = 1: each lane keeps its best key; the bound is its value
+            if (reaches(most, bound)) {  // a lane of NaN only has no bound (NaN) and takes every element
+#pragma unroll
+                for (int q = 0; q < N; ++q) {
+                    if ((FULL || valid[q]) && reaches(v[q], bound))
+                        list[0] = max(list[0], make_key(v[q], (base + (q / VEC) * blockDim.x + threadIdx.x) * VEC + q % VEC));
+                }
+                bound = key_value(list[0]);
+            }
+        } else {
+            if (base == begin) bound = seed = seed_bound<FULL, R, N>(v, valid, k);
+            if (__any_sync(ALL_LANES, reaches(most, bound)))  // rare once the list holds large values
+                buffered = gather_candidates<FULL, R, N, VEC>(v, valid, base, buffer, buffered, list, k, seed, bound);
+        }
         if (SOFTMAX) {
             const float shift = most == NEG_INF ? 0.0f : most;
             float d = 0.0f;
@@ -306,16 +334,17 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
             else work(base, Flag<false>());
         }
     }
-    if (buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound);
+    if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound);
     if (SOFTMAX) s = fast_block_merge(s);
-    tree_merge(pool, list);  // a warp's list goes where its buffer was
+    if constexpr (K == 1) block_best(pool, list[0], list[0]);
+    else tree_merge(pool, list);  // a warp's list goes where its buffer was
     if (warp == 0) {
         if (chunks == 1) {
             write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);
         } else {
             if (lane == 0) { partial[2 * blockIdx.x] = s.m; partial[2 * blockIdx.x + 1] = s.d; }
 #pragma unroll
-            for (int r = 0; r < R; ++r) partial_keys[(long long)blockIdx.x * K + r * 32 + lane] = list[r];
+            for (int r = 0; r < R; ++r) if (K > 1 || lane == 0) partial_keys[(long long)blockIdx.x * K + r * 32 + lane] = list[r];
             __threadfence();  // this chunk's state is visible before the counter says so
         }
     }
@@ -334,7 +363,14 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
         for (int j = lane; j < chunks; j += 32) s = fast_merge(s, {__ldcg(row_partial + 2 * j), __ldcg(row_partial + 2 * j + 1)});
         s = group_merge<32>(s);
     };
-    merge_lists<K>(partial_keys + row * chunks * K, chunks, k, pool, list, fold_states);
+    if constexpr (K == 1) {
+        Key best = NO_KEY;
+        for (int j = threadIdx.x; j < chunks; j += blockDim.x) best = max(best, __ldcg(partial_keys + row * chunks + j));
+        fold_states();
+        block_best(pool, best, list[0]);
+    } else {
+        merge_lists<K>(partial_keys + row * chunks * K, chunks, k, pool, list, fold_states);
+    }
     if (warp != 0) return;
     write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);
     if (lane == 0) arrivals[row] = 0;  // ready for the next launch

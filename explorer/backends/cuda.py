@@ -284,17 +284,22 @@ def topk_on_device(fused: bool, geometry: Launch, x_dev, rows: int, cols: int, d
         source = cp.empty_like(x_dev)
         launch(VARIANTS["fast"], softmax_launch, x_dev, source, rows, cols, dtype, "float32")
     _vec, per, lists, stages = geometry.template_args
-    kernel = _function("topk.cu", dtype, "float32", _name("topk", dtype, "float32", False,
-                                                         (*geometry.template_args, 1 if fused else 0)))
+    staging = stages * per * geometry.block * 16
+    kernel = _topk_kernel(dtype, geometry.template_args, fused, staging)
     chunks = geometry.chunks
     states, keys, arrivals = _topk_scratch(rows, chunks, lists)
-    staging = stages * per * geometry.block * 16
-    if staging > kernel.max_dynamic_shared_size_bytes:
-        kernel.max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
     kernel((geometry.grid,), (geometry.block,), (source, values, indices, states, keys, arrivals,
                                                  np.int32(rows), np.int32(cols), np.int32(chunks), np.int32(k)),
            shared_mem=staging)
     return values, indices
+
+
+@functools.cache  # a dictionary lookup per call: batch-1 top-k is bound by the Python path
+def _topk_kernel(dtype: str, template_args: tuple[int, ...], fused: bool, staging: int):
+    kernel = _function("topk.cu", dtype, "float32", _name("topk", dtype, "float32", False, (*template_args, int(fused))))
+    if staging > kernel.max_dynamic_shared_size_bytes:
+        kernel.max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
+    return kernel
 
 
 _topk_scratch_of: dict[int, tuple] = {}
