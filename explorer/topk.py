@@ -58,7 +58,7 @@ def topk_launch(rows: int, cols: int, k: int, dtype: str, block: int | None = No
                 stages: int | None = None) -> Launch:
     """Several blocks per row when rows are few, a row's last block merging its chunks. A handful of
     rows (latency): 256-thread blocks of ~4096 elements each. Else 128-thread blocks, 8 resident per
-    SM (64 registers), each row cut into chunks of at least 16384 elements until the grid fills those
+    SM (64 registers), each row cut into chunks of at least 32768 elements until the grid fills those
     slots twice over. Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     itemsize = ITEMSIZE[dtype]
     vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
@@ -72,7 +72,7 @@ def topk_launch(rows: int, cols: int, k: int, dtype: str, block: int | None = No
     block = block or (2 * TOPK_BLOCK if latency else TOPK_BLOCK)
     if chunks is None:
         slots = TOPK_RESIDENT_PER_SM * SMS
-        chunks = cdiv(cols, 4096) if latency else min(cdiv(cols, 16384), round(2 * slots / rows))
+        chunks = cdiv(cols, 4096) if latency else min(cdiv(cols, 32768), round(2 * slots / rows))
     chunks = max(1, min(chunks, cols // (block * per * vec)))  # at least one batch per thread
     staging = stages * per * block * 16
     return Launch(grid=rows * chunks, block=block, shared_bytes=8 * 16 * lists + 80 + staging,
