@@ -1,6 +1,7 @@
 """The share image and the bundled results in a real browser (`streamlit run app.py`, Debian's chromium):
 the load button, then 'Download share image (PNG)' on the Timing and top-k pages gives a PNG whose stamp
-names the GPU the bundled results came from. Helpers: tests/browser_helpers.py."""
+names the GPU the bundled results came from; on the Outputs and Error pages, one stamped with the run's
+shape, input and device (saved to docs/screenshots/<page>_share.png). Helpers: tests/browser_helpers.py."""
 
 import io
 from pathlib import Path
@@ -13,6 +14,7 @@ pytestmark = pytest.mark.browser
 sync_api = bh.require_browser()
 
 BASE_QUERY = "?rows=4&cols=100&variants=online_warp"
+RUN_QUERY = "?rows=4&cols=300&dist=large&dtype=float16&row=1&variants=naive,online_warp,online_block"
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +31,9 @@ def page():
         context.close()
 
 
-def _share(page, name_start: str) -> Image.Image:
-    """Click the share button; the downloaded PNG, after checking its name."""
+def _share(page, name_start: str, save: str = "") -> Image.Image:
+    """Click the share button; the downloaded PNG, after checking its name (its bytes saved to
+    docs/screenshots/<save>.png where asked)."""
     button = page.get_by_role("button", name="Download share image (PNG)")
     assert bh.shown(button)
     button.scroll_into_view_if_needed()
@@ -40,6 +43,8 @@ def _share(page, name_start: str) -> Image.Image:
     assert name.startswith(name_start) and name.endswith("_share.png"), name
     data = Path(download.value.path()).read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    if save:
+        (bh.SHOTS / f"{save}.png").write_bytes(data)
     img = Image.open(io.BytesIO(data))
     img.load()
     return img
@@ -63,3 +68,20 @@ def test_bundled_results_load_with_one_click_and_share_as_one_png(server, page, 
     assert img.width >= 1600 and img.height > panels * 560 + 200  # the charts, the table and the stamp
     stamp = img.text["Description"]
     assert stamp.startswith("shape ") and "GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0" in stamp
+
+
+@pytest.mark.parametrize(("path", "name", "panels"), [
+    ("", "outputs", 2),  # the reference, the deviations (the strip's marks as notes)
+    ("errors", "errors", 1),
+])
+def test_outputs_and_error_share_one_stamped_png(server, page, path, name, panels):
+    page.goto(f"{server}/{path}{RUN_QUERY}")
+    bh.settle(page)
+    bh.wait_for_charts(page, 1)
+    bh.no_exception(page)
+    img = _share(page, f"softmax_{name}_large_scale100_4x300_float16_acc-float32_seed0_row1", f"{name}_share")
+    assert img.width >= 1600 and img.height > panels * 440 + 200  # the chart's panels, the table and the stamp
+    shape, source, device = img.text["Description"].split("\n")
+    assert shape == "shape 4×300 · dtype float16 · accumulator float32"
+    assert source == "distribution large scale=100 · seed 0 · row 1"
+    assert device.startswith(("GPU ", "CPU emulation (no GPU)"))

@@ -1,5 +1,6 @@
 """The share image (ui/figures/share.py, drawn by ui/figures/raster.py), without Streamlit: a PNG whose stamp
-names the GPU (or CPU emulation), wrapped inside the image, with the charts and the table between."""
+names the GPU (or CPU emulation), wrapped inside the image, with the charts and the table between; the Outputs
+and Error pages' images (ui/share.run_stamp, their figures split into panels), and their buttons (AppTest)."""
 
 import io
 import json
@@ -11,8 +12,12 @@ import plotly.graph_objects as go
 import pytest
 from PIL import Image
 
+import explorer
 from ui import figures
 from ui.figures import raster, share
+from ui.pages import errors, outputs
+from ui.share import readable, run_stamp
+from ui.state import UPLOAD, Config
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -127,3 +132,92 @@ def test_hatching_stays_inside_the_bar(shape):
     outside = a.copy()
     outside[10:50, 10:30] = 0
     assert not outside.any() and (a[10:50, 10:30].any() == bool(shape))
+
+
+# --- the Outputs and Error pages -------------------------------------------------------------------------------
+
+H200 = {"backend": "cuda", "gpu": "NVIDIA H200", "cuda_driver": "13.0", "cuda_runtime": "13.2", "cupy": "14.2.0"}
+CPU = {"backend": "emulator", "reason": "no GPU"}
+LARGE = Config("large", (("scale", 300.0),), 4, 300, 0, "float16", "float32", ("naive", "online_warp"), 256, 1)
+
+
+def _row(cfg: Config) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """The float64 reference of cfg's row, each variant's output row (emulator), and the input."""
+    x = explorer.make_input(cfg.dist, cfg.rows, cfg.cols, dtype=cfg.dtype, seed=cfg.seed, **dict(cfg.params))
+    outs = {k: explorer.softmax(x, k, acc=cfg.acc, backend="emulator").out[cfg.row] for k in cfg.variants}
+    return explorer.reference(x)[cfg.row], outs, x
+
+
+def test_run_stamp_names_shape_dtype_accumulator_input_and_where_it_ran():
+    gpu = run_stamp(LARGE, H200, "2026-12-01")
+    assert gpu == ["shape 4×300 · dtype float16 · accumulator float32", "distribution large scale=300 · seed 0 · row 1",
+                   "GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · 2026-12-01"]
+    assert gpu[2] == share.device_line(H200, "2026-12-01")  # the Timing image's words
+    upload = Config(UPLOAD, (), 2, 5, 0, "bfloat16", "float32", ("naive",), 256, 0, "logits.npy")
+    cpu = run_stamp(upload, CPU, "2026-01-02")
+    assert cpu[:2] == ["shape 2×5 · dtype bfloat16 · accumulator float32", "uploaded logits.npy · row 0"]
+    assert cpu[2].startswith("CPU emulation (no GPU) · NumPy ") and cpu[2].endswith("2026-01-02")
+
+
+def test_a_figure_of_stacked_subplots_is_drawn_panel_by_panel():
+    ref, outs, _ = _row(LARGE)
+    fig = figures.outputs_figure(ref, outs, True, "Softmax of row 1, " + LARGE.describe(), "stamp")
+    top, dev = share.panels(fig)  # the reference, the deviations; the strip becomes notes
+    assert [t.name for t in top.data] == ["float64 reference"] and top.layout.title.text == fig.layout.title.text
+    assert {t.name for t in dev.data} == set(outs) and not dev.layout.title.text
+    assert {t.xaxis for p in (top, dev) for t in p.data} == {"x"} and {t.yaxis for p in (top, dev) for t in p.data} == {"y"}
+    assert top.layout.yaxis.type == "log" and dev.layout.yaxis.title.text.startswith("y − ref (ulp of float16")
+    assert top.layout.xaxis.title.text == dev.layout.xaxis.title.text == "element j of the row"
+    notes = " ".join(a.text for a in dev.layout.annotations)
+    assert "naive: NaN (" in notes and "marked: NaN ×" in notes  # the strip's marks, by name and count
+    err = figures.error_figure(ref, outs, "Relative error", "stamp", {k: 1e-3 for k in outs})
+    (panel,) = share.panels(err)  # one plot: its strip as notes, its two-line y title split
+    assert panel.layout.yaxis.title.text == "|y − ref| / max(|ref|, smallest normal)"
+    assert any("dashed: each variant's bound" in a.text for a in panel.layout.annotations)
+    timing = _timing_figures(_sweep())[0][0]
+    assert share.panels(timing) == [timing]  # a one-axis figure is drawn as it is
+
+
+@pytest.mark.parametrize("page", ["outputs", "errors"])
+def test_outputs_and_error_share_images_hold_the_chart_table_and_stamp(page, tmp_path):
+    ref, outs, x = _row(LARGE)
+    title = f"row 1, {LARGE.describe()}"
+    if page == "outputs":
+        fig = figures.outputs_figure(ref, outs, True, "Softmax of " + title, "stamp")
+        table = pd.DataFrame([{"variant": k, **outputs.row_summary(y)} for k, y in outs.items()])
+        columns, panels = outputs.COLUMNS, 2
+    else:
+        fig = figures.error_figure(ref, outs, "Relative error per element, " + title, "stamp")
+        table = figures.error_table({k: explorer.errors(explorer.softmax(x, k, backend="emulator").out, x)
+                                     for k in outs}).reset_index()
+        columns, panels = errors.COLUMNS, 1
+    for words in ("large", "4×300", "float16"):  # the chart's title names distribution, shape and dtype
+        assert words in fig.layout.title.text
+    stamp = run_stamp(LARGE, H200, "2026-12-01")
+    shown, formats = readable(table, columns)
+    png = share.share_png(f"Softmax {page}, row 1", [fig], shown, stamp, LARGE.describe(), formats)
+    (tmp_path / f"{page}_share.png").write_bytes(png)
+    img = _image(png)
+    assert img.width == share.WIDTH and img.text["Description"] == "\n".join(stamp)
+    assert img.height > (2 * share.SUBPLOT_HEIGHT if panels == 2 else raster.PANEL_HEIGHT) + 200
+    if page == "errors":
+        assert formats["max rel"] == "%.2e" and share.cell(shown["max rel"][1], formats["max rel"]).count("e-") == 1
+    ink = _ink_columns(img, img.height - 60, img.height)  # the stamp, inside the margins
+    assert ink.size and ink.min() >= raster.PAD - 2 and ink.max() <= img.width - raster.PAD
+
+
+def test_outputs_and_error_pages_offer_the_share_image_and_name_the_run_in_titles():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=180)
+    at.query_params.update({"rows": "4", "cols": "100", "variants": "naive,online_warp"})
+    at.run()
+    for path in ("", "errors"):
+        hashes = {info.get("url_pathname"): h for h, info in at._registered_pages.items()}
+        at._page_hash = hashes[path]
+        at.run()
+        assert not at.exception
+        title = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+        assert all(words in title for words in ("normal", "4×100", "float32"))  # distribution, shape, dtype
+        button = next(b for b in at.download_button if b.label == "Download share image (PNG)")
+        assert button.proto.HasField("deferred_file_id")  # drawn when clicked, not on every rerun

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -16,9 +17,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from PIL import Image, PngImagePlugin
 
-from .raster import FAINT, GRID, INK, PAD, SOFT, Pen, chart_image, line_height
+from .raster import FAINT, GRID, INK, PAD, PANEL_HEIGHT, SOFT, Pen, chart_image, line_height
 
 WIDTH = 1600  # px; wider where the table needs it
+SUBPLOT_HEIGHT = 440  # px of each panel a figure of stacked subplots is drawn as
+LOG_FLOOR = 1e-300  # raster's log axes end here (a subnormal such as 5e-324 breaks them): lower values drawn at it
 TABLE_ROWS = 40  # rows drawn; the rest are counted under the table
 CELL_CHARS = 48  # longer table text is cut with "…"
 
@@ -103,6 +106,61 @@ def _text_block(width: int, lines: Sequence[tuple[str, int, str, bool]], rule: b
     return img
 
 
+def _axis(layout: go.Layout, name: str, title: str) -> dict:
+    """An axis's settings on the first axes: where it sat among the subplots dropped, title replaced."""
+    settings = {k: v for k, v in layout[name].to_plotly_json().items()
+                if k not in ("anchor", "domain", "matches", "showticklabels")}
+    return {**settings, "title": {"text": title}}
+
+
+def panels(fig: go.Figure) -> list[go.Figure]:
+    """A figure as the single-axes panels raster draws: as it is when it has one y axis and a one-line y title;
+    else one panel per stacked subplot (one column, shared x), each on the first axes with its traces and notes,
+    the figure's title on the first, the x axis's title on each, a y title's later lines as a note, and a
+    category strip (the non-finite marks) as notes on the panel above: its marks' names and counts."""
+    ids = sorted({t.yaxis or "y" for t in fig.data} | {"y"}, key=lambda a: int(a[1:] or 1))
+    if len(ids) == 1 and "<br>" not in (fig.layout.yaxis.title.text or ""):
+        return [fig]
+    xtitle = next((fig.layout[f"xaxis{a[1:]}"].title.text for a in reversed(ids)
+                   if fig.layout[f"xaxis{a[1:]}"].title.text), "")
+    notes: dict[str, list[str]] = {a: [] for a in ids}
+    for a in fig.layout.annotations:
+        if a.name != "stamp" and a.text:
+            notes["y" + re.sub(r"\D", "", a.xref or "")].append(a.text)
+    out: list[go.Figure] = []
+    for a in ids:
+        traces = [t for t in fig.data if (t.yaxis or "y") == a]
+        yaxis = fig.layout[f"yaxis{a[1:]}"]
+        if yaxis.type == "category" and out:
+            marks = [t.name for t in traces if t.name and t.showlegend is not False]
+            out[-1].add_annotation(text="; ".join(notes[a] + marks))
+            continue
+        head, *rest = (yaxis.title.text or "").split("<br>")
+        panel = go.Figure([type(t)(t).update(xaxis="x", yaxis="y") for t in traces],
+                          layout=dict(title_text=fig.layout.title.text if not out else "",
+                                      xaxis=_axis(fig.layout, f"xaxis{a[1:]}", xtitle),
+                                      yaxis=_axis(fig.layout, f"yaxis{a[1:]}", head), barmode=fig.layout.barmode))
+        floored = _floor_log(panel)
+        for text in rest + notes[a] + floored:
+            panel.add_annotation(text=text)
+        out.append(panel)
+    return out
+
+
+def _floor_log(panel: go.Figure) -> list[str]:
+    """On a log y axis, positive values below LOG_FLOOR raised to it (in place); the note saying so where any
+    were."""
+    if panel.layout.yaxis.type != "log":
+        return []
+    low = 0
+    for t in panel.data:
+        y = np.asarray(t.y, dtype=np.float64)
+        tiny = (y > 0) & (y < LOG_FLOOR)
+        low += int(tiny.sum())
+        t.y = np.where(tiny, LOG_FLOOR, y)
+    return [f"{low} value(s) below {LOG_FLOOR:g} drawn at {LOG_FLOOR:g}"] if low else []
+
+
 def share_png(title: str, charts: Sequence[go.Figure], table: pd.DataFrame | None, stamp: Sequence[str],
               subtitle: str = "", formats: Mapping[str, str] | None = None) -> bytes:
     """The PNG: title and subtitle, each chart, the table (formats: printf formats by column), and the stamp
@@ -110,7 +168,9 @@ def share_png(title: str, charts: Sequence[go.Figure], table: pd.DataFrame | Non
     grid = table_image(table, formats) if table is not None and len(table.columns) else None
     width = max(WIDTH, (grid.width if grid else 0) + 2 * PAD)
     blocks = [_text_block(width, [(title, 28, INK, True), (subtitle, 17, SOFT, False)])]
-    blocks += [chart_image(fig, width) for fig in charts]
+    for fig in charts:
+        drawn = panels(fig)
+        blocks += [chart_image(p, width, PANEL_HEIGHT if len(drawn) == 1 else SUBPLOT_HEIGHT) for p in drawn]
     if grid is not None:
         framed = Image.new("RGB", (width, grid.height + 24), "white")
         framed.paste(grid, (PAD, 12))

@@ -10,8 +10,12 @@ import explorer
 
 from .. import compute, figures
 from ..common import chart, csv_download, guarded, run_page, stamp
+from ..share import run_share_button
 
 FORMAT_2E = ("max rel", "mean rel", "max abs", "max |Σ−1|", "bound")
+COLUMNS = {c: st.column_config.NumberColumn(format="%.2e") for c in FORMAT_2E} | {  # the page's and the share image's
+    "max ULP": st.column_config.NumberColumn(format="%.1f"),
+    "argmax agree": st.column_config.NumberColumn(format="%.3f")}
 
 
 @guarded
@@ -29,10 +33,7 @@ def errors_page() -> None:
                         "exceeded (outputs flushed to 0)" if z else "exceeded"
                         for r, b, z in zip(df["max rel"], df["bound"], df["flushed to 0"])]
     st.subheader("Over the whole input")
-    st.dataframe(df, width="stretch", key="table_errors", column_config={
-        c: st.column_config.NumberColumn(format="%.2e") for c in FORMAT_2E} | {
-        "max ULP": st.column_config.NumberColumn(format="%.1f"),
-        "argmax agree": st.column_config.NumberColumn(format="%.3f")})
+    st.dataframe(df, width="stretch", key="table_errors", column_config=COLUMNS)
     st.caption(f"rel: |y − ref| / max(|ref|, smallest normal); ULP: units in the last place of {cfg.dtype} "
                f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}); |Σ−1|: worst row sum; NaN, inf: counts of "
                "outputs; NaN/inf ≠ ref: elements whose non-finite pattern differs from float64's; argmax agree: "
@@ -48,3 +49,4 @@ def errors_page() -> None:
     chart(fig, cfg.slug("errors"), "chart_errors")
     if ref.size > figures.MAX_POINTS:
         st.caption(figures.sampled_note(ref.size, figures.MAX_POINTS) + "; every point above its bound is ringed.")
+    run_share_button("errors", f"Softmax error against float64, row {cfg.row}", cfg, [fig], df.reset_index(), COLUMNS)

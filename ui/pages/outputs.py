@@ -14,9 +14,13 @@ import streamlit as st
 from .. import compute, figures
 from ..common import Ran, chart, csv_download, guarded, run_page, stamp
 from ..params import Param
+from ..share import run_share_button
 
 ss = st.session_state
 PARAMS = (Param("log", "flag", True, hint="1 (log scale) or 0 (linear) is needed"),)
+COLUMNS = {"sum of row": st.column_config.NumberColumn(format="%.9f"),  # a float32 sum's deviation from 1 shows
+           "max p": st.column_config.NumberColumn(format="%.6g"),
+           "wall ms (not a benchmark)": st.column_config.NumberColumn(format="%.1f")}
 
 
 def row_summary(y: np.ndarray) -> dict:
@@ -58,8 +62,8 @@ def outputs_page() -> None:
                  "wall ms (not a benchmark)": math.nan})
     df = pd.DataFrame(rows).set_index("variant")
     st.subheader(f"Row {cfg.row} at a glance")
-    st.dataframe(df, width="stretch", key="table_outputs")
-    c1, c2 = st.columns(2)
+    st.dataframe(df, width="stretch", key="table_outputs", column_config=COLUMNS)
+    c1, c2, c3 = st.columns(3)
     with c1:
         csv_download(df, cfg, "outputs", "csv_outputs")
     with c2:
@@ -67,6 +71,9 @@ def outputs_page() -> None:
         st.download_button("Download this run (JSON)", functools.partial(run_json, ran),
                            file_name=f"{cfg.slug('run')}.json",
                            mime="application/json", key="json_run", icon=":material/data_object:", on_click="ignore")
+    with c3:
+        run_share_button("outputs", f"Softmax outputs against float64, row {cfg.row}", cfg, [fig], df.reset_index(),
+                         COLUMNS)
 
 
 def _finite_or_none(values: np.ndarray) -> list[float | None]:
