@@ -15,8 +15,7 @@
 // r·32 + lane in register r of that lane, sorted descending; an entry is a 64-bit key (topk_keys.cuh)
 // holding value and index, so the bitonic networks compare one number. A bound goes with the list:
 // an element below it is beaten by k elements of the row, so it cannot enter. The bound starts from
-// the warp's first batch (seed_bound), rises to the list's entry k - 1 and to the best bound of the
-// block's other warps (each has k elements at or above its own). An element costs one
+// the warp's first batch (seed_bound) and rises to the list's entry k - 1. An element costs one
 // compare; the few that reach the bound (about k·ln(n/k) of n for random logits) wait in a 32-entry
 // buffer per warp in shared memory, and a full buffer is sorted and merged into the list in one go
 // (flush_candidates), where inserting each candidate into the list cost ~300 instructions.
@@ -57,8 +56,7 @@ __device__ __forceinline__ bool reaches(float v, float bound) { return v >= boun
 // Sort the n <= 32 candidates of a warp's buffer and merge them into its list; the bound rises to the
 // value of the list's entry k - 1 once the list holds k numbers.
 template <int R>
-__device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buffer, int n, int k, float seed, float& bound,
-                                                 unsigned* block_bound) {
+__device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buffer, int n, int k, float seed, float& bound) {
     const int lane = threadIdx.x % 32;
     __syncwarp();
     Key candidates[R];
@@ -69,15 +67,13 @@ __device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buff
     sort_lanes(candidates[0]);
     list_merge(list, candidates);
     bound = fmaxf(key_value(kth_key(list, k)), seed);  // NaN (list not full) gives the seed
-    if (lane == 0 && bound == bound) atomicMax(block_bound, ordered_bits(bound));  // a bound for every warp
 }
 
 // Append a thread's batch elements that reach the bound to the warp's buffer (one per lane per round,
 // a ballot placing them), flushing it whenever the next round would not fit. Returns the new fill.
 template <bool FULL, int R, int N, int VEC>
 __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool (&valid)[N], int base, Key* buffer,
-                                                 int buffered, Key (&list)[R], int k, float seed, float& bound,
-                                                 unsigned* block_bound) {
+                                                 int buffered, Key (&list)[R], int k, float seed, float& bound) {
     const int lane = threadIdx.x % 32;
     unsigned left = 0;
 #pragma unroll
@@ -85,7 +81,7 @@ __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool
     for (unsigned offering = __ballot_sync(ALL_LANES, left != 0); offering;
          offering = __ballot_sync(ALL_LANES, left != 0)) {
         if (buffered + __popc(offering) > 32) {
-            flush_candidates(list, buffer, buffered, k, seed, bound, block_bound);
+            flush_candidates(list, buffer, buffered, k, seed, bound);
             buffered = 0;
 #pragma unroll
             for (int q = 0; q < N; ++q) if (!reaches(v[q], bound)) left &= ~(1u << q);
@@ -276,9 +272,6 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
     Key* buffer = pool.key + warp * K;
     int buffered = 0;
     float seed = NO_VALUE, bound = NO_VALUE;
-    __shared__ unsigned block_bound;  // the largest bound of the block's warps, as ordered bits (0: none yet)
-    if (threadIdx.x == 0) block_bound = 0;
-    __syncthreads();
     State<float> s = {NEG_INF, 0.0f};
     const int step = PER * blockDim.x;
     float v[N];
@@ -302,10 +295,8 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
             }
         } else {
             if (base == begin) bound = seed = seed_bound<FULL, R, N>(v, valid, k);
-            bound = fmaxf(bound, from_ordered(*reinterpret_cast<volatile unsigned*>(&block_bound)));  // the best warp's
             if (__any_sync(ALL_LANES, reaches(most, bound)))  // rare once the list holds large values
-                buffered = gather_candidates<FULL, R, N, VEC>(v, valid, base, buffer, buffered, list, k, seed, bound,
-                                                              &block_bound);
+                buffered = gather_candidates<FULL, R, N, VEC>(v, valid, base, buffer, buffered, list, k, seed, bound);
         }
         if (SOFTMAX) {
             const float shift = most == NEG_INF ? 0.0f : most;
@@ -343,7 +334,7 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
             else work(base, Flag<false>());
         }
     }
-    if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound, &block_bound);
+    if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound);
     if (SOFTMAX) s = fast_block_merge(s);
     if constexpr (K == 1) block_best(pool, list[0], list[0]);
     else tree_merge(pool, list);  // a warp's list goes where its buffer was

@@ -7,19 +7,19 @@ typedef unsigned long long Key;
 #define NO_KEY 0ull  // the empty entry: below every element
 #define ALL_LANES 0xffffffffu
 
-// A float's bits made monotone as unsigned (sign flipped for +, all bits for -), -0 taken as +0
-// (they tie) and NaN as 0, below everything; and back (0 gives NaN).
-__device__ __forceinline__ unsigned ordered_bits(float v) {
-    const unsigned bits = __float_as_uint(__fadd_rn(v, 0.0f));  // -0 + 0 = +0
-    return v != v ? 0u : bits ^ (bits >> 31 ? 0xffffffffu : 0x80000000u);
+// High word: the value's bits made monotone as unsigned (sign flipped for +, all bits for -), with
+// -0 taken as +0 (they tie) and NaN as 0; low word: ~index, so that the lower index is the larger key.
+__device__ __forceinline__ Key make_key(float v, int index) {
+    unsigned bits = __float_as_uint(__fadd_rn(v, 0.0f));  // -0 + 0 = +0
+    bits = v != v ? 0u : bits ^ (bits >> 31 ? 0xffffffffu : 0x80000000u);
+    return (Key)bits << 32 | (0xffffffffu - (unsigned)index);
 }
-__device__ __forceinline__ float from_ordered(unsigned bits) { return __uint_as_float(bits ^ (bits >> 31 ? 0x80000000u : 0xffffffffu)); }
-
-// A key: high word the value's ordered bits, low word ~index, so that the lower index is the larger key.
-__device__ __forceinline__ Key make_key(float v, int index) { return (Key)ordered_bits(v) << 32 | (0xffffffffu - (unsigned)index); }
 
 // The value back (a NaN element, and the empty entry, give NaN) and the index.
-__device__ __forceinline__ float key_value(Key key) { return from_ordered((unsigned)(key >> 32)); }
+__device__ __forceinline__ float key_value(Key key) {
+    const unsigned bits = (unsigned)(key >> 32);
+    return __uint_as_float(bits ^ (bits >> 31 ? 0x80000000u : 0xffffffffu));
+}
 __device__ __forceinline__ int key_index(Key key) { return (int)(0xffffffffu - (unsigned)key); }
 
 // Entry k - 1 of a list (entry r·32 + lane in register r of that lane), in every lane.
