@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -231,7 +232,8 @@ def get_variant(key: str) -> Variant:
 
 
 def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "auto",
-            trace_row: int | None = None, block_size: int | None = None) -> SoftmaxResult:
+            trace_row: int | None = None, block_size: int | None = None,
+            progress: Callable[[int, int], object] | None = None) -> SoftmaxResult:
     """Softmax over the last axis of x with one of the registry's kernels.
 
     Parameters
@@ -242,6 +244,9 @@ def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "a
     backend : "cuda" (raises GPUUnavailable without a usable GPU), "emulator", or "auto".
     trace_row : record this row's (m, d) states as the kernel computed them.
     block_size : threads per row for block variants (a multiple of 32 up to 1024).
+    progress : called as progress(rows done, rows): in the emulation after each chunk of rows
+        (explorer.budget.chunks picks them; the output is the same), on the GPU once at the end.
+        An exception it raises ends the run there and comes out of softmax: a caller's stop.
 
     Raises
     ------
@@ -270,8 +275,11 @@ def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "a
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
         if used == "cuda":
             out, raw = cuda.run(v, launch, x2, dtype, acc, trace_row)
+            if progress is not None:
+                progress(rows, rows)
         else:
-            out, raw = emulator.run(v, launch, x2, acc, trace_row)
+            chunks = 1 if progress is None else budget.chunks(v, launch, rows, cols, dtype, acc)
+            out, raw = emulator.run(v, launch, x2, acc, trace_row, chunks, progress)
         trace = build_trace(v, launch, raw, x2[trace_row], trace_row, acc) if raw is not None else None
     return SoftmaxResult(out=out.reshape(x.shape), trace=trace, backend=used, variant=variant, acc=acc,
                          block_size=block, launch=launch)

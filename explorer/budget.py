@@ -1,15 +1,17 @@
-"""How much memory a run takes, how much one run may take on this server, and reservations against it.
+"""How much memory and time a run takes, how much one run may take on this server, and reservations against it.
 
 The model counts the arrays explorer/backends/emulator.py (and explorer/trace.py, explorer/numerics.py) hold
 at their peak; tests/test_memory_model.py measures the real peak with tracemalloc and holds the model
 between it and 1.5 times it. The limit is fixed (EXPLORER_RUN_BUDGET_BYTES, else a quarter of the machine's
 RAM), so the same request always gets the same answer; the pool that concurrent runs reserve from holds
-four runs at the limit.
+four runs at the limit. Time is modelled for the emulation only (a GPU run takes milliseconds), from constants
+measured once, against EXPLORER_RUN_SECONDS.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -22,6 +24,8 @@ from .registry import Launch, Variant
 from .trace import cdiv, trace_shape
 
 SETTING = "EXPLORER_RUN_BUDGET_BYTES"
+TIME_SETTING = "EXPLORER_RUN_SECONDS"
+DEFAULT_RUN_SECONDS = 60.0
 RUNS_AT_ONCE = 4  # the pool holds this many runs at the limit
 POLL_S = 0.5
 
@@ -143,6 +147,48 @@ def page_bytes(runs: list[tuple[Variant, int | None]], rows: int, cols: int, dty
     return kept + max(run, reference_bytes(rows, cols) - 8 * n, errors_bytes(rows, cols))
 
 
+# Seconds of the emulation per (method, family), measured once on this project's CPU machine class (2 shared
+# x86 cores, NumPy 2), fp32 input and accumulator, fitted to 10 shapes from 16384×16 to 1×65536: ns per padded
+# element, ns per thread state (the merges), µs per Python step along a row (paid again by every chunk of rows).
+# The fit is within 2× of each measurement; another machine scales all three alike.
+EMULATION_COST = {
+    ("naive", "thread"): (35, 0, 3), ("safe", "thread"): (55, 0, 22), ("online", "thread"): (75, 0, 56),
+    ("online", "warp"): (53, 430, 47), ("online", "block"): (40, 510, 49), ("safe", "block"): (55, 55, 46),
+    ("online", "split"): (10, 810, 50), ("fast", "dispatch"): (63, 0, 73),
+}
+SLOWEST = tuple(max(c[i] for c in EMULATION_COST.values()) for i in range(3))  # a variant the table lacks
+NARROW_TYPES = 2.0  # fp16 or bf16 input or accumulator: each rounding is a cast (measured 1.3 to 3 times fp32)
+CHUNK_SECONDS = 1.0  # rows per chunk chosen for a progress step (and a chance to stop) about this often
+CHUNK_OVERHEAD = 0.25  # ... as long as repeating the row's steps per chunk adds at most this share of the run
+
+
+def _emulation_terms(variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str) -> tuple[float, float]:
+    """(seconds that scale with the rows, seconds every chunk of rows pays again) of an emulated run."""
+    per_element, per_state, per_step = EMULATION_COST.get((variant.method, variant.family), SLOWEST)
+    lanes = launch.threads_per_row
+    steps = cdiv(cols, lanes)
+    scale = 1.0 if dtype == acc == "float32" else NARROW_TYPES
+    return scale * rows * (per_element * steps * lanes + per_state * lanes) * 1e-9, scale * per_step * steps * 1e-6
+
+
+def chunks(variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str) -> int:
+    """How many chunks of rows to emulate in: one per CHUNK_SECONDS, as long as the chunks' repeated steps add
+    at most CHUNK_OVERHEAD of the run's time (a few long rows run as one chunk)."""
+    scaled, per_chunk = _emulation_terms(variant, launch, rows, cols, dtype, acc)
+    wanted = math.ceil(scaled / CHUNK_SECONDS)
+    affordable = 1 + int(CHUNK_OVERHEAD * (scaled + per_chunk) / per_chunk) if per_chunk else wanted
+    return max(1, min(wanted, affordable, rows))
+
+
+def emulation_seconds(variant: Variant, rows: int, cols: int, dtype: str, acc: str = "float32",
+                      block_size: int | None = None) -> float:
+    """About how long the emulation of one run takes on this machine class (EMULATION_COST), chunks included.
+    Arguments are taken as valid (explorer.bytes_needed checks them first)."""
+    launch = variant.launch(rows, cols, block_size, dtype)
+    scaled, per_chunk = _emulation_terms(variant, launch, rows, cols, dtype, acc)
+    return scaled + per_chunk * chunks(variant, launch, rows, cols, dtype, acc)
+
+
 def machine_bytes() -> int:
     """The machine's RAM, or 0 where the system does not say."""
     try:
@@ -154,19 +200,39 @@ def machine_bytes() -> int:
 DEFAULT_RUN_BUDGET = machine_bytes() // RUNS_AT_ONCE or 2**32  # unknown RAM: 4 GiB
 
 
+def _seconds_setting() -> float | None:
+    """EXPLORER_RUN_SECONDS as a finite number > 0; None where unset or malformed."""
+    try:
+        value = float(os.environ.get(TIME_SETTING, "").strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
 def settings_problems() -> list[str]:
-    """What is wrong with EXPLORER_RUN_BUDGET_BYTES (a refused value falls back to the default)."""
+    """What is wrong with EXPLORER_RUN_BUDGET_BYTES and EXPLORER_RUN_SECONDS (a refused value falls back to
+    the default)."""
+    problems = []
     raw = os.environ.get(SETTING, "").strip()
-    if not raw or (raw.isdigit() and int(raw) >= 1):
-        return []
-    return [f"{SETTING}={raw!r} is refused: it must be a whole number of bytes >= 1; "
-            f"using the default of {DEFAULT_RUN_BUDGET:,} bytes (a quarter of this machine's memory)"]
+    if raw and not (raw.isdigit() and int(raw) >= 1):
+        problems.append(f"{SETTING}={raw!r} is refused: it must be a whole number of bytes >= 1; "
+                        f"using the default of {DEFAULT_RUN_BUDGET:,} bytes (a quarter of this machine's memory)")
+    raw = os.environ.get(TIME_SETTING, "").strip()
+    if raw and _seconds_setting() is None:
+        problems.append(f"{TIME_SETTING}={raw!r} is refused: it must be a number of seconds > 0; "
+                        f"using the default of {DEFAULT_RUN_SECONDS:g} s")
+    return problems
 
 
 def run_budget() -> int:
     """This server's limit on the memory of one run, in bytes."""
     raw = os.environ.get(SETTING, "").strip()
-    return DEFAULT_RUN_BUDGET if settings_problems() or not raw else int(raw)
+    return int(raw) if raw.isdigit() and int(raw) >= 1 else DEFAULT_RUN_BUDGET
+
+
+def time_budget() -> float:
+    """This server's budget for the emulated runs of one request (a page's variants), in seconds."""
+    return _seconds_setting() or DEFAULT_RUN_SECONDS
 
 
 @dataclass(frozen=True)

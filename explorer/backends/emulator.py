@@ -9,6 +9,7 @@ here exp is computed in float64 and rounded once (see the README for the measure
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -235,8 +236,30 @@ def _naive(x, acc):
     return _div_f32(_exp_f32(x.astype(F32)), d.astype(F32)).astype(x.dtype)
 
 
-def run(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, trace_row: int | None):
-    """Emulate `variant` launched as `launch` on a 2-D array x; returns (out, RawTrace or None)."""
+def run(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, trace_row: int | None,
+        chunks: int = 1, progress: Callable[[int, int], object] | None = None):
+    """Emulate `variant` launched as `launch` on a 2-D array x; returns (out, RawTrace or None).
+
+    chunks > 1 emulates the rows that many at a time, each under the whole input's launch: every row's result
+    depends on its own elements and the launch alone, so the output (and trace) is bit-identical.
+    progress(rows done, rows) is called after each chunk; an exception it raises ends the run there."""
+    rows = x.shape[0]
+    size = cdiv(rows, max(1, min(chunks, rows)))
+    if size == rows and progress is None:
+        return _run_rows(variant, launch, x, acc_name, trace_row)
+    out, raw = np.empty_like(x), None
+    for start in range(0, rows, size):
+        stop = min(start + size, rows)
+        traced = trace_row if trace_row is not None and start <= trace_row < stop else None
+        out[start:stop], part = _run_rows(variant, launch, x[start:stop], acc_name,
+                                          None if traced is None else traced - start)
+        raw = part if traced is not None else raw
+        if progress is not None:
+            progress(stop, rows)
+    return out, raw
+
+
+def _run_rows(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, trace_row: int | None):
     acc = Acc(acc_name)
     cols = x.shape[1]
     raw = None

@@ -1,0 +1,161 @@
+"""Long emulated runs: rows in chunks (bit-identical to one pass), progress after each chunk, a stop between
+chunks, and the time estimate a request is held to (explorer.budget). Nothing here times anything."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer import budget
+from explorer.backends import emulator
+from explorer.numerics import dtype_name
+
+# odd shapes on purpose (chunks of unequal rows, partly filled lanes), and rows with NaN, inf and -inf
+CASES = [("nonfinite", 7, 33), ("causal_mask", 5, 1000), ("normal", 12, 257)]
+CHUNKS = [2, 3, 100]  # 100: more chunks than rows, one row each
+
+
+class Stop(Exception):
+    pass
+
+
+def emulate(key: str, x: np.ndarray, acc: str = "float32", trace_row: int | None = None, chunks: int = 1,
+            progress=None):
+    v = explorer.VARIANTS[key]
+    launch = v.launch(*x.shape, None, dtype_name(x.dtype))
+    return emulator.run(v, launch, x, acc, trace_row, chunks, progress)
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("key", list(explorer.VARIANTS))
+@pytest.mark.parametrize(("dist", "rows", "cols"), CASES)
+def test_chunked_rows_give_the_same_bits_as_one_pass(key, dist, rows, cols):
+    x = explorer.make_input(dist, rows, cols, seed=3)
+    whole, _ = emulate(key, x)
+    for chunks in CHUNKS:
+        out, _ = emulate(key, x, chunks=chunks)
+        assert same_bits(out, whole), (key, dist, chunks)
+
+
+@pytest.mark.parametrize("key", [k for k, v in explorer.VARIANTS.items() if "float16" in v.accumulators])
+def test_chunked_rows_give_the_same_bits_in_half_precision(key):
+    x = explorer.make_input("normal", 9, 130, dtype="float16", seed=1)
+    whole, _ = emulate(key, x, acc="float16")
+    assert same_bits(emulate(key, x, acc="float16", chunks=4)[0], whole)
+
+
+@pytest.mark.parametrize("key", [k for k, v in explorer.VARIANTS.items() if v.traceable])
+def test_a_chunked_trace_is_the_one_pass_trace(key):
+    x = explorer.make_input("normal", 10, 300, seed=2)
+    for row in (0, 4, 9):  # first chunk, a middle one, the last (shorter) one
+        _, whole = emulate(key, x, trace_row=row)
+        _, chunked = emulate(key, x, trace_row=row, chunks=3)
+        for field in dataclasses.fields(whole):
+            assert same_bits(getattr(chunked, field.name), getattr(whole, field.name)), (key, row, field.name)
+
+
+def test_progress_is_heard_after_every_chunk_rising_to_all_rows():
+    x = explorer.make_input("normal", 10, 64)
+    heard = []
+    emulate("online_warp", x, chunks=4, progress=lambda done, rows: heard.append((done, rows)))
+    assert heard == [(3, 10), (6, 10), (9, 10), (10, 10)]
+
+
+def test_progress_without_chunks_is_heard_once():
+    heard = []
+    emulate("naive", explorer.make_input("normal", 3, 50), progress=lambda done, rows: heard.append((done, rows)))
+    assert heard == [(3, 3)]
+
+
+def test_a_progress_callback_that_raises_stops_the_run_after_that_chunk():
+    x = explorer.make_input("normal", 20, 64)
+    calls = []
+
+    def stop_after_two(done, rows):
+        calls.append(done)
+        if len(calls) == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        emulate("online_block", x, chunks=5, progress=stop_after_two)
+    assert calls == [4, 8]  # no chunk ran after the stop
+
+
+def test_softmax_runs_the_emulation_in_budget_chunks_and_reports_progress(monkeypatch):
+    x = explorer.make_input("normal", 11, 200)
+    monkeypatch.setattr(budget, "chunks", lambda *args: 4)
+    heard = []
+    r = explorer.softmax(x, "online_warp", backend="emulator", progress=lambda d, n: heard.append(d))
+    assert heard == [3, 6, 9, 11] and heard == sorted(heard)
+    assert same_bits(r.out, explorer.softmax(x, "online_warp", backend="emulator").out)
+
+
+def test_a_stopped_softmax_releases_its_memory(monkeypatch):
+    monkeypatch.setattr(budget, "chunks", lambda *args: 3)
+    held = budget.RUNS.held
+
+    def stop(done, rows):
+        assert budget.RUNS.held > held  # the run's reservation is held while it runs
+        raise Stop
+
+    with pytest.raises(Stop):
+        explorer.softmax(explorer.make_input("normal", 9, 100), "naive", backend="emulator", progress=stop)
+    assert budget.RUNS.held == held
+
+
+# --- the time model -----------------------------------------------------------------------------------
+
+def seconds(key: str, rows: int, cols: int, dtype: str = "float32", acc: str = "float32") -> float:
+    return budget.emulation_seconds(explorer.VARIANTS[key], rows, cols, dtype, acc)
+
+
+@pytest.mark.parametrize("key", list(explorer.VARIANTS))
+def test_the_estimate_grows_with_rows_and_cols_and_narrow_types(key):
+    assert 0 < seconds(key, 8, 1000) < seconds(key, 8000, 1000)
+    assert seconds(key, 8, 1000) < seconds(key, 8, 100_000)
+    if "float16" in explorer.VARIANTS[key].accumulators:
+        assert seconds(key, 64, 1000, "float16", "float16") > seconds(key, 64, 1000)
+
+
+def test_a_large_emulation_is_estimated_in_minutes_and_a_small_one_in_milliseconds():
+    assert seconds("online_thread", 16384, 65536) > 60
+    assert sum(seconds(k, 8, 1000) for k in explorer.VARIANTS) < 1
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 10), (100_000, 100), (4096, 32768), (2, 10**7), (10**6, 1000)])
+@pytest.mark.parametrize("key", list(explorer.VARIANTS))
+def test_chunks_are_about_a_second_and_cost_at_most_a_quarter_more(key, rows, cols):
+    v = explorer.VARIANTS[key]
+    launch = v.launch(rows, cols)
+    n = budget.chunks(v, launch, rows, cols, "float32", "float32")
+    assert 1 <= n <= rows
+    one_pass = budget.emulation_seconds(v, rows, cols, "float32") - (n - 1) * per_chunk(v, launch, cols)
+    if n > 1:
+        assert (n - 1) * per_chunk(v, launch, cols) <= budget.CHUNK_OVERHEAD * one_pass + 1e-9
+        assert one_pass / n >= budget.CHUNK_SECONDS / 2
+
+
+def per_chunk(v, launch, cols: int) -> float:
+    return budget._emulation_terms(v, launch, 1, cols, "float32", "float32")[1]
+
+
+def test_many_rows_give_many_chunks_and_few_long_rows_one():
+    v = explorer.VARIANTS["online_warp"]
+    assert budget.chunks(v, v.launch(10**6, 1000), 10**6, 1000, "float32", "float32") > 10
+    v = explorer.VARIANTS["online_thread"]
+    assert budget.chunks(v, v.launch(2, 10**6), 2, 10**6, "float32", "float32") == 1
+
+
+def test_the_time_budget_setting(monkeypatch):
+    monkeypatch.delenv(budget.TIME_SETTING, raising=False)
+    assert budget.time_budget() == budget.DEFAULT_RUN_SECONDS and budget.settings_problems() == []
+    monkeypatch.setenv(budget.TIME_SETTING, "2.5")
+    assert budget.time_budget() == 2.5 and budget.settings_problems() == []
+    for bad in ("0", "-1", "soon", "inf", "nan"):
+        monkeypatch.setenv(budget.TIME_SETTING, bad)
+        assert budget.time_budget() == budget.DEFAULT_RUN_SECONDS
+        assert [p for p in explorer.api.settings_problems() if p.startswith(f"{budget.TIME_SETTING}={bad!r} is refused")]
