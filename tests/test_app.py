@@ -85,7 +85,8 @@ def test_outputs_page_shows_each_variant_beside_the_reference(at):
     df = frame(at)
     assert df.loc["online_warp", "sum of row"] == pytest.approx(1.0, abs=1e-5)
     assert df.loc["online_warp", "backend"] == "emulator"
-    assert {b.label for b in at.download_button} == {"Download table (CSV)", "Download this run (JSON)"}
+    assert {b.label for b in at.download_button} == {"Download table (CSV)", "Download this run (JSON)",
+                                                  "Download share image (PNG)"}
     cfg = chart_configs(at)[0]
     assert cfg["toImageButtonOptions"]["filename"] == "softmax_outputs_normal_mean0_std1_4x100_float32_acc-float32_seed0_row0"
     assert any("CPU emulation" in a.get("text", "") for a in fig["layout"]["annotations"])
@@ -299,7 +300,7 @@ def test_errors_page(at):
     assert (df["max rel"] < 1e-5).all() and (df["argmax agree"] == 1).all()
     assert (df["max rel"] <= df["bound"]).all()
     assert charts(at)[0]["layout"]["yaxis"]["type"] == "log"
-    assert [b.label for b in at.download_button] == ["Download table (CSV)"]
+    assert [b.label for b in at.download_button] == ["Download table (CSV)", "Download share image (PNG)"]
     at.selectbox(key="dist").set_value("nonfinite").run()
     at.number_input(key="p_nonfinite_rate").set_value(0.05).run()
     ok(at)
