@@ -261,6 +261,8 @@ def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "a
     if acc not in v.accumulators:
         raise InvalidInput(f"{variant} accumulates in {', '.join(v.accumulators)}, not {acc}")
     block = check_block(v, block_size)
+    if progress is not None and not callable(progress):
+        raise InvalidInput(f"progress must be a function of (rows done, rows) or None, got {type(progress).__name__}")
     if trace_row is not None:
         if not v.traceable:
             raise InvalidInput(f"{variant} records no trace; trace one of "

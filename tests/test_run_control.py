@@ -2,6 +2,7 @@
 chunks, and the time estimate a request is held to (explorer.budget). Nothing here times anything."""
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,6 +108,11 @@ def test_a_stopped_softmax_releases_its_memory(monkeypatch):
     assert budget.RUNS.held == held
 
 
+def test_a_progress_that_is_not_a_function_is_refused_in_words():
+    with pytest.raises(explorer.InvalidInput, match="progress must be a function"):
+        explorer.softmax(explorer.make_input("normal", 2, 8), "naive", backend="emulator", progress=3)
+
+
 # --- the time model -----------------------------------------------------------------------------------
 
 def seconds(key: str, rows: int, cols: int, dtype: str = "float32", acc: str = "float32") -> float:
@@ -159,3 +165,94 @@ def test_the_time_budget_setting(monkeypatch):
         monkeypatch.setenv(budget.TIME_SETTING, bad)
         assert budget.time_budget() == budget.DEFAULT_RUN_SECONDS
         assert [p for p in explorer.api.settings_problems() if p.startswith(f"{budget.TIME_SETTING}={bad!r} is refused")]
+
+
+# --- the app: the estimate, a refusal to confirm, progress, and a stop that leaves the page usable ------------
+
+RUN_TIMEOUT = 180  # AppTest's limit for one script run: generous, a busy box may be many times slower
+QUERY = {"rows": "4", "cols": "100", "variants": "naive,online_warp"}
+
+
+@pytest.fixture
+def app(monkeypatch):
+    """The Outputs page on the emulator, opened on QUERY; the test sets the environment first."""
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    from ui import common
+
+    monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
+
+    def open_app(seed: int):
+        """seed: each test's own input, so no run is already in the cache (shared by the process)."""
+        at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=RUN_TIMEOUT)
+        at.query_params.update({**QUERY, "seed": str(seed)})
+        return at.run()
+
+    return open_app, common
+
+
+def texts(at, kind: str) -> str:
+    return " ".join(str(e.value) for e in at.get(kind))
+
+
+def settings_kept(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key="rows").value == 4 and at.number_input(key="cols").value == 100
+    assert at.multiselect(key="variants").value == ["naive", "online_warp"]
+    assert at.query_params["rows"] == "4" and at.query_params["variants"] == "naive,online_warp"
+
+
+def test_a_run_over_the_time_budget_is_refused_in_words_until_confirmed(app, monkeypatch):
+    open_app, _ = app
+    monkeypatch.setenv(budget.TIME_SETTING, "0.000001")  # every run is over it, whatever the machine
+    at = open_app(101)
+    words = texts(at, "warning")
+    assert "Not run yet" in words and "in the CPU emulation" in words and "over this server's budget" in words
+    assert not at.get("plotly_chart")
+    settings_kept(at)
+    at.button(key="run_anyway").click().run()
+    assert at.get("plotly_chart") and "Not run yet" not in texts(at, "warning")
+    settings_kept(at)
+    at.number_input(key="cols").set_value(101).run()  # another configuration asks again
+    assert "Not run yet" in texts(at, "warning") and not at.get("plotly_chart")
+
+
+def test_a_long_run_shows_rows_done_elapsed_and_left(app, monkeypatch):
+    open_app, common = app
+    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)  # show the progress area for this small run
+    monkeypatch.setattr(common.Progress, "close", lambda self: None)  # and keep it, to read its last words
+    at = open_app(102)
+    bar = at.get("progress")[0].proto
+    assert "online_warp (2 of 2), rows 4 of 4" in bar.text and "so far" in bar.text and bar.value == 100
+    assert at.button(key="run_stop").label == "Stop"
+
+
+def test_stop_ends_the_run_and_the_page_stays_usable(app, monkeypatch):
+    open_app, common = app
+    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(common.Progress, "close", lambda self: None)  # the Stop button stays to be clicked
+    at = open_app(103)
+    at.button(key="run_stop").click().run()
+    assert "Stopped before the run finished" in texts(at, "warning") and not at.get("plotly_chart")
+    settings_kept(at)
+    at.button(key="run_again").click().run()
+    assert at.get("plotly_chart") and "Stopped" not in texts(at, "warning")
+    settings_kept(at)
+
+
+def test_a_run_past_its_deadline_stops_between_chunks_and_says_so(app, monkeypatch):
+    open_app, common = app
+    ticks = iter(range(0, 10**6, 100))  # each look at the clock is 100 s later: past 3 × 60 s at the third
+    monkeypatch.setattr(common, "clock", lambda: next(ticks))
+    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)
+    at = open_app(104)
+    words = texts(at, "warning")
+    assert "Stopped after" in words and "passed 3× its time budget of 60 s" in words
+    assert not at.get("plotly_chart") and not at.get("progress")
+    settings_kept(at)
+    monkeypatch.setattr(common, "clock", lambda: 0.0)  # time stands still: nothing overruns
+    at.button(key="run_again").click().run()
+    assert at.get("plotly_chart") and "Stopped" not in texts(at, "warning")
+    settings_kept(at)
+

@@ -6,12 +6,15 @@ from __future__ import annotations
 import datetime
 import functools
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
 import explorer
+from explorer import budget
 
 from . import compute, figures
 from .compute import VariantRun
@@ -19,7 +22,11 @@ from .state import Config, InputSpec
 
 ss = st.session_state
 log = logging.getLogger("softmax_explorer.ui")
-BIG_RUN = 2_000_000  # elements × variants above which a run shows a progress bar, not just a spinner
+PROGRESS_SECONDS = 2.0  # emulated runs estimated longer than this show progress and a Stop button
+DEADLINE = 3  # a run ends past this many times its budget (the estimate can be off on a busy machine)
+STOPPED = ("Stopped before the run finished. The variants that finished are kept and your settings are unchanged: "
+           "run again, or change a setting.")
+clock = time.monotonic  # tests replace it to overrun a run without waiting
 
 
 def guarded(page):
@@ -73,25 +80,141 @@ def csv_download(df: pd.DataFrame, cfg: Config, name: str, key: str, label: str 
                        icon=":material/download:", on_click="ignore")
 
 
-def run_all(cfg: Config, spec: InputSpec) -> tuple[dict[str, VariantRun], dict[str, str]]:
-    """Every selected variant over the input: (results by variant, error messages by variant)."""
-    results, failed = {}, {}
-    big = cfg.rows * cfg.cols * len(cfg.variants) > BIG_RUN
+def run_key(cfg: Config, spec: InputSpec) -> tuple:
+    """What the variants' runs depend on: a stop or a "Run anyway" holds for it (not for the row shown)."""
+    return spec, cfg.acc, cfg.variants, cfg.block
+
+
+def estimate(cfg: Config) -> dict[str, float]:
+    """Seconds each variant's emulated run should take (explorer.budget.emulation_seconds); none on a GPU, and
+    none for a variant that refuses the dtype or accumulator (it fails at once)."""
+    if compute.backend() == "cuda":
+        return {}
+    return {k: budget.emulation_seconds(v, cfg.rows, cfg.cols, cfg.dtype, cfg.acc, cfg.block_for(k))
+            for k in cfg.variants if cfg.dtype in (v := explorer.VARIANTS[k]).dtypes and cfg.acc in v.accumulators}
+
+
+def duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under 1 s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def _stop(key: tuple, message: str) -> None:
+    ss["_stopped"] = key, message
+
+
+def _confirm(key: tuple) -> None:
+    ss["_confirmed"] = key
+
+
+def _again() -> None:
+    ss.pop("_stopped", None)
+
+
+class Overrun(Exception):
+    """A run past DEADLINE times its budget."""
+
+
+class Progress:
+    """The progress area of a long run: a bar over every variant's estimated share, rows done within the one
+    running, time so far and left, and a Stop button. Each update is where Streamlit ends the script of a
+    session that clicked Stop or closed; past the deadline an update raises Overrun."""
+
+    def __init__(self, key: tuple, seconds: dict[str, float], deadline: float):
+        self.seconds, self.total, self.deadline = seconds, sum(seconds.values()) or 1.0, deadline
+        self.start = clock()
+        self.finished = 0.0  # estimated seconds of the variants done, cached ones included
+        self.worked = self.running = 0.0  # estimated seconds of the runs made here: done, and the one running
+        self.slot = st.empty()
+        with self.slot.container():
+            self.bar = st.progress(0.0, text="Starting…")
+            st.button("Stop", key="run_stop", on_click=_stop, args=(key, STOPPED), icon=":material/stop_circle:")
+
+    def begin(self, variant: str, index: int, count: int) -> Callable[[int, int], None]:
+        """Show the variant starting; returns its run's progress callback."""
+        share, label = self.seconds.get(variant, 0.0), f"{variant} ({index + 1} of {count})"
+        self._draw(self.finished, label)
+
+        def progress(done: int, rows: int) -> None:
+            self.running = share * done / rows
+            self._draw(self.finished + self.running, f"{label}, rows {done:,} of {rows:,}")
+
+        return progress
+
+    def end(self, variant: str) -> None:
+        self.finished += self.seconds.get(variant, 0.0)
+        self.worked, self.running = self.worked + self.running, 0.0
+
+    def _draw(self, done: float, label: str) -> None:
+        elapsed = clock() - self.start
+        if elapsed > self.deadline:
+            raise Overrun(elapsed)
+        measured = self.worked + self.running
+        rate = elapsed / measured if measured else 1.0  # seconds taken per estimated second, once runs were made
+        left = rate * max(self.total - done, 0.0)
+        after = f"about {duration(left)} left" if left >= 1 else "nearly done"
+        self.bar.progress(min(done / self.total, 1.0), text=f"Running {label} · {duration(elapsed)} so far, {after}")
+
+    def close(self) -> None:
+        self.slot.empty()
+
+
+def run_all(cfg: Config, spec: InputSpec) -> tuple[dict[str, VariantRun], dict[str, str]] | None:
+    """Every selected variant over the input: (results by variant, error messages by variant). None, after saying
+    why, where the run is stopped, or estimated over this server's time budget and not confirmed."""
+    key = run_key(cfg, spec)
+    if _stopped_notice(key):
+        return None
+    ss.pop("_stopped", None)  # a stop holds for the run it stopped; another configuration runs
+    seconds = estimate(cfg)
+    total, limit = sum(seconds.values()), budget.time_budget()
+    confirmed = ss.get("_confirmed") == key
+    if total > limit and not confirmed:
+        st.warning(f"Not run yet: {len(cfg.variants)} variant(s) on {cfg.rows:,}×{cfg.cols:,} {cfg.dtype} would take "
+                   f"about {duration(total)} in the CPU emulation (estimated from the shape and variants), over this "
+                   f"server's budget of {duration(limit)} for one request. Make rows or cols smaller or select fewer "
+                   "variants, or run it anyway: it shows its progress and can be stopped.", icon=":material/timer:")
+        st.button(f"Run anyway (about {duration(total)})", key="run_anyway", on_click=_confirm, args=(key,),
+                  icon=":material/play_arrow:")
+        return None
+    deadline = DEADLINE * max(limit, total if confirmed else 0.0)
     gpu = compute.backend_info().get("backend") == "cuda"
     note = " (a dtype's first GPU run compiles its kernels: a few seconds)" if gpu else ""
-    bar = st.progress(0.0, text="Running…") if big and len(cfg.variants) > 1 else None
-    with st.spinner(f"Running {len(cfg.variants)} variant(s) on {cfg.rows}×{cfg.cols} {cfg.dtype}{note}…"):
-        compute.get_input(spec)
-        for i, key in enumerate(cfg.variants):
-            if bar is not None:
-                bar.progress(i / len(cfg.variants), text=f"Running {key} ({i + 1} of {len(cfg.variants)})…")
-            try:
-                results[key] = compute.run_variant(spec, key, cfg.acc, cfg.block_for(key))
-            except explorer.ExplorerError as exc:
-                failed[key] = str(exc)
-    if bar is not None:
-        bar.empty()
-    return results, failed
+    shown = Progress(key, seconds, deadline) if total > PROGRESS_SECONDS else None
+    results, failed = {}, {}
+    try:
+        with st.spinner(f"Running {len(cfg.variants)} variant(s) on {cfg.rows}×{cfg.cols} {cfg.dtype}{note}…"):
+            compute.get_input(spec)
+            for i, k in enumerate(cfg.variants):
+                progress = shown.begin(k, i, len(cfg.variants)) if shown else None
+                try:
+                    results[k] = compute.run_variant(spec, k, cfg.acc, cfg.block_for(k), progress)
+                except explorer.ExplorerError as exc:
+                    failed[k] = str(exc)
+                if shown:
+                    shown.end(k)
+    except Overrun as exc:
+        _stop(key, f"Stopped after {duration(exc.args[0])}: this run passed {DEADLINE}× its time budget of "
+                   f"{duration(deadline / DEADLINE)} (the machine is slower or busier than the estimate assumed). "
+                   "The variants that finished are kept and your settings are unchanged: run again, or choose a "
+                   "smaller shape or fewer variants.")
+    finally:
+        if shown:
+            shown.close()
+    return None if _stopped_notice(key) else (results, failed)
+
+
+def _stopped_notice(key: tuple) -> bool:
+    """Say so where the run of `key` was stopped, with a button to run it again."""
+    stopped = ss.get("_stopped")
+    if not stopped or stopped[0] != key:
+        return False
+    st.warning(stopped[1], icon=":material/stop_circle:")
+    st.button("Run again", key="run_again", on_click=_again, icon=":material/replay:")
+    return True
 
 
 def show_failures(failed: dict[str, str]) -> None:
@@ -135,7 +258,10 @@ def run_page(title: str) -> Ran | None:
     header(title, cfg)
     if cfg is None:
         return None
-    results, failed = run_all(cfg, spec)
+    ran = run_all(cfg, spec)
+    if ran is None:
+        return None
+    results, failed = ran
     show_failures(failed)
     return Ran(cfg, spec, results, failed) if results else None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,28 +64,46 @@ def memory_turn(spec: InputSpec) -> Iterator[None]:
             slot.empty()
 
 
-def run_variant(spec: InputSpec, variant: str, acc: str, block_size: int | None) -> VariantRun:
+class _NotKept(Exception):
+    """A run not in the cache yet (nothing is cached for an exception)."""
+
+
+def run_variant(spec: InputSpec, variant: str, acc: str, block_size: int | None,
+                progress: Callable[[int, int], object] | None = None) -> VariantRun:
+    """The variant's run over the input: the cached one, else run now (outside the cache, so progress may draw
+    on the page and a stop may end the run between chunks of rows) and then kept."""
+    key = (spec, variant, acc, block_size, backend())
+    try:
+        return _kept(*key)
+    except _NotKept:
+        pass
     with memory_turn(spec):
-        return _run_variant(spec, variant, acc, block_size, backend())
+        x = get_input(spec)
+        start = time.perf_counter()
+        r = explorer.softmax(x, variant, acc=acc, block_size=block_size, backend=key[-1], progress=progress)
+    return _kept(*key, _run=VariantRun(r.out, r.backend, r.block_size, r.launch, time.perf_counter() - start))
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
-def _run_variant(spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str) -> VariantRun:
-    x = get_input(spec)
-    start = time.perf_counter()
-    r = explorer.softmax(x, variant, acc=acc, block_size=block_size, backend=backend)
-    return VariantRun(r.out, r.backend, r.block_size, r.launch, time.perf_counter() - start)
+def _kept(spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str,
+          _run: VariantRun | None = None) -> VariantRun:
+    """The run kept for these arguments; _run (not part of the key) is the one to keep on a miss."""
+    if _run is None:
+        raise _NotKept
+    return _run
 
 
 def error_report(spec: InputSpec, variant: str, acc: str, block_size: int | None) -> ErrorReport:
+    out = run_variant(spec, variant, acc, block_size).out
     with memory_turn(spec):
-        return _error_report(spec, variant, acc, block_size, backend())
+        return _error_report(spec, variant, acc, block_size, backend(), _out=out)
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
-def _error_report(spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str) -> ErrorReport:
-    out = _run_variant(spec, variant, acc, block_size, backend).out
-    return explorer.errors(out, get_input(spec), ref=get_reference(spec))
+def _error_report(spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str,
+                  _out: np.ndarray) -> ErrorReport:
+    """The errors of the variant's output _out (not part of the key: the other arguments decide it)."""
+    return explorer.errors(_out, get_input(spec), ref=get_reference(spec))
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
