@@ -32,6 +32,9 @@ class Launch:
     kernel: str = ""  # the kernel this shape uses, where a variant chooses among several
     template_args: tuple[int, ...] = ()  # compile-time arguments after <T, Acc>: vector width, packs per thread, ...
     chunks: int = 1  # blocks per row (split kernels, fast_row's slices)
+    functions: tuple[str, ...] = ()  # the __global__ functions run, in order, where not just the one kernel
+    protocol: str = "rows"  # how the CUDA backend calls them: "rows" (x, y), "two_stage" (chunk states
+    # between two kernels) or "slices" (fast_row: staging in shared memory, slices exchanging (m, d))
 
     def describe(self) -> str:
         extra = f", {self.chunks} blocks per row" if self.chunks > 1 else ""
@@ -99,7 +102,7 @@ def _split(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Enough chunks per row to give the GPU ~4 blocks per SM, each thread folding >= 4 elements."""
     chunks = max(1, min(cdiv(cols, 4 * block), cdiv(4 * SMS, rows)))
     return Launch(grid=rows * chunks, block=block, shared_bytes=256, threads_per_row=chunks * block,
-                  kernel="split", chunks=chunks)
+                  kernel="split", chunks=chunks, functions=("split_partial", "split_finish"), protocol="two_stage")
 
 
 def pow2_at_least(n: int) -> int:
@@ -136,7 +139,7 @@ def fast_row_launch(rows: int, cols: int, dtype: str, threads: int, elements: in
         return None
     return Launch(grid=rows * slices, block=threads, shared_bytes=272 + (staging if hold else 0),
                   threads_per_row=threads * slices, kernel="fast_row_cluster" if cluster > 1 else "fast_row",
-                  template_args=(vec, per, hold) + ((cluster,) if cluster > 1 else ()), chunks=slices)
+                  template_args=(vec, per, hold) + ((cluster,) if cluster > 1 else ()), chunks=slices, protocol="slices")
 
 
 # fast's choices, measured on the H200 (scripts/tune_fast.py). fast_warp up to these widths, with
@@ -176,7 +179,8 @@ def fast_split_launch(rows: int, cols: int, dtype: str) -> Launch:
     per = max(1, 16 // vec)
     chunks = max(1, min(cdiv(cols // vec, SPLIT_BLOCK * per), cdiv(4 * SMS, rows)))
     return Launch(grid=rows * chunks, block=SPLIT_BLOCK, shared_bytes=264, threads_per_row=chunks * SPLIT_BLOCK,
-                  kernel="fast_split", template_args=(vec, per), chunks=chunks)
+                  kernel="fast_split", template_args=(vec, per), chunks=chunks,
+                  functions=("fast_split_partial", "fast_split_finish"), protocol="two_stage")
 
 
 def cdiv(a: int, b: int) -> int:

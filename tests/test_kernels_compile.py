@@ -24,7 +24,7 @@ def launched_names() -> dict[str, set[str]]:
     for v in VARIANTS.values():
         for dtype in v.dtypes:
             for acc in v.accumulators:
-                names.setdefault(v.kernel_file, set()).update(cuda._fixed_names(v.kernel_file, dtype, acc))
+                names.setdefault(v.kernel_file, set()).update(cuda.fixed_kernel_names(v.kernel_file, dtype, acc))
                 if v.method == "fast":
                     for rows, cols in FAST_SHAPES:
                         names[v.kernel_file].update(cuda.kernel_names(v, v.launch(rows, cols, None, dtype), dtype, acc))
@@ -34,7 +34,7 @@ def launched_names() -> dict[str, set[str]]:
                 launch = topk_launch(rows, cols, k, dtype)
                 for softmax in (0, 1):  # fused, and the selection of the unfused pipeline
                     names.setdefault("topk.cu", set()).add(
-                        cuda._name("topk", dtype, "float32", False, (*launch.template_args, softmax)))
+                        cuda.topk_kernel_name(dtype, launch.template_args, bool(softmax)))
     return names
 
 

@@ -80,26 +80,25 @@ def kernel_source(filename: str, _seen: set[str] | None = None) -> str:
     return re.sub(r'#include "(\w+\.cuh)"', inline, (KERNEL_DIR / filename).read_text())
 
 
-# Kernels whose signature ends in TRACE_ARGS (and whose template takes the TRACE switch).
-TRACED_KERNELS = {"safe_thread", "online_thread", "online_warp", "online_block", "split_partial", "split_finish"}
+def kernel_name(function: str, dtype: str, acc: str, traced: bool | None = None, extra: tuple[int, ...] = ()) -> str:
+    """The instantiation `function<T, Acc[, TRACE], extra...>`; traced is None for kernels without the
+    TRACE switch (those of variants that are not traceable), whose signature has no TRACE_ARGS."""
+    args = [C_TYPES[dtype], C_TYPES[acc]] + ([] if traced is None else ["true" if traced else "false"])
+    return f"{function}<{', '.join(args + [str(a) for a in extra])}>"
 
 
-def _name(kernel_name: str, dtype: str, acc: str, traced: bool = False, extra: tuple[int, ...] = ()) -> str:
-    args = [C_TYPES[dtype], C_TYPES[acc]]
-    if kernel_name in TRACED_KERNELS:
-        args.append("true" if traced else "false")
-    return f"{kernel_name}<{', '.join(args + [str(a) for a in extra])}>"
-
-
-def _fixed_names(filename: str, dtype: str, acc: str) -> tuple[str, ...]:
+def fixed_kernel_names(filename: str, dtype: str, acc: str) -> tuple[str, ...]:
     """Every shape-independent instantiation of a file: compiled together, once."""
     names = []
     for v in VARIANTS.values():
         if v.kernel_file == filename and v.method != "fast" and dtype in v.dtypes and acc in v.accumulators:
-            kernels = ("split_partial", "split_finish") if v.kernel == "split" else (v.kernel,)
-            for k in kernels:
-                names += [_name(k, dtype, acc, traced) for traced in ((False, True) if k in TRACED_KERNELS else (False,))]
+            for function in v.functions:
+                names += [kernel_name(function, dtype, acc, t) for t in ((False, True) if v.traceable else (None,))]
     return tuple(names)
+
+
+def topk_kernel_name(dtype: str, template_args: tuple[int, ...], fused: bool) -> str:
+    return kernel_name("topk", dtype, "float32", None, (*template_args, int(fused)))
 
 
 @functools.cache
@@ -117,17 +116,16 @@ def _function(filename: str, dtype: str, acc: str, name: str):
 
 @functools.cache  # a dictionary lookup per launch, not a walk over the registry (small launches are CPU-bound)
 def _compiled_function(filename: str, dtype: str, acc: str, name: str):
-    fixed = _fixed_names(filename, dtype, acc)
+    fixed = fixed_kernel_names(filename, dtype, acc)
     with _compile_lock:
         module = _module(filename, fixed if name in fixed else (name,))
     return module.get_function(name)
 
 
 def kernel_names(variant: Variant, launch: Launch, dtype: str, acc: str, traced: bool = False) -> list[str]:
-    """The instantiations a launch runs, in order (split rows run two kernels)."""
-    kernel_name = launch.kernel or variant.kernel
-    names = [f"{kernel_name}_partial", f"{kernel_name}_finish"] if kernel_name.endswith("split") else [kernel_name]
-    return [_name(k, dtype, acc, traced, launch.template_args) for k in names]
+    """The instantiations a launch runs, in order."""
+    functions = launch.functions or (launch.kernel or variant.kernel,)
+    return [kernel_name(f, dtype, acc, traced if variant.traceable else None, launch.template_args) for f in functions]
 
 
 def resources(variant: Variant, launch: Launch, dtype: str, acc: str) -> list[dict]:
@@ -157,26 +155,36 @@ def launch(variant: Variant, geometry: Launch, x_dev, y_dev, rows: int, cols: in
            trace=None, trace_row: int = -1) -> None:
     """Launch a variant on device arrays (no checks, no sync): the path bench.py times."""
     traced = trace is not None
-    names = kernel_names(variant, geometry, dtype, acc, traced)
-    kernels = [_function(variant.kernel_file, dtype, acc, name) for name in names]
+    kernels = [_function(variant.kernel_file, dtype, acc, name) for name in kernel_names(variant, geometry, dtype, acc, traced)]
     # kernels with the TRACE switch end their signature with TRACE_ARGS
-    tail = [np.int64(trace_row), *trace] if traced else [np.int64(-1), *_null_trace()]
-    tails = [tail if name.split("<")[0] in TRACED_KERNELS else [] for name in names]
-    grid, block, shape = (geometry.grid,), (geometry.block,), [np.int32(rows), np.int32(cols)]
-    chunks = np.int32(geometry.chunks)
-    if geometry.kernel.startswith("fast_row"):
-        _vec, per, hold = geometry.template_args[:3]
-        staging = geometry.block * per * 16 if hold else 0
-        if staging > kernels[0].max_dynamic_shared_size_bytes:
-            kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
-        partial, sync = _row_exchange(kernels[0], geometry, rows, staging)
-        kernels[0](grid, block, (x_dev, y_dev, partial, sync, *shape, chunks), shared_mem=staging)
-    elif len(kernels) == 2:  # split: chunk states, then merge and normalise
-        partial = cp.empty(2 * geometry.grid, np.float32)
-        kernels[0](grid, block, (x_dev, partial, *shape, chunks, *tails[0]))
-        kernels[1](grid, block, (x_dev, y_dev, partial, *shape, chunks, *tails[1]))
-    else:
-        kernels[0](grid, block, (x_dev, y_dev, *shape, *tails[0]))
+    tail = ([np.int64(trace_row), *trace] if traced else [np.int64(-1), *_null_trace()]) if variant.traceable else []
+    LAUNCHERS[geometry.protocol](kernels, geometry, x_dev, y_dev, [np.int32(rows), np.int32(cols)], tail)
+
+
+def _launch_rows(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: list) -> None:
+    kernels[0]((geometry.grid,), (geometry.block,), (x_dev, y_dev, *shape, *tail))
+
+
+def _launch_two_stage(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: list) -> None:
+    """Chunk states from the first kernel; the second merges them and normalises."""
+    partial = cp.empty(2 * geometry.grid, np.float32)
+    grid, block, chunks = (geometry.grid,), (geometry.block,), np.int32(geometry.chunks)
+    kernels[0](grid, block, (x_dev, partial, *shape, chunks, *tail))
+    kernels[1](grid, block, (x_dev, y_dev, partial, *shape, chunks, *tail))
+
+
+def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: list) -> None:
+    """fast_row: the slice staged in dynamic shared memory (hold 1 and 2), slices exchanging (m, d)."""
+    _vec, per, hold = geometry.template_args[:3]
+    staging = geometry.block * per * 16 if hold else 0
+    if staging > kernels[0].max_dynamic_shared_size_bytes:
+        kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
+    partial, sync = _row_exchange(kernels[0], geometry, int(shape[0]), staging)
+    kernels[0]((geometry.grid,), (geometry.block,), (x_dev, y_dev, partial, sync, *shape, np.int32(geometry.chunks)),
+               shared_mem=staging)
+
+
+LAUNCHERS = {"rows": _launch_rows, "two_stage": _launch_two_stage, "slices": _launch_slices}
 
 
 _exchanges: dict[int, tuple] = {}
@@ -296,7 +304,7 @@ def topk_on_device(fused: bool, geometry: Launch, x_dev, rows: int, cols: int, d
 
 @functools.cache  # a dictionary lookup per call: batch-1 top-k is bound by the Python path
 def _topk_kernel(dtype: str, template_args: tuple[int, ...], fused: bool, staging: int):
-    kernel = _function("topk.cu", dtype, "float32", _name("topk", dtype, "float32", False, (*template_args, int(fused))))
+    kernel = _function("topk.cu", dtype, "float32", topk_kernel_name(dtype, template_args, fused))
     if staging > kernel.max_dynamic_shared_size_bytes:
         kernel.max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
     return kernel

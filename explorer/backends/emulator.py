@@ -265,16 +265,23 @@ def _run_rows(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, tr
     raw = None
     if trace_row is not None:
         raw = RawTrace.empty(*trace_shape(variant, launch, cols))
-    if variant.method == "naive":
-        out = _naive(x, acc)
-    elif variant.method == "fast":
-        out = _fast(x, launch)
-    elif variant.family == "split":
-        out = _split_row(x, acc, launch, trace_row, raw)
-    elif variant.method == "safe" and variant.family == "thread":
-        out = _safe_thread(x, acc, trace_row, raw)
-    elif variant.method == "safe" and variant.family == "block":
-        out = _safe_block(x, acc, launch.threads_per_row)
-    else:
-        out = _online(x, acc, launch.threads_per_row, variant.family, _Recorder.single(raw, trace_row, cols))
+    out = EMULATIONS[variant.key](x, acc, launch, trace_row, raw)
     return out, raw
+
+
+def _emulate_online(family: str) -> Callable:
+    return lambda x, acc, launch, row, raw: _online(x, acc, launch.threads_per_row, family,
+                                                    _Recorder.single(raw, row, x.shape[1]))
+
+
+# Each variant's emulation, by registry key: (x, acc, launch, trace_row, raw trace or None) -> output.
+EMULATIONS: dict[str, Callable[[np.ndarray, Acc, Launch, int | None, RawTrace | None], np.ndarray]] = {
+    "naive": lambda x, acc, launch, row, raw: _naive(x, acc),
+    "safe_thread": lambda x, acc, launch, row, raw: _safe_thread(x, acc, row, raw),
+    "online_thread": _emulate_online("thread"),
+    "online_warp": _emulate_online("warp"),
+    "online_block": _emulate_online("block"),
+    "safe_block": lambda x, acc, launch, row, raw: _safe_block(x, acc, launch.threads_per_row),
+    "split_row": _split_row,
+    "fast": lambda x, acc, launch, row, raw: _fast(x, launch),
+}

@@ -1,0 +1,46 @@
+"""Every variant is a complete plug-in: a registry entry whose launch rule gives a Launch, whose
+kernels exist in its kernel file and are called through a known protocol, and whose emulation runs."""
+
+import re
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.backends import cuda, emulator
+from explorer.topk import TOPK_VARIANTS, topk_launch
+
+SHAPES = [(3, 100), (2, 5000), (1, 300000)]
+
+
+def global_functions(filename: str) -> set[str]:
+    attributes = r"(?:__\w+__\([^)]*\)\s+)*"  # __launch_bounds__(...), __cluster_dims__(...)
+    return set(re.findall(r"__global__\s+void\s+" + attributes + r"(\w+)\s*\(", cuda.kernel_source(filename)))
+
+
+@pytest.mark.parametrize("key", list(explorer.VARIANTS))
+def test_a_variant_has_a_launch_rule_kernels_and_an_emulation(key):
+    v = explorer.VARIANTS[key]
+    defined = global_functions(v.kernel_file)
+    assert set(v.functions) <= defined, (key, set(v.functions) - defined)
+    assert key in emulator.EMULATIONS
+    for dtype in v.dtypes:
+        for rows, cols in SHAPES:
+            launch = v.launch(rows, cols, None, dtype)
+            assert isinstance(launch, explorer.Launch) and launch.protocol in cuda.LAUNCHERS
+            for name in cuda.kernel_names(v, launch, dtype, v.accumulators[0]):
+                assert name.split("<")[0] in defined, (key, name)
+    x = explorer.make_input("normal", 2, 100)
+    out = explorer.softmax(x, key, backend="emulator").out
+    assert np.allclose(out, explorer.reference(x), rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("key", list(TOPK_VARIANTS))
+def test_a_topk_variant_has_a_launch_rule_a_kernel_and_an_emulation(key):
+    assert "topk" in global_functions("topk.cu")
+    for rows, cols in SHAPES:
+        launch = topk_launch(rows, cols, 8, "float32")
+        assert launch.kernel == "topk" and launch.grid == rows * launch.chunks
+    x = explorer.make_input("normal", 2, 100)
+    got = explorer.softmax_topk(x, 5, key, backend="emulator")
+    assert got.indices.shape == (2, 5) and explorer.topk_errors(got, x).index_mismatch == 0
