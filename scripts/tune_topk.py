@@ -82,8 +82,7 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
     for i in range(100):
         cuda.topk_on_device(True, launch, xs[i % buffers], rows, cols, dtype, k, fast, False)
     line.append(f"python {(time.perf_counter() - started) * 1e4:.1f}/call")
-    name = cuda.topk_kernel_name(dtype, launch.template_args, True)
-    line.append(f"{cuda._function('topk.cu', dtype, 'float32', name).num_regs} regs")
+    line.append(f"{cuda.topk_registers(dtype, launch.template_args, True)} regs")
     cuda.cp.cuda.get_current_stream().synchronize()
     return " | ".join(line)
 

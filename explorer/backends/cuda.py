@@ -101,6 +101,10 @@ def topk_kernel_name(dtype: str, template_args: tuple[int, ...], fused: bool) ->
     return kernel_name("topk", dtype, "float32", None, (*template_args, int(fused)))
 
 
+def topk_registers(dtype: str, template_args: tuple[int, ...], fused: bool) -> int:
+    return _function("topk.cu", dtype, "float32", topk_kernel_name(dtype, template_args, fused)).num_regs
+
+
 @functools.cache
 def _module(filename: str, names: tuple[str, ...]):
     module = cp.RawModule(code=kernel_source(filename), options=("-std=c++17",), name_expressions=list(names))
