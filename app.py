@@ -13,15 +13,17 @@ from ui.topk import topk_page
 
 st.set_page_config(page_title="Softmax kernel explorer", page_icon=":material/function:", layout="wide")
 
-navigation = st.navigation([
-    st.Page(outputs_page, title="Outputs", url_path="outputs", icon=":material/bar_chart:", default=True),
-    st.Page(step_page, title="Step through", url_path="step", icon=":material/step:"),
-    st.Page(errors_page, title="Error vs float64", url_path="errors", icon=":material/rule:"),
-    st.Page(precision_page, title="Precision lab", url_path="precision", icon=":material/straighten:"),
-    st.Page(topk_page, title="Softmax + top-k", url_path="topk", icon=":material/leaderboard:"),
-    st.Page(timing_page, title="Timing", url_path="timing", icon=":material/timer:"),
-    st.Page(kernels_page, title="Kernels", url_path="kernels", icon=":material/code:"),
-])
+navigation = st.navigation(
+    [
+        st.Page(outputs_page, title="Outputs", url_path="outputs", icon=":material/bar_chart:", default=True),
+        st.Page(step_page, title="Step through", url_path="step", icon=":material/step:"),
+        st.Page(errors_page, title="Error vs float64", url_path="errors", icon=":material/rule:"),
+        st.Page(precision_page, title="Precision lab", url_path="precision", icon=":material/straighten:"),
+        st.Page(topk_page, title="Softmax + top-k", url_path="topk", icon=":material/leaderboard:"),
+        st.Page(timing_page, title="Timing", url_path="timing", icon=":material/timer:"),
+        st.Page(kernels_page, title="Kernels", url_path="kernels", icon=":material/code:"),
+    ]
+)
 sidebar(navigation.url_path)
 navigation.run()
 sync_url()

@@ -1,10 +1,10 @@
 """Softmax kernel explorer: real CUDA kernels through CuPy, a faithful NumPy emulation, traces.
 
-    >>> import explorer
-    >>> x = explorer.make_input("normal", rows=4, cols=1000, dtype="float16")
-    >>> r = explorer.softmax(x, "online_warp", acc="float32", trace_row=0)
-    >>> explorer.errors(r.out, x).max_rel < 1e-3
-    True
+>>> import explorer
+>>> x = explorer.make_input("normal", rows=4, cols=1000, dtype="float16")
+>>> r = explorer.softmax(x, "online_warp", acc="float32", trace_row=0)
+>>> explorer.errors(r.out, x).max_rel < 1e-3
+True
 """
 
 from .api import (
@@ -30,10 +30,42 @@ from .topk import K_MAX, TOPK_VARIANTS, TopkReport, TopkResult, reference_topk, 
 from .trace import MergeLevel, Trace
 
 __all__ = [
-    "BACKENDS", "DISTRIBUTIONS", "DTYPES", "FORMATS", "K_MAX", "MAX_REL_FP32_ACC", "TOPK_VARIANTS", "VARIANTS",
-    "ErrorReport", "ExplorerError", "GPUContextLost", "GPUUnavailable", "InvalidInput", "KernelFailed",
-    "Launch", "MergeLevel", "SoftmaxResult", "TooLarge", "TopkReport", "TopkResult", "Trace", "Variant",
-    "bytes_needed", "check_fits", "error_bound", "errors", "info", "kernel_resources", "kernel_source",
-    "load_logits", "make_input",
-    "reference", "reference_topk", "resolve_backend", "rounds_input", "softmax", "softmax_topk", "topk_errors",
+    "BACKENDS",
+    "DISTRIBUTIONS",
+    "DTYPES",
+    "FORMATS",
+    "K_MAX",
+    "MAX_REL_FP32_ACC",
+    "TOPK_VARIANTS",
+    "VARIANTS",
+    "ErrorReport",
+    "ExplorerError",
+    "GPUContextLost",
+    "GPUUnavailable",
+    "InvalidInput",
+    "KernelFailed",
+    "Launch",
+    "MergeLevel",
+    "SoftmaxResult",
+    "TooLarge",
+    "TopkReport",
+    "TopkResult",
+    "Trace",
+    "Variant",
+    "bytes_needed",
+    "check_fits",
+    "error_bound",
+    "errors",
+    "info",
+    "kernel_resources",
+    "kernel_source",
+    "load_logits",
+    "make_input",
+    "reference",
+    "reference_topk",
+    "resolve_backend",
+    "rounds_input",
+    "softmax",
+    "softmax_topk",
+    "topk_errors",
 ]

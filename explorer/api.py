@@ -45,8 +45,11 @@ def settings_problems() -> list[str]:
     problems = budget.settings_problems()
     if ok:
         return problems
-    return [f"EXPLORER_MAX_ELEMENTS={raw!r} is refused: it must be a whole number of elements >= 1; "
-            f"using the default limit of {DEFAULT_MAX_ELEMENTS:,} elements", *problems]
+    return [
+        f"EXPLORER_MAX_ELEMENTS={raw!r} is refused: it must be a whole number of elements >= 1; "
+        f"using the default limit of {DEFAULT_MAX_ELEMENTS:,} elements",
+        *problems,
+    ]
 
 
 @functools.cache
@@ -75,7 +78,7 @@ def forced_backend() -> str | None:
 
 
 def resolve_backend(backend: str) -> str:
-    """"auto" is EXPLORER_BACKEND if set, else CUDA where a GPU is usable, else the emulator."""
+    """ "auto" is EXPLORER_BACKEND if set, else CUDA where a GPU is usable, else the emulator."""
     if not isinstance(backend, str) or backend not in BACKENDS:
         raise InvalidInput(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if backend == "auto":
@@ -141,8 +144,16 @@ def _check_variant(variant: object, block_size: object) -> tuple[Variant | None,
     return variant, check_block(variant, None if default else block_size)
 
 
-def bytes_needed(rows: int, cols: int, dtype: str, backend: str, variant: Variant | None = None,
-                 block_size: int | None = None, traced: bool = False, acc: str = "float32") -> int:
+def bytes_needed(
+    rows: int,
+    cols: int,
+    dtype: str,
+    backend: str,
+    variant: Variant | None = None,
+    block_size: int | None = None,
+    traced: bool = False,
+    acc: str = "float32",
+) -> int:
     """Peak memory of a run, input included (explorer.budget.run_bytes): the emulator's host memory or the
     GPU's device memory. Without a variant, the largest over the variants that take this dtype.
 
@@ -157,8 +168,9 @@ def bytes_needed(rows: int, cols: int, dtype: str, backend: str, variant: Varian
     if variant is None:
         if backend == "cuda":
             return budget.device_bytes(None, None, rows, cols, dtype, False)
-        return max(budget.run_bytes(v, rows, cols, dtype, acc, False, backend) for v in VARIANTS.values()
-                   if dtype in v.dtypes)
+        return max(
+            budget.run_bytes(v, rows, cols, dtype, acc, False, backend) for v in VARIANTS.values() if dtype in v.dtypes
+        )
     return budget.run_bytes(variant, rows, cols, dtype, acc, bool(traced) and variant.traceable, backend, block)
 
 
@@ -187,8 +199,9 @@ def sizes(n: int, limit: int) -> tuple[str, str]:
     return (f"{n:,} bytes", f"{limit:,} bytes ({b})") if a == b else (a, b)
 
 
-def check_memory(rows: int, cols: int, itemsize: int, need: int, backend: str, what: str,
-                 gpu_need: int | None = None) -> None:
+def check_memory(
+    rows: int, cols: int, itemsize: int, need: int, backend: str, what: str, gpu_need: int | None = None
+) -> None:
     """Refuse, before anything is allocated, rows × cols elements (of itemsize bytes) over this server's
     limit, `need` bytes over what the GPU has free ("cuda"), or over this server's fixed limit for one run
     (host memory: the same request always gets the same answer). gpu_need: what the work would take on a
@@ -196,26 +209,43 @@ def check_memory(rows: int, cols: int, itemsize: int, need: int, backend: str, w
     cap = max_elements()
     n = rows * cols
     if n > cap:
-        raise TooLarge(f"{what}: {rows}×{cols} = {n:,} elements ({size(n * itemsize)}) is over this server's limit "
-                       f"of {cap:,} elements ({size(cap * itemsize)}); choose a smaller shape")
+        raise TooLarge(
+            f"{what}: {rows}×{cols} = {n:,} elements ({size(n * itemsize)}) is over this server's limit "
+            f"of {cap:,} elements ({size(cap * itemsize)}); choose a smaller shape"
+        )
     if backend == "cuda":
         have = free_bytes(backend)
         if need > have:
             shown_need, shown_have = sizes(need, have)
-            raise TooLarge(f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} but only {shown_have} "
-                           "of GPU memory is free; choose a smaller shape or fewer variants")
+            raise TooLarge(
+                f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} but only {shown_have} "
+                "of GPU memory is free; choose a smaller shape or fewer variants"
+            )
         return
     limit = budget.run_budget()
     if need > limit:
         shown_need, shown_limit = sizes(need, limit)
-        gpu = (f"; on a GPU it would need only about {size(gpu_need)} and fit" if gpu_need is not None
-               and gpu_need <= limit else "")
-        raise TooLarge(f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} in the CPU emulation, "
-                       f"over this server's limit of {shown_limit} for one run{gpu}; choose a smaller shape")
+        gpu = (
+            f"; on a GPU it would need only about {size(gpu_need)} and fit"
+            if gpu_need is not None and gpu_need <= limit
+            else ""
+        )
+        raise TooLarge(
+            f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} in the CPU emulation, "
+            f"over this server's limit of {shown_limit} for one run{gpu}; choose a smaller shape"
+        )
 
 
-def check_fits(rows: int, cols: int, dtype: str, backend: str, variant: Variant | None = None,
-               block_size: int | None = None, traced: bool = False, acc: str = "float32") -> int:
+def check_fits(
+    rows: int,
+    cols: int,
+    dtype: str,
+    backend: str,
+    variant: Variant | None = None,
+    block_size: int | None = None,
+    traced: bool = False,
+    acc: str = "float32",
+) -> int:
     """Refuse, with the numbers, a run over this server's limits (elements, memory for one run) or the GPU's
     free memory; returns the bytes it needs. Raises TooLarge, or InvalidInput for arguments softmax() would refuse."""
     need = bytes_needed(rows, cols, dtype, backend, variant, block_size, traced, acc)
@@ -231,9 +261,15 @@ def get_variant(key: str) -> Variant:
     return VARIANTS[key]
 
 
-def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "auto",
-            trace_row: int | None = None, block_size: int | None = None,
-            progress: Callable[[int, int], object] | None = None) -> SoftmaxResult:
+def softmax(
+    x: np.ndarray,
+    variant: str,
+    acc: str = "float32",
+    backend: str = "auto",
+    trace_row: int | None = None,
+    block_size: int | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> SoftmaxResult:
     """Softmax over the last axis of x with one of the registry's kernels.
 
     Parameters
@@ -265,8 +301,9 @@ def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "a
         raise InvalidInput(f"progress must be a function of (rows done, rows) or None, got {type(progress).__name__}")
     if trace_row is not None:
         if not v.traceable:
-            raise InvalidInput(f"{variant} records no trace; trace one of "
-                               f"{', '.join(k for k, w in VARIANTS.items() if w.traceable)}")
+            raise InvalidInput(
+                f"{variant} records no trace; trace one of {', '.join(k for k, w in VARIANTS.items() if w.traceable)}"
+            )
         if not whole(trace_row) or not 0 <= trace_row < rows:
             raise InvalidInput(f"trace_row must be a row index from 0 to {rows - 1}, got {trace_row!r}")
         trace_row = int(trace_row)
@@ -283,8 +320,9 @@ def softmax(x: np.ndarray, variant: str, acc: str = "float32", backend: str = "a
             chunks = 1 if progress is None else budget.chunks(v, launch, rows, cols, dtype, acc)
             out, raw = emulator.run(v, launch, x2, acc, trace_row, chunks, progress)
         trace = build_trace(v, launch, raw, x2[trace_row], trace_row, acc) if raw is not None else None
-    return SoftmaxResult(out=out.reshape(x.shape), trace=trace, backend=used, variant=variant, acc=acc,
-                         block_size=block, launch=launch)
+    return SoftmaxResult(
+        out=out.reshape(x.shape), trace=trace, backend=used, variant=variant, acc=acc, block_size=block, launch=launch
+    )
 
 
 def check_numbers(x: object, name: str = "x") -> np.ndarray:
@@ -305,8 +343,9 @@ def check_numbers(x: object, name: str = "x") -> np.ndarray:
 def check_k(k: object, cols: int, k_max: int) -> int:
     """k as an int from 1 to min(k_max, cols); InvalidInput otherwise."""
     if not whole(k) or not 1 <= k <= min(k_max, cols):
-        raise InvalidInput(f"k must be a whole number from 1 to {min(k_max, cols)} (at most {k_max} and at most "
-                           f"cols), got {k!r}")
+        raise InvalidInput(
+            f"k must be a whole number from 1 to {min(k_max, cols)} (at most {k_max} and at most cols), got {k!r}"
+        )
     return int(k)
 
 
@@ -357,8 +396,12 @@ def error_bound(sequential_terms: int, acc: str, out: str, max_abs_x: float = 0.
     """The seed's bound on the relative error: 3·n·u_acc + u_out, n = terms one accumulator folded in
     sequence, plus 2·max|x|·u_acc where x is rounded on entering acc (explorer.numerics.error_bound).
     Raises InvalidInput for an unknown type or a negative or non-numeric n or max|x|."""
-    return numerics.error_bound(_real(sequential_terms, "sequential_terms"), check_dtype(acc, "accumulator"),
-                                check_dtype(out, "output type"), _real(max_abs_x, "max_abs_x"))
+    return numerics.error_bound(
+        _real(sequential_terms, "sequential_terms"),
+        check_dtype(acc, "accumulator"),
+        check_dtype(out, "output type"),
+        _real(max_abs_x, "max_abs_x"),
+    )
 
 
 def rounds_input(dtype: str, acc: str) -> bool:
@@ -380,8 +423,14 @@ def kernel_source(variant: str) -> str:
     return cuda.kernel_source(get_variant(variant).kernel_file)
 
 
-def kernel_resources(variant: str, dtype: str = "float32", acc: str = "float32", rows: int = 1024,
-                     cols: int = 4096, block_size: int | None = None) -> list[dict] | None:
+def kernel_resources(
+    variant: str,
+    dtype: str = "float32",
+    acc: str = "float32",
+    rows: int = 1024,
+    cols: int = 4096,
+    block_size: int | None = None,
+) -> list[dict] | None:
     """Per kernel the launch runs for this shape: registers, shared and local (spill) bytes of the
     compiled code. None where no GPU can compile it."""
     v = get_variant(variant)

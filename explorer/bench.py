@@ -32,8 +32,24 @@ from .harness import time_launches as _time_launches
 from .numerics import DTYPES, FORMATS
 from .registry import VARIANTS
 
-RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "block_size", "median_us", "p10_us", "p90_us",
-                 "gbps", "pct_copy", "bytes_moved", "reads_per_element", "writes_per_element", "max_rel")
+RESULT_FIELDS = (
+    "name",
+    "kind",
+    "dtype",
+    "acc",
+    "rows",
+    "cols",
+    "block_size",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "gbps",
+    "pct_copy",
+    "bytes_moved",
+    "reads_per_element",
+    "writes_per_element",
+    "max_rel",
+)
 # Optional, absent from older files: the peer's version, device time and what derives from it, an error
 # for a peer that could not run; top-k rows also carry k and the read-once floor.
 DEVICE_FIELDS = harness.DEVICE_FIELDS
@@ -50,25 +66,43 @@ PEER_MAX_REL = {"float32": 1e-3, "float16": 5e-2, "bfloat16": 5e-2}
 _torch = torch_peers.torch_module
 
 
-def _row(name, kind, dtype, acc, rows, cols, block, times_us, copy_gbps, reads, writes, max_rel, launch="",
-         version=None) -> dict:
+def _row(
+    name, kind, dtype, acc, rows, cols, block, times_us, copy_gbps, reads, writes, max_rel, launch="", version=None
+) -> dict:
     moved = 2 * rows * cols * DTYPES[dtype].itemsize  # the floor: read x once, write y once
     median = float(np.median(times_us))
     gbps = moved / median / 1e3
     return {
-        "name": name, "kind": kind, "dtype": dtype, "acc": acc, "rows": rows, "cols": cols, "block_size": block,
-        "median_us": median, "p10_us": float(np.percentile(times_us, 10)), "p90_us": float(np.percentile(times_us, 90)),
-        "gbps": gbps, "pct_copy": 100 * gbps / copy_gbps if copy_gbps else None, "bytes_moved": moved,
-        "reads_per_element": reads, "writes_per_element": writes, "max_rel": max_rel, "launch": launch,
-        "version": version, "error": None,
+        "name": name,
+        "kind": kind,
+        "dtype": dtype,
+        "acc": acc,
+        "rows": rows,
+        "cols": cols,
+        "block_size": block,
+        "median_us": median,
+        "p10_us": float(np.percentile(times_us, 10)),
+        "p90_us": float(np.percentile(times_us, 90)),
+        "gbps": gbps,
+        "pct_copy": 100 * gbps / copy_gbps if copy_gbps else None,
+        "bytes_moved": moved,
+        "reads_per_element": reads,
+        "writes_per_element": writes,
+        "max_rel": max_rel,
+        "launch": launch,
+        "version": version,
+        "error": None,
     }
 
 
 def _max_rel_device(y, ref64, dtype: str) -> float:
     """max |y - ref| / max(|ref|, smallest normal) over elements finite in both, on the GPU."""
     cp = cuda.cp
-    got = (y.view(cp.uint16).astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64) if dtype == "bfloat16" \
+    got = (
+        (y.view(cp.uint16).astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+        if dtype == "bfloat16"
         else y.astype(cp.float64)
+    )
     finite = cp.isfinite(got) & cp.isfinite(ref64)
     rel = cp.where(finite, cp.abs(got - ref64) / cp.maximum(cp.abs(ref64), FORMATS[dtype].smallest_normal), 0)
     mismatch = int(cp.sum(cp.isnan(got) != cp.isnan(ref64)))
@@ -81,8 +115,14 @@ def _softmax_peers(dtype: str, xs: list, ys: list) -> list[tuple[str, str | None
     if dtype != "bfloat16":  # CuPy has no bfloat16
         from cupyx.scipy.special import softmax as cupyx_softmax
 
-        out.append(("cupyx", cuda.cp.__version__, "cupyx.scipy.special.softmax(x, axis=1)",
-                    lambda i: cupyx_softmax(xs[i], axis=1)))
+        out.append(
+            (
+                "cupyx",
+                cuda.cp.__version__,
+                "cupyx.scipy.special.softmax(x, axis=1)",
+                lambda i: cupyx_softmax(xs[i], axis=1),
+            )
+        )
     found = torch_peers.softmax_peers()
     if found:
         tx = [torch_peers.as_torch(x, dtype) for x in xs]
@@ -96,8 +136,16 @@ def _as_cupy(out, dtype: str):
     return out if isinstance(out, cuda.cp.ndarray) else torch_peers.as_cupy(out, dtype)
 
 
-def bench_shape(variants: Iterable[str], rows: int, cols: int, dtype: str, acc: str = "float32",
-                block_size: int | None = None, peers: bool = True, seed: int = 0) -> list[dict]:
+def bench_shape(
+    variants: Iterable[str],
+    rows: int,
+    cols: int,
+    dtype: str,
+    acc: str = "float32",
+    block_size: int | None = None,
+    peers: bool = True,
+    seed: int = 0,
+) -> list[dict]:
     """Copy, then every variant and peer, on one shape: validated first, then timed."""
     cp = cuda.cp
     itemsize = DTYPES[dtype].itemsize
@@ -115,8 +163,9 @@ def bench_shape(variants: Iterable[str], rows: int, cols: int, dtype: str, acc: 
 
     copy_times = _time_launches(copy, buffers)
     copy_gbps = 2 * bytes_in / float(np.median(copy_times)) / 1e3
-    results = [_row("copy", "copy", dtype, acc, rows, cols, 0, copy_times, copy_gbps, 1, 1, 0.0,
-                    "device-to-device copy")]
+    results = [
+        _row("copy", "copy", dtype, acc, rows, cols, 0, copy_times, copy_gbps, 1, 1, 0.0, "device-to-device copy")
+    ]
     timed = [(results[0], copy, devicetime.COPY)]
     for key in variants:
         v = VARIANTS[key]
@@ -135,8 +184,23 @@ def bench_shape(variants: Iterable[str], rows: int, cols: int, dtype: str, acc: 
         def launch(i, v=v, g=geometry):
             cuda.launch(v, g, xs[i], ys[i], rows, cols, dtype, acc)
 
-        results.append(_row(key, "variant", dtype, acc, rows, cols, block, _time_launches(launch, buffers), copy_gbps,
-                            v.reads_per_element, v.writes_per_element, max_rel, geometry.describe()))
+        results.append(
+            _row(
+                key,
+                "variant",
+                dtype,
+                acc,
+                rows,
+                cols,
+                block,
+                _time_launches(launch, buffers),
+                copy_gbps,
+                v.reads_per_element,
+                v.writes_per_element,
+                max_rel,
+                geometry.describe(),
+            )
+        )
         timed.append((results[-1], launch, devicetime.KERNELS))
     for name, version, label, launch in _softmax_peers(dtype, xs, ys) if peers else []:
         max_rel = None
@@ -147,11 +211,13 @@ def bench_shape(variants: Iterable[str], rows: int, cols: int, dtype: str, acc: 
                 raise KernelFailed(f"output differs from float64: max_rel {max_rel:.3g}")
             times = _time_launches(launch, buffers)
         except Exception as exc:  # a peer's failure on one shape is a result, not the end of the run
-            results.append(harness.error_row(name, dtype, acc, rows, cols, version, label,
-                                             f"{type(exc).__name__}: {exc}", max_rel))
+            results.append(
+                harness.error_row(name, dtype, acc, rows, cols, version, label, f"{type(exc).__name__}: {exc}", max_rel)
+            )
             continue
-        results.append(_row(name, "peer", dtype, acc, rows, cols, 0, times, copy_gbps, None, None, max_rel, label,
-                            version))
+        results.append(
+            _row(name, "peer", dtype, acc, rows, cols, 0, times, copy_gbps, None, None, max_rel, label, version)
+        )
         timed.append((results[-1], launch, devicetime.KERNELS))
     harness.add_device_times(timed, buffers)
     return results
@@ -159,15 +225,24 @@ def bench_shape(variants: Iterable[str], rows: int, cols: int, dtype: str, acc: 
 
 def _reference_device(x, dtype: str):
     cp = cuda.cp
-    x64 = (x.view(cp.uint16).astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64) if dtype == "bfloat16" \
+    x64 = (
+        (x.view(cp.uint16).astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+        if dtype == "bfloat16"
         else x.astype(cp.float64)
+    )
     e = cp.exp(x64 - x64.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
 
-def run(variants: Iterable[str], shapes: Iterable[tuple[int, int]], dtypes: Iterable[str] = ("float32",),
-        acc: str = "float32", block_size: int | None = None, peers: bool = True,
-        progress: Callable[[float, str], None] | None = None) -> dict:
+def run(
+    variants: Iterable[str],
+    shapes: Iterable[tuple[int, int]],
+    dtypes: Iterable[str] = ("float32",),
+    acc: str = "float32",
+    block_size: int | None = None,
+    peers: bool = True,
+    progress: Callable[[float, str], None] | None = None,
+) -> dict:
     """Benchmark variants (and peers) over shapes × dtypes on the GPU; returns a results document."""
     if not cuda.available():
         raise GPUUnavailable(f"benchmarks need a GPU: {cuda.unavailable_reason()}")
@@ -189,8 +264,19 @@ def run(variants: Iterable[str], shapes: Iterable[tuple[int, int]], dtypes: Iter
         harness.free()
     if progress:
         progress(1.0, f"done in {time.time() - started:.0f} s")
-    return {"schema": SCHEMA, "meta": harness.meta(), "config": {"variants": variants, "shapes": [list(s) for s in shapes],
-            "dtypes": list(dtypes), "acc": acc, "block_size": block_size, "peers": peers}, "results": results}
+    return {
+        "schema": SCHEMA,
+        "meta": harness.meta(),
+        "config": {
+            "variants": variants,
+            "shapes": [list(s) for s in shapes],
+            "dtypes": list(dtypes),
+            "acc": acc,
+            "block_size": block_size,
+            "peers": peers,
+        },
+        "results": results,
+    }
 
 
 def sweep_shapes(kind: str) -> list[tuple[int, int]]:

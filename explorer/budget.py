@@ -51,8 +51,9 @@ def _gather_bytes(launch: Launch, rows: int, cols: int) -> int:
     if launch.kernel == "fast_warp":
         slots = launch.template_args[2] * per * vec
     else:
-        slots = launch.chunks * launch.block * per * vec if streams else max(launch.chunks * launch.block * per * vec,
-                                                                               cols)
+        slots = (
+            launch.chunks * launch.block * per * vec if streams else max(launch.chunks * launch.block * per * vec, cols)
+        )
     shared = not streams and launch.kernel != "fast_warp" and launch.template_args[2] == 2
     return (FAST_GATHER_SHARED if shared else FAST_GATHER) * rows * slots + INDEX * slots
 
@@ -91,8 +92,7 @@ def trace_bytes(variant: Variant, launch: Launch, cols: int) -> int:
     return TRACE_SLOT * threads * steps + TRACE_NODE * merges + 24 * cols  # the row in float64, exp's pair
 
 
-def device_bytes(variant: Variant | None, launch: Launch | None, rows: int, cols: int, dtype: str,
-                 traced: bool) -> int:
+def device_bytes(variant: Variant | None, launch: Launch | None, rows: int, cols: int, dtype: str, traced: bool) -> int:
     """A GPU run's device memory: input, output and the trace buffers."""
     total = 2 * rows * cols * DTYPES[dtype].itemsize
     if traced and variant is not None and launch is not None:
@@ -101,8 +101,16 @@ def device_bytes(variant: Variant | None, launch: Launch | None, rows: int, cols
     return total
 
 
-def run_bytes(variant: Variant, rows: int, cols: int, dtype: str, acc: str = "float32", trace: bool = False,
-              backend: str = "emulator", block_size: int | None = None) -> int:
+def run_bytes(
+    variant: Variant,
+    rows: int,
+    cols: int,
+    dtype: str,
+    acc: str = "float32",
+    trace: bool = False,
+    backend: str = "emulator",
+    block_size: int | None = None,
+) -> int:
     """Peak bytes of one softmax run (input included): the emulator's host memory, or the GPU's device memory.
     A trace's raw buffers are filled during the run; it is built after, beside the input and output only.
 
@@ -152,9 +160,14 @@ def page_bytes(runs: list[tuple[Variant, int | None]], rows: int, cols: int, dty
 # element, ns per thread state (the merges), µs per Python step along a row (paid again by every chunk of rows).
 # The fit is within 2× of each measurement; another machine scales all three alike.
 EMULATION_COST = {
-    ("naive", "thread"): (35, 0, 3), ("safe", "thread"): (55, 0, 22), ("online", "thread"): (75, 0, 56),
-    ("online", "warp"): (53, 430, 47), ("online", "block"): (40, 510, 49), ("safe", "block"): (55, 55, 46),
-    ("online", "split"): (10, 810, 50), ("fast", "dispatch"): (63, 0, 73),
+    ("naive", "thread"): (35, 0, 3),
+    ("safe", "thread"): (55, 0, 22),
+    ("online", "thread"): (75, 0, 56),
+    ("online", "warp"): (53, 430, 47),
+    ("online", "block"): (40, 510, 49),
+    ("safe", "block"): (55, 55, 46),
+    ("online", "split"): (10, 810, 50),
+    ("fast", "dispatch"): (63, 0, 73),
 }
 SLOWEST = tuple(max(c[i] for c in EMULATION_COST.values()) for i in range(3))  # a variant the table lacks
 NARROW_TYPES = 2.0  # fp16 or bf16 input or accumulator: each rounding is a cast (measured 1.3 to 3 times fp32)
@@ -162,7 +175,9 @@ CHUNK_SECONDS = 1.0  # rows per chunk chosen for a progress step (and a chance t
 CHUNK_OVERHEAD = 0.25  # ... as long as repeating the row's steps per chunk adds at most this share of the run
 
 
-def _emulation_terms(variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str) -> tuple[float, float]:
+def _emulation_terms(
+    variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str
+) -> tuple[float, float]:
     """(seconds that scale with the rows, seconds every chunk of rows pays again) of an emulated run."""
     per_element, per_state, per_step = EMULATION_COST.get((variant.method, variant.family), SLOWEST)
     lanes = launch.threads_per_row
@@ -180,8 +195,9 @@ def chunks(variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, a
     return max(1, min(wanted, affordable, rows))
 
 
-def emulation_seconds(variant: Variant, rows: int, cols: int, dtype: str, acc: str = "float32",
-                      block_size: int | None = None) -> float:
+def emulation_seconds(
+    variant: Variant, rows: int, cols: int, dtype: str, acc: str = "float32", block_size: int | None = None
+) -> float:
     """About how long the emulation of one run takes on this machine class (EMULATION_COST), chunks included.
     Arguments are taken as valid (explorer.bytes_needed checks them first)."""
     launch = variant.launch(rows, cols, block_size, dtype)
@@ -215,12 +231,16 @@ def settings_problems() -> list[str]:
     problems = []
     raw = os.environ.get(SETTING, "").strip()
     if raw and not (raw.isdigit() and int(raw) >= 1):
-        problems.append(f"{SETTING}={raw!r} is refused: it must be a whole number of bytes >= 1; "
-                        f"using the default of {DEFAULT_RUN_BUDGET:,} bytes (a quarter of this machine's memory)")
+        problems.append(
+            f"{SETTING}={raw!r} is refused: it must be a whole number of bytes >= 1; "
+            f"using the default of {DEFAULT_RUN_BUDGET:,} bytes (a quarter of this machine's memory)"
+        )
     raw = os.environ.get(TIME_SETTING, "").strip()
     if raw and _seconds_setting() is None:
-        problems.append(f"{TIME_SETTING}={raw!r} is refused: it must be a number of seconds > 0; "
-                        f"using the default of {DEFAULT_RUN_SECONDS:g} s")
+        problems.append(
+            f"{TIME_SETTING}={raw!r} is refused: it must be a number of seconds > 0; "
+            f"using the default of {DEFAULT_RUN_SECONDS:g} s"
+        )
     return problems
 
 
@@ -247,8 +267,10 @@ class Waiting:
     def message(self) -> str:
         mib = 2**20
         waited = f" ({self.seconds:.0f} s)" if self.seconds else ""
-        return (f"Waiting for memory: this run needs {self.need / mib:,.1f} MiB and other sessions' runs hold "
-                f"{self.held / mib:,.1f} MiB of this server's {self.pool / mib:,.1f} MiB{waited}")
+        return (
+            f"Waiting for memory: this run needs {self.need / mib:,.1f} MiB and other sessions' runs hold "
+            f"{self.held / mib:,.1f} MiB of this server's {self.pool / mib:,.1f} MiB{waited}"
+        )
 
 
 class Budget:
@@ -277,8 +299,10 @@ class Budget:
         exceeds the whole pool, so it could never run."""
         pool = self._pool()
         if need > pool:
-            raise TooLarge(f"this run needs about {need / 2**20:,.1f} MiB, more than this server's limit of "
-                           f"{pool / 2**20:,.1f} MiB for all runs together; choose a smaller shape")
+            raise TooLarge(
+                f"this run needs about {need / 2**20:,.1f} MiB, more than this server's limit of "
+                f"{pool / 2**20:,.1f} MiB for all runs together; choose a smaller shape"
+            )
         on_wait = on_wait or getattr(_local, "on_wait", None)
         start = time.perf_counter()
         while True:

@@ -50,8 +50,10 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 def cmd_info(args) -> int:
     info = api.info()
     if info["backend"] == "cuda":
-        print(f"GPU: {info['gpu']} (sm_{info['compute_capability'].replace('.', '')}, "
-              f"{info['multiprocessors']} SMs, {info['memory_total_bytes'] / 2**30:.0f} GiB, L2 {info['l2_bytes'] / 2**20:.0f} MiB)")
+        print(
+            f"GPU: {info['gpu']} (sm_{info['compute_capability'].replace('.', '')}, "
+            f"{info['multiprocessors']} SMs, {info['memory_total_bytes'] / 2**30:.0f} GiB, L2 {info['l2_bytes'] / 2**20:.0f} MiB)"
+        )
         print(f"driver CUDA {info['cuda_driver']}, runtime CUDA {info['cuda_runtime']}, CuPy {info['cupy']}")
     else:
         print(f"no GPU: emulation ({info['reason']})")
@@ -62,8 +64,10 @@ def _block_sizes(variants: list[str], block_size: int | None) -> dict[str, int |
     """--block-size for each variant that takes one; refused where none of them does."""
     sized = [k for k in variants if VARIANTS[k].takes_block_size]
     if block_size is not None and not sized:
-        raise InvalidInput(f"--block-size {block_size}: {', '.join(variants)} take no block size (only "
-                           f"{', '.join(k for k, v in VARIANTS.items() if v.takes_block_size)} do)")
+        raise InvalidInput(
+            f"--block-size {block_size}: {', '.join(variants)} take no block size (only "
+            f"{', '.join(k for k, v in VARIANTS.items() if v.takes_block_size)} do)"
+        )
     return {k: block_size if k in sized else None for k in variants}
 
 
@@ -79,13 +83,39 @@ def cmd_run(args) -> int:
         report = api.errors(result.out, x).as_dict()
         rows.append({"variant": key, "backend": result.backend, **report})
     print(f"{args.dist} {args.rows}×{args.cols} {args.dtype}, accumulator {args.acc}; error vs float64")
-    print(_table(rows, ["variant", "backend", "max_rel", "mean_rel", "max_ulp", "row_sum_dev", "nan_count",
-                        "inf_count", "nonfinite_mismatch", "argmax_agreement"]))
+    print(
+        _table(
+            rows,
+            [
+                "variant",
+                "backend",
+                "max_rel",
+                "mean_rel",
+                "max_ulp",
+                "row_sum_dev",
+                "nan_count",
+                "inf_count",
+                "nonfinite_mismatch",
+                "argmax_agreement",
+            ],
+        )
+    )
     return 0
 
 
-RESULT_COLUMNS = ["name", "dtype", "rows", "cols", "block_size", "median_us", "p10_us", "p90_us", "gbps", "pct_copy",
-                  "max_rel"]
+RESULT_COLUMNS = [
+    "name",
+    "dtype",
+    "rows",
+    "cols",
+    "block_size",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "gbps",
+    "pct_copy",
+    "max_rel",
+]
 
 
 def cmd_topk(args) -> int:
@@ -93,9 +123,11 @@ def cmd_topk(args) -> int:
     x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed)
     result = softmax_topk(x, args.k, args.variant, args.backend)
     report = topk_errors(result, x)
-    print(f"{args.variant} k={args.k} on {args.dist} {args.rows}×{args.cols} {args.dtype} ({result.backend}): "
-          f"{report.index_mismatch} wrong indices, {report.tie_swaps} swaps of ties within rounding, "
-          f"max_rel {report.max_rel:.3g} over {report.rows_checked} finite rows")
+    print(
+        f"{args.variant} k={args.k} on {args.dist} {args.rows}×{args.cols} {args.dtype} ({result.backend}): "
+        f"{report.index_mismatch} wrong indices, {report.tie_swaps} swaps of ties within rounding, "
+        f"max_rel {report.max_rel:.3g} over {report.rows_checked} finite rows"
+    )
     print("row 0:", ", ".join(f"{i}: {float(v):.4g}" for i, v in zip(result.indices[0], result.values[0])))
     return 0
 
@@ -112,16 +144,24 @@ def cmd_bench(args) -> int:
         doc = bench.bench_topk(args.shapes or bench.TOPK_SHAPES, args.topk, args.dtypes, not args.no_peers, progress)
         if args.json:
             Path(args.json).write_text(bench.dumps(doc))
-        _print_results(doc, ["name", "dtype", "rows", "cols", "k", "median_us", "p10_us", "p90_us", "bytes_moved",
-                             "max_rel"])
+        _print_results(
+            doc, ["name", "dtype", "rows", "cols", "k", "median_us", "p10_us", "p90_us", "bytes_moved", "max_rel"]
+        )
         return 0
     shapes = args.shapes or []
     for sweep in args.sweep or []:
         shapes += bench.sweep_shapes(sweep)
     if not shapes:
         raise ExplorerError("give --shapes or --sweep")
-    doc = bench.run(args.variants or list(VARIANTS), shapes, args.dtypes, args.acc, args.block_size,
-                    peers=not args.no_peers, progress=progress)
+    doc = bench.run(
+        args.variants or list(VARIANTS),
+        shapes,
+        args.dtypes,
+        args.acc,
+        args.block_size,
+        peers=not args.no_peers,
+        progress=progress,
+    )
     if args.json:
         Path(args.json).write_text(bench.dumps(doc))
     _print_results(doc)
@@ -184,8 +224,13 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--sweep", nargs="+", choices=["cols", "rows"])
     b.add_argument("--block-size", type=int)
     b.add_argument("--no-peers", action="store_true")
-    b.add_argument("--topk", nargs="+", type=int, metavar="K",
-                   help="benchmark softmax + top-k (fused, unfused, torch) for these k; shapes default to vocab sizes")
+    b.add_argument(
+        "--topk",
+        nargs="+",
+        type=int,
+        metavar="K",
+        help="benchmark softmax + top-k (fused, unfused, torch) for these k; shapes default to vocab sizes",
+    )
     b.add_argument("--json", help="write the results document here")
     b.set_defaults(fn=cmd_bench)
 

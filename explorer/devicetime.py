@@ -45,13 +45,17 @@ def per_call_us(events: Iterable[dict], calls: int, categories: Sequence[str] = 
     return total / calls if seen else None
 
 
-def split_batches(events: Iterable[dict], batches: int, categories: Sequence[str] = KERNELS,
-                  min_gap_us: float = GAP_S * 1e6 / 2) -> list[list[dict]] | None:
+def split_batches(
+    events: Iterable[dict], batches: int, categories: Sequence[str] = KERNELS, min_gap_us: float = GAP_S * 1e6 / 2
+) -> list[list[dict]] | None:
     """The counted records of one session, in time order, cut into `batches` groups at the idle gaps
     between them: exactly batches - 1 gaps must be at least min_gap_us long, else None."""
     records = sorted((e for e in events if _counted(e, categories)), key=lambda e: float(e["ts"]))
-    cuts = [j + 1 for j in range(len(records) - 1)
-            if float(records[j + 1]["ts"]) - float(records[j]["ts"]) - float(records[j]["dur"]) >= min_gap_us]
+    cuts = [
+        j + 1
+        for j in range(len(records) - 1)
+        if float(records[j + 1]["ts"]) - float(records[j]["ts"]) - float(records[j]["dur"]) >= min_gap_us
+    ]
     if not records or len(cuts) != batches - 1:
         return None
     bounds = [0, *cuts, len(records)]
@@ -63,8 +67,11 @@ def summarize(per_batch: Sequence[float | None]) -> dict[str, float] | None:
     if not per_batch or any(v is None for v in per_batch):
         return None
     values = np.array(per_batch, dtype=float)
-    return {"device_us": float(np.median(values)), "device_p10_us": float(np.percentile(values, 10)),
-            "device_p90_us": float(np.percentile(values, 90))}
+    return {
+        "device_us": float(np.median(values)),
+        "device_p10_us": float(np.percentile(values, 10)),
+        "device_p90_us": float(np.percentile(values, 90)),
+    }
 
 
 def calls_per_batch(event_median_us: float) -> int:
@@ -85,8 +92,14 @@ def profiler():
     return torch.profiler
 
 
-def measure(launch: Callable[[int], object], buffers: int, calls: int, sync: Callable[[], None],
-            categories: Sequence[str] = KERNELS, batches: int = BATCHES) -> dict[str, float] | None:
+def measure(
+    launch: Callable[[int], object],
+    buffers: int,
+    calls: int,
+    sync: Callable[[], None],
+    categories: Sequence[str] = KERNELS,
+    batches: int = BATCHES,
+) -> dict[str, float] | None:
     """Profile `batches` batches of `calls` launches (rotating over `buffers` inputs) in one session;
     summarize()'s dict, or None without torch or when the batches cannot be told apart."""
     prof_mod = profiler()

@@ -21,8 +21,12 @@ def meta() -> dict:
     info = cuda.device_info()
     torch = peers.torch_module()
     return {
-        "gpu": info["gpu"], "compute_capability": info["compute_capability"], "l2_bytes": info["l2_bytes"],
-        "cuda_runtime": info["cuda_runtime"], "cuda_driver": info["cuda_driver"], "cupy": info["cupy"],
+        "gpu": info["gpu"],
+        "compute_capability": info["compute_capability"],
+        "l2_bytes": info["l2_bytes"],
+        "cuda_runtime": info["cuda_runtime"],
+        "cuda_driver": info["cuda_driver"],
+        "cupy": info["cupy"],
         "torch": torch.__version__ if torch else None,
         "device_time": "torch.profiler (CUPTI kernel records)" if devicetime.profiler() else None,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -33,8 +37,9 @@ def sync() -> None:
     cuda.cp.cuda.Device().synchronize()
 
 
-def time_launches(launch: Callable[[int], None], buffers: int, min_repeats: int = 20, max_repeats: int = 200,
-                   budget_s: float = 0.5) -> np.ndarray:
+def time_launches(
+    launch: Callable[[int], None], buffers: int, min_repeats: int = 20, max_repeats: int = 200, budget_s: float = 0.5
+) -> np.ndarray:
     """Per-launch GPU times in µs (CUDA events), after a warm-up, rotating over `buffers` inputs."""
     cp = cuda.cp
     launch(0)  # warm-up: module load, allocator, clocks
@@ -68,13 +73,47 @@ def round_on_device(x32, dtype: str):
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(cp.uint16)
 
 
-def error_row(name: str, dtype: str, acc: str, rows: int, cols: int, version: str | None, launch: str, error: str,
-              max_rel: float | None = None, **extra) -> dict:
+def error_row(
+    name: str,
+    dtype: str,
+    acc: str,
+    rows: int,
+    cols: int,
+    version: str | None,
+    launch: str,
+    error: str,
+    max_rel: float | None = None,
+    **extra,
+) -> dict:
     """A peer that could not run (or ran wrong) on this shape: the row says why, with no times."""
-    empty = dict.fromkeys(("median_us", "p10_us", "p90_us", "gbps", "pct_copy", "bytes_moved", "reads_per_element",
-                           "writes_per_element", *DEVICE_FIELDS))
-    return {"name": name, "kind": "peer", "dtype": dtype, "acc": acc, "rows": rows, "cols": cols, "block_size": 0,
-            **extra, **empty, "max_rel": max_rel, "launch": launch, "version": version, "error": error[:300]}
+    empty = dict.fromkeys(
+        (
+            "median_us",
+            "p10_us",
+            "p90_us",
+            "gbps",
+            "pct_copy",
+            "bytes_moved",
+            "reads_per_element",
+            "writes_per_element",
+            *DEVICE_FIELDS,
+        )
+    )
+    return {
+        "name": name,
+        "kind": "peer",
+        "dtype": dtype,
+        "acc": acc,
+        "rows": rows,
+        "cols": cols,
+        "block_size": 0,
+        **extra,
+        **empty,
+        "max_rel": max_rel,
+        "launch": launch,
+        "version": version,
+        "error": error[:300],
+    }
 
 
 def add_device_times(timed: list[Timed], buffers: int) -> None:

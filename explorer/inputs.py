@@ -91,28 +91,80 @@ def _nonfinite(rng, first, rows, cols, rate):
 DISTRIBUTIONS: dict[str, Distribution] = {
     d.key: d
     for d in [
-        Distribution("normal", "Normal", "the everyday case", _normal,
-                     {"mean": Param(0.0, -50.0, 50.0, "mean"), "std": Param(1.0, 0.0, 50.0, "standard deviation")}),
-        Distribution("uniform", "Uniform", "bounded logits", _uniform,
-                     {"low": Param(-1.0, -100.0, 100.0, "lower end"), "high": Param(1.0, -100.0, 100.0, "upper end")}),
-        Distribution("large", "Large magnitude", "e^x overflows: naive returns inf/NaN", _large,
-                     {"scale": Param(100.0, 1.0, 10000.0, "standard deviation; > 88.7 overflows fp32 exp")}),
-        Distribution("decreasing", "Monotone decreasing", "the max never changes: rescale factor always 1, "
-                     "the seed's worst case for the error bound", _decreasing,
-                     {"spread": Param(1.0, 0.0, 100.0, "x runs from 0 down to -spread")}),
-        Distribution("increasing", "Monotone increasing", "a new max at every step: a rescale every time",
-                     _increasing, {"spread": Param(10.0, 0.0, 100.0, "x runs from -spread up to 0")}),
-        Distribution("spike", "Spike (near one-hot)", "one logit dominates", _spike,
-                     {"height": Param(10.0, -100.0, 100.0, "height of the spike over N(0, 0.1) noise")}),
-        Distribution("zipf", "Zipf-like LLM logits", "a few large logits, a long tail, as an LM head gives", _zipf,
-                     {"top": Param(20.0, -50.0, 100.0, "largest logit"), "slope": Param(3.0, 0.0, 20.0, "decay per log rank"),
-                      "noise": Param(0.5, 0.0, 10.0, "Gaussian noise")}),
-        Distribution("constant", "Constant", "every term equal: fp16 d stagnates at 2048", _constant,
-                     {"value": Param(1.0, -100.0, 100.0, "the value of every logit")}),
-        Distribution("causal_mask", "Causal -inf mask", "row i keeps elements 0..i: -inf must give exactly 0",
-                     _causal_mask, {"masked_rows": Param(0.0, 0.0, 1e9, "leading rows masked entirely (they give NaN)")}),
-        Distribution("nonfinite", "Sprinkled NaN / ±inf", "non-finite inputs: NaN and +inf poison their row",
-                     _nonfinite, {"rate": Param(0.001, 0.0, 0.3, "probability of each of NaN, +inf, -inf")}),
+        Distribution(
+            "normal",
+            "Normal",
+            "the everyday case",
+            _normal,
+            {"mean": Param(0.0, -50.0, 50.0, "mean"), "std": Param(1.0, 0.0, 50.0, "standard deviation")},
+        ),
+        Distribution(
+            "uniform",
+            "Uniform",
+            "bounded logits",
+            _uniform,
+            {"low": Param(-1.0, -100.0, 100.0, "lower end"), "high": Param(1.0, -100.0, 100.0, "upper end")},
+        ),
+        Distribution(
+            "large",
+            "Large magnitude",
+            "e^x overflows: naive returns inf/NaN",
+            _large,
+            {"scale": Param(100.0, 1.0, 10000.0, "standard deviation; > 88.7 overflows fp32 exp")},
+        ),
+        Distribution(
+            "decreasing",
+            "Monotone decreasing",
+            "the max never changes: rescale factor always 1, the seed's worst case for the error bound",
+            _decreasing,
+            {"spread": Param(1.0, 0.0, 100.0, "x runs from 0 down to -spread")},
+        ),
+        Distribution(
+            "increasing",
+            "Monotone increasing",
+            "a new max at every step: a rescale every time",
+            _increasing,
+            {"spread": Param(10.0, 0.0, 100.0, "x runs from -spread up to 0")},
+        ),
+        Distribution(
+            "spike",
+            "Spike (near one-hot)",
+            "one logit dominates",
+            _spike,
+            {"height": Param(10.0, -100.0, 100.0, "height of the spike over N(0, 0.1) noise")},
+        ),
+        Distribution(
+            "zipf",
+            "Zipf-like LLM logits",
+            "a few large logits, a long tail, as an LM head gives",
+            _zipf,
+            {
+                "top": Param(20.0, -50.0, 100.0, "largest logit"),
+                "slope": Param(3.0, 0.0, 20.0, "decay per log rank"),
+                "noise": Param(0.5, 0.0, 10.0, "Gaussian noise"),
+            },
+        ),
+        Distribution(
+            "constant",
+            "Constant",
+            "every term equal: fp16 d stagnates at 2048",
+            _constant,
+            {"value": Param(1.0, -100.0, 100.0, "the value of every logit")},
+        ),
+        Distribution(
+            "causal_mask",
+            "Causal -inf mask",
+            "row i keeps elements 0..i: -inf must give exactly 0",
+            _causal_mask,
+            {"masked_rows": Param(0.0, 0.0, 1e9, "leading rows masked entirely (they give NaN)")},
+        ),
+        Distribution(
+            "nonfinite",
+            "Sprinkled NaN / ±inf",
+            "non-finite inputs: NaN and +inf poison their row",
+            _nonfinite,
+            {"rate": Param(0.001, 0.0, 0.3, "probability of each of NaN, +inf, -inf")},
+        ),
     ]
 }
 
@@ -137,14 +189,18 @@ def make_input(distribution: str, rows: int, cols: int, dtype: str = "float32", 
     dist = DISTRIBUTIONS[distribution]
     unknown = set(params) - set(dist.params)
     if unknown:
-        raise InvalidInput(f"{distribution} takes {', '.join(dist.params) or 'no parameters'}, not {', '.join(sorted(unknown))}")
+        raise InvalidInput(
+            f"{distribution} takes {', '.join(dist.params) or 'no parameters'}, not {', '.join(sorted(unknown))}"
+        )
     values = {}
     for name, spec in dist.params.items():
         value = params.get(name, spec.default)
         try:
             value = float(value)
         except (TypeError, ValueError, OverflowError):
-            raise InvalidInput(f"parameter {name} must be a number from {spec.low} to {spec.high}, got {value!r}") from None
+            raise InvalidInput(
+                f"parameter {name} must be a number from {spec.low} to {spec.high}, got {value!r}"
+            ) from None
         if not spec.low <= value <= spec.high:
             raise InvalidInput(f"parameter {name}={value} is outside [{spec.low}, {spec.high}]")
         values[name] = value
@@ -159,7 +215,7 @@ def make_input(distribution: str, rows: int, cols: int, dtype: str = "float32", 
     with np.errstate(over="ignore"):  # values past the dtype's range become ±inf
         for first in range(0, rows, chunk):
             count = min(chunk, rows - first)
-            out[first:first + count] = dist.generate(rng, first, count, cols, **values)
+            out[first : first + count] = dist.generate(rng, first, count, cols, **values)
     return out
 
 
@@ -182,8 +238,10 @@ def _npy_header(data: bytes, filename: str) -> tuple[tuple[int, ...], np.dtype]:
     if len(shape) not in (1, 2):
         raise InvalidInput(f"{filename} has shape {shape}; give a vector or a rows × cols matrix")
     if len(data) - f.tell() < math.prod(shape) * dtype.itemsize:
-        raise InvalidInput(f"{filename} could not be read: it is shorter than its header says "
-                           f"(shape {shape}, {dtype}); the file is cut off")
+        raise InvalidInput(
+            f"{filename} could not be read: it is shorter than its header says "
+            f"(shape {shape}, {dtype}); the file is cut off"
+        )
     return shape, dtype
 
 
@@ -211,8 +269,14 @@ def load_logits(data: bytes, filename: str, dtype: str = "float32", max_bytes: i
             shape, source = _npy_header(data, filename)
             rows, cols = (1, *shape) if len(shape) == 1 else shape
             if rows and cols:
-                check_memory(rows, cols, DTYPES[dtype].itemsize, rows * cols * (source.itemsize + 8 + 8),
-                             "emulator", f"{filename} as {dtype}")
+                check_memory(
+                    rows,
+                    cols,
+                    DTYPES[dtype].itemsize,
+                    rows * cols * (source.itemsize + 8 + 8),
+                    "emulator",
+                    f"{filename} as {dtype}",
+                )
             array = np.load(io.BytesIO(data), allow_pickle=False)
         elif name.endswith(".csv"):
             array = np.loadtxt(io.StringIO(data.decode("utf-8")), delimiter=",", dtype=np.float64, ndmin=1)

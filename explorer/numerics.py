@@ -30,7 +30,7 @@ class Format:
     @property
     def unit_roundoff(self) -> float:
         """u = 2^-p: the largest relative error of one round-to-nearest."""
-        return 2.0 ** -self.significand_bits
+        return 2.0**-self.significand_bits
 
     @property
     def smallest_normal(self) -> float:
@@ -39,8 +39,13 @@ class Format:
 
 def _format(name: str) -> Format:
     info = ml_dtypes.finfo(DTYPES[name])
-    return Format(name, significand_bits=info.nmant + 1, exponent_bits=info.nexp, min_exponent=info.minexp,
-                  max_value=float(info.max))
+    return Format(
+        name,
+        significand_bits=info.nmant + 1,
+        exponent_bits=info.nexp,
+        min_exponent=info.minexp,
+        max_value=float(info.max),
+    )
 
 
 FORMATS: dict[str, Format] = {name: _format(name) for name in DTYPES}

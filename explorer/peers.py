@@ -84,15 +84,22 @@ def softmax_peers() -> list[Peer]:
     except Exception:  # not installed, or its DSL does not load here: no QuACK row
         pass
     else:
-        peers.append(Peer("quack", version("quack-kernels"), "quack.softmax.softmax_fwd(x)",
-                          lambda tx, ty: softmax_fwd(tx)))
+        peers.append(
+            Peer("quack", version("quack-kernels"), "quack.softmax.softmax_fwd(x)", lambda tx, ty: softmax_fwd(tx))
+        )
     try:
         from liger_kernel.ops.softmax import LigerSoftmaxFunction
     except Exception:  # not installed, or Triton missing: no Liger row
         pass
     else:
-        peers.append(Peer("liger", version("liger-kernel"), "LigerSoftmaxFunction.apply(x)",
-                          lambda tx, ty: LigerSoftmaxFunction.apply(tx)))
+        peers.append(
+            Peer(
+                "liger",
+                version("liger-kernel"),
+                "LigerSoftmaxFunction.apply(x)",
+                lambda tx, ty: LigerSoftmaxFunction.apply(tx),
+            )
+        )
     return peers
 
 
@@ -109,5 +116,7 @@ def topk_peers(k: int) -> list[TopkPeer]:
         v, i = torch.topk(tx, k, dim=1)
         return torch.exp(v - torch.logsumexp(tx, -1, keepdim=True)), i
 
-    return [TopkPeer("torch", torch.__version__, "torch.softmax + torch.topk", softmax_then_topk, 3),
-            TopkPeer("torch_lse", torch.__version__, "torch.topk + torch.logsumexp", topk_lse, 2)]
+    return [
+        TopkPeer("torch", torch.__version__, "torch.softmax + torch.topk", softmax_then_topk, 3),
+        TopkPeer("torch_lse", torch.__version__, "torch.topk + torch.logsumexp", topk_lse, 2),
+    ]

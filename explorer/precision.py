@@ -42,8 +42,12 @@ INPUT_CLASSES: dict[str, tuple[str, dict]] = {
     "normal": ("normal", {"mean": 0.0, "std": 1.0}),
     "constant": ("constant", {"value": 0.0}),  # every term exactly e^0 = 1: d_n = n exactly in float64
 }
-INPUT_TITLES = {"decreasing": "monotone decreasing", "increasing": "monotone increasing",
-                "normal": "random normal", "constant": "constant"}
+INPUT_TITLES = {
+    "decreasing": "monotone decreasing",
+    "increasing": "monotone increasing",
+    "normal": "random normal",
+    "constant": "constant",
+}
 # fp32 terms <= 1 stop changing d at these values (the ulp there is 2, a term <= 1 is at most half of it)
 STAGNATION = {acc: 2.0 ** FORMATS[acc].significand_bits for acc in ACCUMULATORS}
 
@@ -109,8 +113,16 @@ class Measurement:
     seconds: float
 
 
-def measure(variant: str, acc: str, dist: str, n: int, backend: str = "auto", dtype: str = "float32",
-            block_size: int | None = None, seed: int = 0) -> Measurement:
+def measure(
+    variant: str,
+    acc: str,
+    dist: str,
+    n: int,
+    backend: str = "auto",
+    dtype: str = "float32",
+    block_size: int | None = None,
+    seed: int = 0,
+) -> Measurement:
     """Run `variant` on a 1 × n row of input class `dist`, traced, and put its errors beside the bound.
 
     bound_applies is false where the rounding-error model says nothing: a bound of 1 or more, or an
@@ -125,24 +137,51 @@ def measure(variant: str, acc: str, dist: str, n: int, backend: str = "auto", dt
     with np.errstate(invalid="ignore", over="ignore"):
         d_err = abs(t.final_d - t.exact_final_d) / abs(t.exact_final_d)
     return Measurement(
-        variant=variant, acc=acc, dist=dist, n=int(n), dtype=dtype, backend=r.backend, block_size=r.block_size,
-        max_abs_x=float(np.max(np.abs(x.astype(np.float64)))), input_rounding=input_rounding(x, acc),
-        d=float(t.final_d), exact_d=float(t.exact_final_d),
-        d_rel_error=float(d_err) if math.isfinite(t.final_d) else math.inf, out_max_rel=errors(r.out, x).max_rel,
-        sequential_terms=sequential_terms(r.launch, n), d_bound=bound - FORMATS[dtype].unit_roundoff, bound=bound,
+        variant=variant,
+        acc=acc,
+        dist=dist,
+        n=int(n),
+        dtype=dtype,
+        backend=r.backend,
+        block_size=r.block_size,
+        max_abs_x=float(np.max(np.abs(x.astype(np.float64)))),
+        input_rounding=input_rounding(x, acc),
+        d=float(t.final_d),
+        exact_d=float(t.exact_final_d),
+        d_rel_error=float(d_err) if math.isfinite(t.final_d) else math.inf,
+        out_max_rel=errors(r.out, x).max_rel,
+        sequential_terms=sequential_terms(r.launch, n),
+        d_bound=bound - FORMATS[dtype].unit_roundoff,
+        bound=bound,
         bound_applies=bound < 1.0 and abs(t.exact_final_d) <= FORMATS[acc].max_value,
-        overflow=not math.isfinite(t.final_d), stagnated_at=stagnation_step(t.d[0], t.exact_d[0], acc),
-        seconds=seconds)
+        overflow=not math.isfinite(t.final_d),
+        stagnated_at=stagnation_step(t.d[0], t.exact_d[0], acc),
+        seconds=seconds,
+    )
 
 
-def sweep(variants: Iterable[str] = ONLINE_VARIANTS, accs: Iterable[str] = ACCUMULATORS,
-          dists: Iterable[str] = tuple(INPUT_CLASSES), ns: Iterable[int] = powers_of_two(4, 12),
-          backend: str = "auto", dtype: str = "float32", block_size: int | None = None, seed: int = 0,
-          max_lane_steps: int | None = None, progress: Callable[[int, int], None] | None = None) -> list[Measurement]:
+def sweep(
+    variants: Iterable[str] = ONLINE_VARIANTS,
+    accs: Iterable[str] = ACCUMULATORS,
+    dists: Iterable[str] = tuple(INPUT_CLASSES),
+    ns: Iterable[int] = powers_of_two(4, 12),
+    backend: str = "auto",
+    dtype: str = "float32",
+    block_size: int | None = None,
+    seed: int = 0,
+    max_lane_steps: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Measurement]:
     """measure() over every combination; points whose busiest lane would fold more than
     max_lane_steps elements are left out (the emulator folds a lane in a Python loop)."""
-    points = [(v, a, d, n) for v in variants for a in accs for d in dists for n in ns
-              if max_lane_steps is None or lane_steps(v, n, block_size, dtype) <= max_lane_steps]
+    points = [
+        (v, a, d, n)
+        for v in variants
+        for a in accs
+        for d in dists
+        for n in ns
+        if max_lane_steps is None or lane_steps(v, n, block_size, dtype) <= max_lane_steps
+    ]
     out = []
     for i, (v, a, d, n) in enumerate(points):
         if progress is not None:
@@ -166,16 +205,33 @@ class Trajectory:
     stagnated_at: int | None
 
 
-def d_trajectory(variant: str, acc: str, dist: str, n: int, backend: str = "auto", dtype: str = "float32",
-                 block_size: int | None = None, seed: int = 0, lane: int = 0) -> Trajectory:
+def d_trajectory(
+    variant: str,
+    acc: str,
+    dist: str,
+    n: int,
+    backend: str = "auto",
+    dtype: str = "float32",
+    block_size: int | None = None,
+    seed: int = 0,
+    lane: int = 0,
+) -> Trajectory:
     """One lane's traced d_j beside the float64 d_j."""
     x = make_class_input(dist, n, dtype, seed)
     r = softmax(x, variant, acc=acc, backend=backend, trace_row=0, block_size=block_size)
     t = r.trace
     valid = t.index[lane] >= 0
-    return Trajectory(variant=variant, acc=acc, dist=dist, n=n, backend=r.backend,
-                      steps=np.arange(1, int(valid.sum()) + 1), d=t.d[lane, valid], exact_d=t.exact_d[lane, valid],
-                      stagnated_at=stagnation_step(t.d[lane], t.exact_d[lane], acc))
+    return Trajectory(
+        variant=variant,
+        acc=acc,
+        dist=dist,
+        n=n,
+        backend=r.backend,
+        steps=np.arange(1, int(valid.sum()) + 1),
+        d=t.d[lane, valid],
+        exact_d=t.exact_d[lane, valid],
+        stagnated_at=stagnation_step(t.d[lane], t.exact_d[lane], acc),
+    )
 
 
 # --- bits -----------------------------------------------------------------------------------------------
@@ -205,7 +261,7 @@ def float_bits(value: float, acc: str) -> FloatBits:
     width = 8 * dt.itemsize
     e_bits = FORMATS[acc].exponent_bits
     text = format(raw, f"0{width}b")
-    sign, exponent, mantissa = text[0], text[1:1 + e_bits], text[1 + e_bits:]
+    sign, exponent, mantissa = text[0], text[1 : 1 + e_bits], text[1 + e_bits :]
     biased = int(exponent, 2)
     bias = 2 ** (e_bits - 1) - 1
     if biased == 2**e_bits - 1:
@@ -214,10 +270,17 @@ def float_bits(value: float, acc: str) -> FloatBits:
         kind = "subnormal" if int(mantissa, 2) else "zero"
     else:
         kind = "normal"
-    return FloatBits(acc=acc, value=float(stored.astype(np.float64)), sign=sign, exponent=exponent,
-                     mantissa=mantissa, biased_exponent=biased,
-                     exponent_value=(1 - bias if biased == 0 else biased - bias), mantissa_bits=width - 1 - e_bits,
-                     kind=kind)
+    return FloatBits(
+        acc=acc,
+        value=float(stored.astype(np.float64)),
+        sign=sign,
+        exponent=exponent,
+        mantissa=mantissa,
+        biased_exponent=biased,
+        exponent_value=(1 - bias if biased == 0 else biased - bias),
+        mantissa_bits=width - 1 - e_bits,
+        kind=kind,
+    )
 
 
 def bit_at(value: float, k: int) -> int | None:
@@ -257,8 +320,9 @@ def update_parts(prev_m: float, prev_d: float, m: float, x: float, acc: str) -> 
     product = to_acc(f32(prev_d) * f32(scale))
     term = 0.0 if xa == -math.inf else exp_diff(xa, m)
     exact_sum = product + term  # both hold <= 24 significant bits: exact in float64
-    return UpdateParts(x_acc=xa, scale=scale, product=product, term=term, sum=exact_sum,
-                       d=to_acc(f32(product) + f32(term)))
+    return UpdateParts(
+        x_acc=xa, scale=scale, product=product, term=term, sum=exact_sum, d=to_acc(f32(product) + f32(term))
+    )
 
 
 def aligned_bits(values: dict[str, float], high: int, low: int) -> dict[str, list[int | None]]:

@@ -101,8 +101,16 @@ def _block_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:
 def _split(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Enough chunks per row to give the GPU ~4 blocks per SM, each thread folding >= 4 elements."""
     chunks = max(1, min(cdiv(cols, 4 * block), cdiv(4 * SMS, rows)))
-    return Launch(grid=rows * chunks, block=block, shared_bytes=256, threads_per_row=chunks * block,
-                  kernel="split", chunks=chunks, functions=("split_partial", "split_finish"), protocol="two_stage")
+    return Launch(
+        grid=rows * chunks,
+        block=block,
+        shared_bytes=256,
+        threads_per_row=chunks * block,
+        kernel="split",
+        chunks=chunks,
+        functions=("split_partial", "split_finish"),
+        protocol="two_stage",
+    )
 
 
 def pow2_at_least(n: int) -> int:
@@ -137,9 +145,16 @@ def fast_row_launch(rows: int, cols: int, dtype: str, threads: int, elements: in
         hold = 0
     if (hold == 2 and staging > MAX_STAGING_BYTES) or (hold < 2 and per * vec > MAX_ELEMENTS_PER_THREAD):
         return None
-    return Launch(grid=rows * slices, block=threads, shared_bytes=272 + (staging if hold else 0),
-                  threads_per_row=threads * slices, kernel="fast_row_cluster" if cluster > 1 else "fast_row",
-                  template_args=(vec, per, hold) + ((cluster,) if cluster > 1 else ()), chunks=slices, protocol="slices")
+    return Launch(
+        grid=rows * slices,
+        block=threads,
+        shared_bytes=272 + (staging if hold else 0),
+        threads_per_row=threads * slices,
+        kernel="fast_row_cluster" if cluster > 1 else "fast_row",
+        template_args=(vec, per, hold) + ((cluster,) if cluster > 1 else ()),
+        chunks=slices,
+        protocol="slices",
+    )
 
 
 # fast's choices, measured on the H200 (scripts/tune_fast.py). fast_warp up to these widths, with
@@ -167,8 +182,14 @@ def _fast(rows: int, cols: int, block: int, dtype: str) -> Launch:
     if per_lane is not None and (vec > 1 or cols <= 256):
         lanes = min(32, pow2_at_least(cdiv(packs, max(1, per_lane // vec))))
         per = pow2_at_least(cdiv(packs, lanes))
-        return Launch(grid=cdiv(rows, THREADS_PER_BLOCK // lanes), block=THREADS_PER_BLOCK, shared_bytes=0,
-                      threads_per_row=lanes, kernel="fast_warp", template_args=(vec, per, lanes))
+        return Launch(
+            grid=cdiv(rows, THREADS_PER_BLOCK // lanes),
+            block=THREADS_PER_BLOCK,
+            shared_bytes=0,
+            threads_per_row=lanes,
+            kernel="fast_warp",
+            template_args=(vec, per, lanes),
+        )
     threads, elements, hold = next((t, e, h) for width, t, e, h in FAST_ROW_SHAPES[dtype] if cols <= width)
     return fast_row_launch(rows, cols, dtype, threads, elements, hold) or fast_split_launch(rows, cols, dtype)
 
@@ -178,9 +199,17 @@ def fast_split_launch(rows: int, cols: int, dtype: str) -> Launch:
     vec = fast_vector(cols, dtype)
     per = max(1, 16 // vec)
     chunks = max(1, min(cdiv(cols // vec, SPLIT_BLOCK * per), cdiv(4 * SMS, rows)))
-    return Launch(grid=rows * chunks, block=SPLIT_BLOCK, shared_bytes=264, threads_per_row=chunks * SPLIT_BLOCK,
-                  kernel="fast_split", template_args=(vec, per), chunks=chunks,
-                  functions=("fast_split_partial", "fast_split_finish"), protocol="two_stage")
+    return Launch(
+        grid=rows * chunks,
+        block=SPLIT_BLOCK,
+        shared_bytes=264,
+        threads_per_row=chunks * SPLIT_BLOCK,
+        kernel="fast_split",
+        template_args=(vec, per),
+        chunks=chunks,
+        functions=("fast_split_partial", "fast_split_finish"),
+        protocol="two_stage",
+    )
 
 
 def cdiv(a: int, b: int) -> int:

@@ -43,19 +43,32 @@ class TopkVariant:
 TOPK_VARIANTS = {
     v.key: v
     for v in [
-        TopkVariant("topk_fused", "Fused online softmax + top-k",
-                    "reads the logits once; writes k probabilities and indices",
-                    "The running top-k rides along with the running (m, d): one pass gives the k largest "
-                    "probabilities, which is what sampling from an LM head or routing in an MoE needs."),
-        TopkVariant("topk_unfused", "Softmax, then top-k",
-                    "softmax reads the logits and writes all probabilities; top-k reads them again",
-                    "The obvious pipeline moves every probability through memory twice, only to keep k of them."),
+        TopkVariant(
+            "topk_fused",
+            "Fused online softmax + top-k",
+            "reads the logits once; writes k probabilities and indices",
+            "The running top-k rides along with the running (m, d): one pass gives the k largest "
+            "probabilities, which is what sampling from an LM head or routing in an MoE needs.",
+        ),
+        TopkVariant(
+            "topk_unfused",
+            "Softmax, then top-k",
+            "softmax reads the logits and writes all probabilities; top-k reads them again",
+            "The obvious pipeline moves every probability through memory twice, only to keep k of them.",
+        ),
     ]
 }
 
 
-def topk_launch(rows: int, cols: int, k: int, dtype: str, block: int | None = None, chunks: int | None = None,
-                stages: int | None = None) -> Launch:
+def topk_launch(
+    rows: int,
+    cols: int,
+    k: int,
+    dtype: str,
+    block: int | None = None,
+    chunks: int | None = None,
+    stages: int | None = None,
+) -> Launch:
     """Several blocks per row when rows are few, a row's last block merging its chunks. A handful of
     rows (latency): 256-thread blocks of ~4096 elements each. Else 128-thread blocks, 8 resident per
     SM (64 registers), each row cut into chunks of at least 32768 elements until the grid fills those
@@ -75,8 +88,15 @@ def topk_launch(rows: int, cols: int, k: int, dtype: str, block: int | None = No
         chunks = cdiv(cols, 4096) if latency else min(cdiv(cols, 32768), round(2 * slots / rows))
     chunks = max(1, min(chunks, cols // (block * per * vec)))  # at least one batch per thread
     staging = stages * per * block * 16
-    return Launch(grid=rows * chunks, block=block, shared_bytes=8 * 16 * lists + 80 + staging,
-                  threads_per_row=chunks * block, kernel="topk", template_args=(vec, per, lists, stages), chunks=chunks)
+    return Launch(
+        grid=rows * chunks,
+        block=block,
+        shared_bytes=8 * 16 * lists + 80 + staging,
+        threads_per_row=chunks * block,
+        kernel="topk",
+        template_args=(vec, per, lists, stages),
+        chunks=chunks,
+    )
 
 
 @dataclass
@@ -112,8 +132,11 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     check_memory(rows, cols, DTYPES[dtype].itemsize, need, used, f"{dtype} softmax + top-k", gpu)
     with budget.host_run(used, need):
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
-        values, indices = (cuda.run_topk(fused, launch, x2, dtype, k, fast_launch) if used == "cuda"
-                           else fast_emulation.run_topk(fused, launch, x2, k, fast_launch))
+        values, indices = (
+            cuda.run_topk(fused, launch, x2, dtype, k, fast_launch)
+            if used == "cuda"
+            else fast_emulation.run_topk(fused, launch, x2, k, fast_launch)
+        )
     shape = (*x.shape[:-1], k)
     return TopkResult(values.reshape(shape), indices.reshape(shape), used, variant, k, launch)
 
@@ -160,11 +183,20 @@ def _check_result(result: object, x: object) -> None:
     _dtype, _rows, cols = check_logits(x)
     values, indices = result.values, result.indices
     shape = (*x.shape[:-1], result.k)
-    if not (isinstance(values, np.ndarray) and isinstance(indices, np.ndarray) and whole(result.k)
-            and 1 <= result.k <= cols and values.shape == shape and indices.shape == shape and indices.dtype.kind in "iu"
-            and values.dtype in DTYPES.values()):
-        raise InvalidInput(f"result does not belong to x: x has shape {x.shape}, so values and indices must have "
-                           f"shape {shape} (k = {result.k!r})")
+    if not (
+        isinstance(values, np.ndarray)
+        and isinstance(indices, np.ndarray)
+        and whole(result.k)
+        and 1 <= result.k <= cols
+        and values.shape == shape
+        and indices.shape == shape
+        and indices.dtype.kind in "iu"
+        and values.dtype in DTYPES.values()
+    ):
+        raise InvalidInput(
+            f"result does not belong to x: x has shape {x.shape}, so values and indices must have "
+            f"shape {shape} (k = {result.k!r})"
+        )
     if indices.size and not 0 <= indices.min() <= indices.max() < cols:
         raise InvalidInput(f"result's indices run outside x's {cols} columns; pass the x that gave the result")
 
@@ -193,5 +225,15 @@ def topk_errors(result: TopkResult, x: np.ndarray) -> TopkReport:
     )
 
 
-__all__ = ["K_MAX", "TOPK_VARIANTS", "VOCABS", "TopkReport", "TopkResult", "reference_topk",
-           "softmax_topk", "tie_within_rounding", "topk_errors", "topk_launch"]
+__all__ = [
+    "K_MAX",
+    "TOPK_VARIANTS",
+    "VOCABS",
+    "TopkReport",
+    "TopkResult",
+    "reference_topk",
+    "softmax_topk",
+    "tie_within_rounding",
+    "topk_errors",
+    "topk_launch",
+]

@@ -129,8 +129,9 @@ def _exact_steps(x: np.ndarray, index: np.ndarray, kind: str) -> tuple[np.ndarra
     return exact_m, exact_d
 
 
-def _butterfly(raw: RawTrace, base: int, state_m, state_d, stage: str, warp: int, id_offset: int, width: int,
-               chunk: int = -1):
+def _butterfly(
+    raw: RawTrace, base: int, state_m, state_d, stage: str, warp: int, id_offset: int, width: int, chunk: int = -1
+):
     """Replay one 32-lane butterfly exactly; return its levels and the lane-0 (= every lane's) state."""
     levels = []
     m, d = state_m.copy(), state_d.copy()
@@ -139,12 +140,20 @@ def _butterfly(raw: RawTrace, base: int, state_m, state_d, stage: str, warp: int
         m, d = _exact_merge(m, d, m[lanes ^ offset], d[lanes ^ offset])
         nodes = base + 32 - 2 * offset + np.arange(offset)
         keep = np.arange(offset) + offset < width  # merges with an empty partner only pad the tree
-        levels.append(MergeLevel(
-            stage=stage, warp=warp, offset=offset,
-            left=np.arange(offset)[keep] + id_offset, right=np.arange(offset)[keep] + offset + id_offset,
-            m=raw.merge_m[nodes][keep].astype(np.float64), d=raw.merge_d[nodes][keep].astype(np.float64),
-            exact_m=m[:offset][keep], exact_d=d[:offset][keep], chunk=chunk,
-        ))
+        levels.append(
+            MergeLevel(
+                stage=stage,
+                warp=warp,
+                offset=offset,
+                left=np.arange(offset)[keep] + id_offset,
+                right=np.arange(offset)[keep] + offset + id_offset,
+                m=raw.merge_m[nodes][keep].astype(np.float64),
+                d=raw.merge_d[nodes][keep].astype(np.float64),
+                exact_m=m[:offset][keep],
+                exact_d=d[:offset][keep],
+                chunk=chunk,
+            )
+        )
     return levels, m[0], d[0]
 
 
@@ -155,8 +164,16 @@ def _block(raw: RawTrace, base: int, lane_m, lane_d, threads: int, chunk: int = 
     warp_m, warp_d = np.full(32, -np.inf), np.zeros(32)
     for w in range(warps):
         levels, warp_m[w], warp_d[w] = _butterfly(
-            raw, base + w * NODES_PER_BUTTERFLY, lane_m[w * 32:(w + 1) * 32], lane_d[w * 32:(w + 1) * 32],
-            "lanes", w, w * 32, 32, chunk)
+            raw,
+            base + w * NODES_PER_BUTTERFLY,
+            lane_m[w * 32 : (w + 1) * 32],
+            lane_d[w * 32 : (w + 1) * 32],
+            "lanes",
+            w,
+            w * 32,
+            32,
+            chunk,
+        )
         merges += levels
     levels, em, ed = _butterfly(raw, base + warps * NODES_PER_BUTTERFLY, warp_m, warp_d, "warps", -1, 0, warps, chunk)
     top = base + NODES_PER_BUTTERFLY * warps + NODES_PER_BUTTERFLY - 1
@@ -190,8 +207,9 @@ def build_trace(variant: Variant, launch: Launch, raw: RawTrace, x_row: np.ndarr
         lane_m, lane_d = last(exact_m, -np.inf), last(exact_d, 0.0)
         chunk_states = []
         for c in range(chunks):
-            levels, state = _block(raw, c * per_chunk, lane_m[c * block:(c + 1) * block],
-                                   lane_d[c * block:(c + 1) * block], block, c)
+            levels, state = _block(
+                raw, c * per_chunk, lane_m[c * block : (c + 1) * block], lane_d[c * block : (c + 1) * block], block, c
+            )
             merges += levels
             chunk_states.append(state)
         final = chunk_states[0]
@@ -203,12 +221,33 @@ def build_trace(variant: Variant, launch: Launch, raw: RawTrace, x_row: np.ndarr
             for column, value in zip((seq_m, seq_d, seq_exact_m, seq_exact_d), final):
                 column.append(value)
         if chunks > 1:
-            merges.append(MergeLevel(
-                stage="chunks", warp=-1, offset=0, left=np.zeros(chunks - 1, np.int64), right=np.arange(1, chunks),
-                m=np.array(seq_m), d=np.array(seq_d), exact_m=np.array(seq_exact_m), exact_d=np.array(seq_exact_d)))
+            merges.append(
+                MergeLevel(
+                    stage="chunks",
+                    warp=-1,
+                    offset=0,
+                    left=np.zeros(chunks - 1, np.int64),
+                    right=np.arange(1, chunks),
+                    m=np.array(seq_m),
+                    d=np.array(seq_d),
+                    exact_m=np.array(seq_exact_m),
+                    exact_d=np.array(seq_exact_d),
+                )
+            )
     return Trace(
-        variant=variant.key, row=row, acc=acc, kind=variant.method, x=x, index=index,
-        m=kernel_m, d=kernel_d, exact_m=exact_m, exact_d=exact_d, merges=merges,
-        final_m=float(final[0]), final_d=float(final[1]),
-        exact_final_m=float(final[2]), exact_final_d=float(final[3]),
+        variant=variant.key,
+        row=row,
+        acc=acc,
+        kind=variant.method,
+        x=x,
+        index=index,
+        m=kernel_m,
+        d=kernel_d,
+        exact_m=exact_m,
+        exact_d=exact_d,
+        merges=merges,
+        final_m=float(final[0]),
+        final_d=float(final[1]),
+        exact_final_m=float(final[2]),
+        exact_final_d=float(final[3]),
     )

@@ -73,6 +73,7 @@ def call_us(r: dict) -> tuple[float | None, str]:
 
 # --- targets --------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Check:
     target: str
@@ -83,11 +84,13 @@ class Check:
 FORMAT = {"%": ".1f", "×": ".2f", " µs": ".1f"}
 
 
-def check(target: str, items: list[tuple[str, tuple[float | None, str] | None]], ok: Callable[[float], bool],
-          unit: str) -> Check:
+def check(
+    target: str, items: list[tuple[str, tuple[float | None, str] | None]], ok: Callable[[float], bool], unit: str
+) -> Check:
     """items: (shape label, (value, basis) or None when not measured). Met when every item is measured and ok."""
-    have = [(label, v, basis) for label, got in items if got is not None and (v := got[0]) is not None
-            for basis in [got[1]]]
+    have = [
+        (label, v, basis) for label, got in items if got is not None and (v := got[0]) is not None for basis in [got[1]]
+    ]
     missing = len(items) - len(have)
     if not have:
         return Check(target, f"not measured (0 of {len(items)})", "not measured")
@@ -124,52 +127,113 @@ def targets(rows: dict) -> list[Check]:
         return pct_copy(got) if got else None
 
     sweep = bench.sweep_shapes("cols")
-    checks = [check(f"`fast` ≥ 93 % of copy, cols 128 … 262144 at 2²⁷ elements, {dtype}",
-                    [(f"{c}", fast_pct(dtype, r, c)) for r, c in sweep], lambda v: v >= 93, "%")
-              for dtype in ("float32", "bfloat16", "float16")]
-    vs_quack = [(f"{dtype} {c}", _ratio(soft("fast", dtype, r, c), soft("quack", dtype, r, c)))
-                for dtype in ("float32", "bfloat16", "float16") for r, c in sweep]
+    checks = [
+        check(
+            f"`fast` ≥ 93 % of copy, cols 128 … 262144 at 2²⁷ elements, {dtype}",
+            [(f"{c}", fast_pct(dtype, r, c)) for r, c in sweep],
+            lambda v: v >= 93,
+            "%",
+        )
+        for dtype in ("float32", "bfloat16", "float16")
+    ]
+    vs_quack = [
+        (f"{dtype} {c}", _ratio(soft("fast", dtype, r, c), soft("quack", dtype, r, c)))
+        for dtype in ("float32", "bfloat16", "float16")
+        for r, c in sweep
+    ]
     checks.append(check("`fast` ≥ 0.97× QuACK on each of those 39 shapes", vs_quack, lambda v: v >= 0.97, "×"))
     ratios = [got for _, got in vs_quack if got is not None]
     geo = None
     if ratios:
         geo = (math.exp(sum(math.log(v) for v, _ in ratios) / len(ratios)), "/".join(sorted({b for _, b in ratios})))
-    geo_check = check("`fast` ≥ 1.0× QuACK, geometric mean over those shapes", [("geomean", geo)],
-                      lambda v: v >= 1.0, "×")
+    geo_check = check(
+        "`fast` ≥ 1.0× QuACK, geometric mean over those shapes", [("geomean", geo)], lambda v: v >= 1.0, "×"
+    )
     if geo is not None and len(ratios) < len(vs_quack):
-        geo_check = Check(geo_check.target, f"{geo[0]:.2f}× over {len(ratios)} of {len(vs_quack)} shapes",
-                          "not measured")
+        geo_check = Check(
+            geo_check.target, f"{geo[0]:.2f}× over {len(ratios)} of {len(vs_quack)} shapes", "not measured"
+        )
     checks.append(geo_check)
     for dtype in ("float32", "bfloat16"):
-        checks.append(check(f"`fast` ≥ 85 % of copy at odd widths (1000, 5000, 50257, 151936; 2²⁷ elements), {dtype}",
-                            [(f"{c}", fast_pct(dtype, r, c)) for r, c in bench.sweep_shapes("odd")],
-                            lambda v: v >= 85, "%"))
-        checks.append(check(f"`fast` ≥ 85 % of copy on 4×1M, 1×16M, 8×4M, {dtype}",
-                            [(f"{r}×{c}", fast_pct(dtype, r, c)) for r, c in ((4, 2**20), (1, 2**24), (8, 2**22))],
-                            lambda v: v >= 85, "%"))
-        checks.append(check(f"`fast` ≥ 60 % of copy on 1×1M, {dtype}", [("1×1048576", fast_pct(dtype, 1, 2**20))],
-                            lambda v: v >= 60, "%"))
+        checks.append(
+            check(
+                f"`fast` ≥ 85 % of copy at odd widths (1000, 5000, 50257, 151936; 2²⁷ elements), {dtype}",
+                [(f"{c}", fast_pct(dtype, r, c)) for r, c in bench.sweep_shapes("odd")],
+                lambda v: v >= 85,
+                "%",
+            )
+        )
+        checks.append(
+            check(
+                f"`fast` ≥ 85 % of copy on 4×1M, 1×16M, 8×4M, {dtype}",
+                [(f"{r}×{c}", fast_pct(dtype, r, c)) for r, c in ((4, 2**20), (1, 2**24), (8, 2**22))],
+                lambda v: v >= 85,
+                "%",
+            )
+        )
+        checks.append(
+            check(
+                f"`fast` ≥ 60 % of copy on 1×1M, {dtype}",
+                [("1×1048576", fast_pct(dtype, 1, 2**20))],
+                lambda v: v >= 60,
+                "%",
+            )
+        )
 
     def topk(r, c, k, fn=pct_floor):
         got = rows.get(("topk", TOPK_KERNEL, "float32", r, c, k))
         return fn(got) if got and got.get("median_us") is not None else None
 
     big = [(r, c) for r, c in bench.TOPK_SHAPES if r >= 512]
-    checks.append(check("top-k (fused, fp32), batch ≥ 512, V 32000 … 262144, k ≤ 8 (1 and 8): ≥ 75 % of the floor",
-                        [(f"{r}×{c} k={k}", topk(r, c, k)) for r, c in big for k in (1, 8)], lambda v: v >= 75, "%"))
-    checks.append(check("top-k, batch ≥ 512, k = 50: ≥ 60 % of the floor",
-                        [(f"{r}×{c}", topk(r, c, 50)) for r, c in big], lambda v: v >= 60, "%"))
+    checks.append(
+        check(
+            "top-k (fused, fp32), batch ≥ 512, V 32000 … 262144, k ≤ 8 (1 and 8): ≥ 75 % of the floor",
+            [(f"{r}×{c} k={k}", topk(r, c, k)) for r, c in big for k in (1, 8)],
+            lambda v: v >= 75,
+            "%",
+        )
+    )
+    checks.append(
+        check(
+            "top-k, batch ≥ 512, k = 50: ≥ 60 % of the floor",
+            [(f"{r}×{c}", topk(r, c, 50)) for r, c in big],
+            lambda v: v >= 60,
+            "%",
+        )
+    )
     for k, limit in ((8, 620), (50, 750)):
-        checks.append(check(f"top-k 4096×128256 k={k}: ≤ {limit / 1000:.2f} ms", [("4096×128256",
-                            topk(4096, 128256, k, time_us))], lambda v, limit=limit: v <= limit, " µs"))
-    checks.append(check("top-k batch 1: ≤ 8 µs device time (k = 1, 8, 50)",
-                        [(f"{c} k={k}", topk(1, c, k, time_us)) for c in VOCABS for k in (1, 8, 50)],
-                        lambda v: v <= 8, " µs"))
-    checks.append(check("top-k batch 1 through the API's device path: ≤ 25 µs per call in a loop (k = 1, 8, 50)",
-                        [(f"{c} k={k}", topk(1, c, k, call_us)) for c in VOCABS for k in (1, 8, 50)],
-                        lambda v: v <= 25, " µs"))
-    checks.append(check("top-k batch 64, k = 1: ≥ 75 % of the floor", [(f"64×{c}", topk(64, c, 1)) for c in VOCABS],
-                        lambda v: v >= 75, "%"))
+        checks.append(
+            check(
+                f"top-k 4096×128256 k={k}: ≤ {limit / 1000:.2f} ms",
+                [("4096×128256", topk(4096, 128256, k, time_us))],
+                lambda v, limit=limit: v <= limit,
+                " µs",
+            )
+        )
+    checks.append(
+        check(
+            "top-k batch 1: ≤ 8 µs device time (k = 1, 8, 50)",
+            [(f"{c} k={k}", topk(1, c, k, time_us)) for c in VOCABS for k in (1, 8, 50)],
+            lambda v: v <= 8,
+            " µs",
+        )
+    )
+    checks.append(
+        check(
+            "top-k batch 1 through the API's device path: ≤ 25 µs per call in a loop (k = 1, 8, 50)",
+            [(f"{c} k={k}", topk(1, c, k, call_us)) for c in VOCABS for k in (1, 8, 50)],
+            lambda v: v <= 25,
+            " µs",
+        )
+    )
+    checks.append(
+        check(
+            "top-k batch 64, k = 1: ≥ 75 % of the floor",
+            [(f"64×{c}", topk(64, c, 1)) for c in VOCABS],
+            lambda v: v >= 75,
+            "%",
+        )
+    )
     return checks
 
 
@@ -181,6 +245,7 @@ def targets_table(checks: list[Check]) -> str:
 
 
 # --- tables ---------------------------------------------------------------------------------------------------
+
 
 def kernel_order(names: list[str]) -> list[str]:
     peers = [n for n in PEER_ORDER if n in names]
@@ -219,23 +284,31 @@ def file_tables(label: str, doc: dict) -> list[str]:
             if not (topk and r["name"] == "copy"):  # top-k files' copy is the floor column
                 by_shape[(r["rows"], r["cols"], r.get("k"))][r["name"]] = r
         lead = "| rows × cols | k | floor µs " if topk else "| rows × cols "
-        lines = [lead + "| " + " | ".join(header(n, part) for n in names) + " |",
-                 "|" + "---|" * (len(names) + (3 if topk else 1))]
+        lines = [
+            lead + "| " + " | ".join(header(n, part) for n in names) + " |",
+            "|" + "---|" * (len(names) + (3 if topk else 1)),
+        ]
         for (rows, cols, k), got in by_shape.items():
             first = f"| {rows}×{cols} "
             if topk:
                 floor = next((r for r in got.values() if r.get("floor_us") is not None), None)
-                floor_text = "—" if floor is None else f"{floor['floor_us']:.1f}" + (
-                    f" · dev {floor['floor_device_us']:.1f}" if floor.get("floor_device_us") else "")
+                floor_text = (
+                    "—"
+                    if floor is None
+                    else f"{floor['floor_us']:.1f}"
+                    + (f" · dev {floor['floor_device_us']:.1f}" if floor.get("floor_device_us") else "")
+                )
                 first += f"| {k} | {floor_text} "
-            lines.append(first + "| " + " | ".join(cell(got.get(n), "pct_floor" if topk else "pct_copy")
-                                                    for n in names) + " |")
+            lines.append(
+                first + "| " + " | ".join(cell(got.get(n), "pct_floor" if topk else "pct_copy") for n in names) + " |"
+            )
         what = "top-k: µs (% of the read-once floor)" if topk else "softmax: µs (% of copy)"
         out.append(f"### {esc(dtype)}, {what} — {esc(label)}\n\n" + "\n".join(lines) + "\n")
     return out
 
 
 # --- the plot -------------------------------------------------------------------------------------------------
+
 
 def sweep_series(rows: dict, dtype: str) -> dict[str, list[tuple[int, float]]]:
     """Per kernel, labelled with its version and time basis: (cols, % of copy) at 2^27 elements, by cols.
@@ -269,32 +342,44 @@ def svg_plot(series: dict[str, list[tuple[int, float]]], title: str, target: flo
     def py(v):
         return top + (1 - v / ymax) * (h - top - bottom)
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
-           f'font-size="12"><rect width="{w}" height="{h}" fill="white"/>',
-           f'<text x="{left}" y="28" font-size="16">{esc(title)}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
+        f'font-size="12"><rect width="{w}" height="{h}" fill="white"/>',
+        f'<text x="{left}" y="28" font-size="16">{esc(title)}</text>',
+    ]
     for e in range(math.ceil(lo), math.floor(hi) + 1):
         x = px(2**e)
         tick = f"{2**e // 1024}K" if 2**e >= 1024 else str(2**e)
-        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{h - bottom}" stroke="#eee"/>'
-                   f'<text x="{x:.1f}" y="{h - bottom + 16}" text-anchor="middle">{tick}</text>')
+        out.append(
+            f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{h - bottom}" stroke="#eee"/>'
+            f'<text x="{x:.1f}" y="{h - bottom + 16}" text-anchor="middle">{tick}</text>'
+        )
     for v in range(0, int(ymax) + 1, 10):
-        out.append(f'<line x1="{left}" y1="{py(v):.1f}" x2="{w - right}" y2="{py(v):.1f}" stroke="#eee"/>'
-                   f'<text x="{left - 6}" y="{py(v) + 4:.1f}" text-anchor="end">{v}</text>')
-    out.append(f'<text x="{(left + w - right) / 2}" y="{h - 18}" text-anchor="middle">cols (rows = 2^27 / cols), '
-               'log scale</text><text x="18" y="{0}" transform="rotate(-90 18 {0})" text-anchor="middle">% of copy'
-               '</text>'.format((top + h - bottom) / 2))
+        out.append(
+            f'<line x1="{left}" y1="{py(v):.1f}" x2="{w - right}" y2="{py(v):.1f}" stroke="#eee"/>'
+            f'<text x="{left - 6}" y="{py(v) + 4:.1f}" text-anchor="end">{v}</text>'
+        )
+    out.append(
+        f'<text x="{(left + w - right) / 2}" y="{h - 18}" text-anchor="middle">cols (rows = 2^27 / cols), '
+        'log scale</text><text x="18" y="{0}" transform="rotate(-90 18 {0})" text-anchor="middle">% of copy'
+        "</text>".format((top + h - bottom) / 2)
+    )
     if target is not None:
-        out.append(f'<line x1="{left}" y1="{py(target):.1f}" x2="{w - right}" y2="{py(target):.1f}" '
-                   f'stroke="#444" stroke-dasharray="6 4"/><text x="{w - right - 4}" y="{py(target) - 4:.1f}" '
-                   f'text-anchor="end">target {target:.0f} %</text>')
+        out.append(
+            f'<line x1="{left}" y1="{py(target):.1f}" x2="{w - right}" y2="{py(target):.1f}" '
+            f'stroke="#444" stroke-dasharray="6 4"/><text x="{w - right - 4}" y="{py(target) - 4:.1f}" '
+            f'text-anchor="end">target {target:.0f} %</text>'
+        )
     for i, (label, pts) in enumerate(series.items()):
         color = COLORS[i % len(COLORS)]
         path = " ".join(f"{px(c):.1f},{py(v):.1f}" for c, v in pts)
         out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
         out += [f'<circle cx="{px(c):.1f}" cy="{py(v):.1f}" r="3" fill="{color}"/>' for c, v in pts]
         y = top + 10 + 20 * i
-        out.append(f'<line x1="{w - right + 15}" y1="{y}" x2="{w - right + 40}" y2="{y}" stroke="{color}" '
-                   f'stroke-width="2"/><text x="{w - right + 46}" y="{y + 4}">{esc(label)}</text>')
+        out.append(
+            f'<line x1="{w - right + 15}" y1="{y}" x2="{w - right + 40}" y2="{y}" stroke="{color}" '
+            f'stroke-width="2"/><text x="{w - right + 46}" y="{y + 4}">{esc(label)}</text>'
+        )
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -336,12 +421,15 @@ def sources(docs: list[tuple[str, dict]]) -> str:
     lines = []
     for label, doc in docs:
         m = doc.get("meta", {})
-        peers = sorted({f"{r['name']} {r['version']}" for r in doc["results"] if r.get("kind") == "peer"
-                        and r.get("version")})
-        lines.append(f"* `{esc(label)}`: {esc(m.get('gpu', '?'))}, CUDA {esc(m.get('cuda_runtime', '?'))}, "
-                     f"CuPy {esc(m.get('cupy', '?'))}, torch {esc(m.get('torch'))}, {esc(str(m.get('date', '?'))[:10])}"
-                     f"; device time: {esc(m.get('device_time') or 'none (event time only)')}"
-                     + (f"; peers: {esc(', '.join(peers))}" if peers else ""))
+        peers = sorted(
+            {f"{r['name']} {r['version']}" for r in doc["results"] if r.get("kind") == "peer" and r.get("version")}
+        )
+        lines.append(
+            f"* `{esc(label)}`: {esc(m.get('gpu', '?'))}, CUDA {esc(m.get('cuda_runtime', '?'))}, "
+            f"CuPy {esc(m.get('cupy', '?'))}, torch {esc(m.get('torch'))}, {esc(str(m.get('date', '?'))[:10])}"
+            f"; device time: {esc(m.get('device_time') or 'none (event time only)')}"
+            + (f"; peers: {esc(', '.join(peers))}" if peers else "")
+        )
     return "\n".join(lines)
 
 
@@ -354,17 +442,21 @@ def report(docs: list[tuple[str, dict]]) -> tuple[str, dict[str, str]]:
         series = sweep_series(rows, dtype)
         if series:
             plots[f"bench-pct-copy-{dtype}.svg"] = svg_plot(
-                series, f"Softmax {dtype}, 2^27 elements: % of copy against row length")
+                series, f"Softmax {dtype}, 2^27 elements: % of copy against row length"
+            )
     parts = [
         f"# Benchmarks on {esc(', '.join(gpus))}",
         "Generated by `scripts/bench_report.py` from the results files below (`docs/results/`; load them in the "
         "app's Timing and top-k pages or with `python -m explorer show`). Do not edit by hand: re-run\n\n"
         "```bash\nscripts/reproduce_h200.sh docs/results                                    # on the GPU machine\n"
         "PYTHONPATH=. python scripts/bench_report.py docs/results/*.json --out docs  # anywhere\n```",
-        sources(docs), METHOD,
+        sources(docs),
+        METHOD,
         "## Targets\n\n" + targets_table(targets(rows)),
-        "## Softmax: % of copy against row length (2²⁷ elements)\n\n" + "\n".join(
-            f"![{name}]({name})" for name in plots) if plots else "## Softmax: % of copy\n\nNo sweep measured.",
+        "## Softmax: % of copy against row length (2²⁷ elements)\n\n"
+        + "\n".join(f"![{name}]({name})" for name in plots)
+        if plots
+        else "## Softmax: % of copy\n\nNo sweep measured.",
         "## Tables\n\nEach cell: event-time µs (% of copy, or for top-k % of the floor) · dev: device-time µs "
         "(the same from device time). Peers carry the version that was measured.",
     ]

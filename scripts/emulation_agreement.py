@@ -39,10 +39,20 @@ def main() -> None:
                     worst = max(worst, float(np.nanmax(rel)) / FORMATS[dtype].unit_roundoff)
                     equal += int(np.sum(bits(gpu) == bits(emu)))
                     total += gpu.size
-                rows.append({"variant": key, "dtype": dtype, "acc": acc, "max_rel_in_u_out": worst,
-                             "bitwise_equal": equal / total})
-                print(f"{key:14s} {dtype:9s} acc {acc:9s} max |gpu-emu|/|emu| = {worst:6.2f} u_out, "
-                      f"bitwise equal {100 * equal / total:6.2f}%", flush=True)
+                rows.append(
+                    {
+                        "variant": key,
+                        "dtype": dtype,
+                        "acc": acc,
+                        "max_rel_in_u_out": worst,
+                        "bitwise_equal": equal / total,
+                    }
+                )
+                print(
+                    f"{key:14s} {dtype:9s} acc {acc:9s} max |gpu-emu|/|emu| = {worst:6.2f} u_out, "
+                    f"bitwise equal {100 * equal / total:6.2f}%",
+                    flush=True,
+                )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

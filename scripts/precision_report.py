@@ -61,8 +61,10 @@ def main() -> None:
         saved = json.loads(Path(args.records).read_text())
         records = [Measurement(**r) for r in saved["records"]]
         stamp, prefix = saved["stamp"], Path(args.records).stem
-        traj = [Trajectory(**{**t, **{k: np.asarray(t[k]) for k in ("steps", "d", "exact_d")}})
-                for t in saved["trajectories"]]
+        traj = [
+            Trajectory(**{**t, **{k: np.asarray(t[k]) for k in ("steps", "d", "exact_d")}})
+            for t in saved["trajectories"]
+        ]
     else:
         prefix = args.prefix
         ns = precision.powers_of_two(4, args.max)
@@ -70,33 +72,63 @@ def main() -> None:
         records = []
         for v in precision.ONLINE_VARIANTS:
             vns = [n for n in ns if v != "online_thread" or n <= 2**args.thread_max]
-            records += precision.sweep([v], ns=vns, backend=args.backend, dtype=args.dtype, progress=lambda i, total, v=v:
-                                       print(f"\r{v}: {i + 1}/{total}", end="", flush=True))
+            records += precision.sweep(
+                [v],
+                ns=vns,
+                backend=args.backend,
+                dtype=args.dtype,
+                progress=lambda i, total, v=v: print(f"\r{v}: {i + 1}/{total}", end="", flush=True),
+            )
         print(f"\n{len(records)} runs in {time.perf_counter() - start:.0f} s")
         stamp = figures.stamp_text(explorer.info(), datetime.date.today().isoformat())
-        traj = [precision.d_trajectory("online_thread", a, "constant", n_stag, backend=args.backend, dtype=args.dtype)
-                for a in precision.ACCUMULATORS]
-        (out / f"{prefix}.json").write_text(json.dumps({
-            "stamp": stamp, "records": [dataclasses.asdict(r) for r in records],
-            "trajectories": [{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in dataclasses.asdict(t).items()}
-                             for t in traj]}))
+        traj = [
+            precision.d_trajectory("online_thread", a, "constant", n_stag, backend=args.backend, dtype=args.dtype)
+            for a in precision.ACCUMULATORS
+        ]
+        (out / f"{prefix}.json").write_text(
+            json.dumps(
+                {
+                    "stamp": stamp,
+                    "records": [dataclasses.asdict(r) for r in records],
+                    "trajectories": [
+                        {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in dataclasses.asdict(t).items()}
+                        for t in traj
+                    ],
+                }
+            )
+        )
     ns = sorted({r.n for r in records})
     backend = records[0].backend
     src = "GPU kernels" if backend == "cuda" else "CPU emulation"
     figs = {
-        "error-vs-n": figures.error_vs_n_figure(records, "online_thread", "d", "online_thread: relative error of d_n vs "
-                                             f"float64 ({src})", stamp),
-        "error-vs-n-block": figures.error_vs_n_figure(records, "online_block", "d", "online_block (B = 256): relative "
-                                                   f"error of d_n vs float64 ({src})", stamp),
-        "outputs": figures.error_vs_n_figure(records, "online_thread", "out", "online_thread: max relative error of the "
-                                          f"outputs vs float64 ({src})", stamp),
-        "stagnation": figures.stagnation_figure(traj, f"online_thread, constant row of {n_stag:,}: traced d_j ({src})",
-                                             stamp),
-        "overflow": figures.overflow_figure([r for r in records if r.acc == "float16" and r.dist == "constant"],
-                                         f"final d_n in fp16 on a constant row, exact d_n = n ({src})", stamp),
-        "variants": figures.compare_figure([r for r in records if r.acc == "float16" and r.dist == "decreasing"],
-                                        "variant", "d", f"monotone decreasing row, acc float16: error of d_n per "
-                                                        f"variant ({src})", stamp),
+        "error-vs-n": figures.error_vs_n_figure(
+            records, "online_thread", "d", f"online_thread: relative error of d_n vs float64 ({src})", stamp
+        ),
+        "error-vs-n-block": figures.error_vs_n_figure(
+            records, "online_block", "d", f"online_block (B = 256): relative error of d_n vs float64 ({src})", stamp
+        ),
+        "outputs": figures.error_vs_n_figure(
+            records,
+            "online_thread",
+            "out",
+            f"online_thread: max relative error of the outputs vs float64 ({src})",
+            stamp,
+        ),
+        "stagnation": figures.stagnation_figure(
+            traj, f"online_thread, constant row of {n_stag:,}: traced d_j ({src})", stamp
+        ),
+        "overflow": figures.overflow_figure(
+            [r for r in records if r.acc == "float16" and r.dist == "constant"],
+            f"final d_n in fp16 on a constant row, exact d_n = n ({src})",
+            stamp,
+        ),
+        "variants": figures.compare_figure(
+            [r for r in records if r.acc == "float16" and r.dist == "decreasing"],
+            "variant",
+            "d",
+            f"monotone decreasing row, acc float16: error of d_n per variant ({src})",
+            stamp,
+        ),
     }
     if not args.no_png:
         for name, fig in figs.items():
@@ -108,9 +140,11 @@ def main() -> None:
     applies = [r for r in records if r.bound_applies]
     bad = [r for r in applies if r.d_rel_error > r.d_bound or r.out_max_rel > r.bound]
     worst = max(applies, key=lambda r: r.d_rel_error / r.d_bound)
-    print(f"\nbound below 1 for {len(applies)} of {len(records)} runs; outside it: {len(bad)}; "
-          f"largest measured/bound for d: {worst.d_rel_error / worst.d_bound:.3f} "
-          f"({worst.variant}, {worst.acc}, {worst.dist}, n = {worst.n})")
+    print(
+        f"\nbound below 1 for {len(applies)} of {len(records)} runs; outside it: {len(bad)}; "
+        f"largest measured/bound for d: {worst.d_rel_error / worst.d_bound:.3f} "
+        f"({worst.variant}, {worst.acc}, {worst.dist}, n = {worst.n})"
+    )
     for r in records:
         if r.overflow and r.dist == "constant":
             print(f"overflow: {r.variant} acc {r.acc} n = {r.n}")

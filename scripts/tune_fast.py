@@ -34,9 +34,16 @@ def candidates(rows: int, cols: int, dtype: str) -> list[Launch]:
         for lanes in (4, 8, 16, 32):
             per = pow2_at_least(cdiv(packs, lanes))
             if per * vec <= 64:
-                found.append(Launch(grid=cdiv(rows, THREADS_PER_BLOCK // lanes), block=THREADS_PER_BLOCK,
-                                    shared_bytes=0, threads_per_row=lanes, kernel="fast_warp",
-                                    template_args=(vec, per, lanes)))
+                found.append(
+                    Launch(
+                        grid=cdiv(rows, THREADS_PER_BLOCK // lanes),
+                        block=THREADS_PER_BLOCK,
+                        shared_bytes=0,
+                        threads_per_row=lanes,
+                        kernel="fast_warp",
+                        template_args=(vec, per, lanes),
+                    )
+                )
     for threads in (128, 256, 512, 1024):
         for elements, hold in ((16, 1), (32, 1), (32, 2), (64, 2), (128, 2)):
             if elements < vec or (hold == 2 and elements > 8 * vec * 2):
@@ -55,7 +62,9 @@ def tune_shape(rows: int, cols: int, dtype: str) -> dict:
     bytes_in = rows * cols * DTYPES[dtype].itemsize
     buffers = max(2, min(32, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
     rng = cp.random.default_rng(cols)
-    xs = [harness.round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32) * 3, dtype) for _ in range(buffers)]
+    xs = [
+        harness.round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32) * 3, dtype) for _ in range(buffers)
+    ]
     ys = [cp.empty_like(x) for x in xs]
     ref = bench._reference_device(xs[0], dtype)
     copy_us = median_us(lambda i: ys[i].data.copy_from_device_async(xs[i].data, bytes_in), buffers)  # cudaMemcpyAsync
@@ -91,9 +100,11 @@ def main() -> None:
             results.append(r)
             ok = [t for t in r["timed"] if "us" in t]
             rule, best = r["timed"][0], max(ok, key=lambda t: t["pct_copy"]) if ok else None
-            print(f"{dtype:8} {rows:>8}x{cols:<8} copy {r['copy_us']:7.1f} us | rule {rule.get('pct_copy', 0):5.1f}% "
-                  f"{rule['launch']} | best {best['pct_copy'] if best else 0:5.1f}% {best['launch'] if best else '-'}",
-                  flush=True)
+            print(
+                f"{dtype:8} {rows:>8}x{cols:<8} copy {r['copy_us']:7.1f} us | rule {rule.get('pct_copy', 0):5.1f}% "
+                f"{rule['launch']} | best {best['pct_copy'] if best else 0:5.1f}% {best['launch'] if best else '-'}",
+                flush=True,
+            )
             for t in r["timed"]:
                 if "error" in t:
                     print("    FAILED", t["launch"], t["error"], flush=True)

@@ -17,16 +17,29 @@ from explorer.backends import cuda
 from explorer.registry import VARIANTS, cdiv
 from explorer.topk import TopkResult, topk_errors, topk_launch
 
-SHAPES = [(4096, 128256), (512, 32000), (512, 128256), (512, 262144), (64, 128256), (1, 32000), (1, 128256),
-          (1, 262144)]
+SHAPES = [
+    (4096, 128256),
+    (512, 32000),
+    (512, 128256),
+    (512, 262144),
+    (64, 128256),
+    (1, 32000),
+    (1, 128256),
+    (1, 262144),
+]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ks", type=int, nargs="+", default=[8, 50])
     parser.add_argument("--blocks", type=int, nargs="+", default=[128, 256])
-    parser.add_argument("--chunks", type=float, nargs="+", default=[0.5, 1, 2],
-                        help="blocks per row to try, as multiples of the rule's (capped at one batch of the block per chunk)")
+    parser.add_argument(
+        "--chunks",
+        type=float,
+        nargs="+",
+        default=[0.5, 1, 2],
+        help="blocks per row to try, as multiples of the rule's (capped at one batch of the block per chunk)",
+    )
     parser.add_argument("--stages", type=int, nargs="+", default=[None], help="cp.async stages (0: register loads)")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shapes", nargs="+", help="ROWSxCOLS (default: a batch-4096/512/64/1 set)")
@@ -63,15 +76,23 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
                 continue
             seen.add((launch.block, launch.chunks, launch.template_args))
             values, indices = cuda.topk_on_device(True, launch, xs[0], rows, cols, dtype, k, fast)
-            got = TopkResult(cuda.from_device(values[:8], cuda.DTYPES[dtype]), cp.asnumpy(indices[:8]), "cuda",
-                             "topk_fused", k, launch)
+            got = TopkResult(
+                cuda.from_device(values[:8], cuda.DTYPES[dtype]),
+                cp.asnumpy(indices[:8]),
+                "cuda",
+                "topk_fused",
+                k,
+                launch,
+            )
             report = topk_errors(got, x_host)
+
             def run(i, launch=launch):
                 cuda.topk_on_device(True, launch, xs[i], rows, cols, dtype, k, fast, False)
 
             t = bench._time_launches(run, buffers)
-            device = devicetime.measure(run, buffers, devicetime.calls_per_batch(float(np.median(t))),
-                                        cp.cuda.get_current_stream().synchronize)
+            device = devicetime.measure(
+                run, buffers, devicetime.calls_per_batch(float(np.median(t))), cp.cuda.get_current_stream().synchronize
+            )
             bad = "" if report.index_mismatch == 0 else f" WRONG({report.index_mismatch})"
             shown = f"{device['device_us']:.1f}" if device else f"events {np.median(t):.1f}"
             line.append(f"b{block}c{launch.chunks}s{launch.template_args[3]} {shown}{bad}")

@@ -19,8 +19,14 @@ import pytest
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "docs" / "screenshots"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def require_browser():
@@ -42,9 +48,25 @@ def streamlit_server(log_name: str = "streamlit_browser.log") -> Iterator[str]:
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     log = open(ROOT / ".pytest_cache" / log_name, "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 60
@@ -104,6 +126,7 @@ def no_exception(pg) -> None:
 
 def query(pg) -> dict:
     from urllib.parse import parse_qs, urlparse
+
     return {k: v[-1] for k, v in parse_qs(urlparse(pg.url).query).items()}
 
 
@@ -119,15 +142,18 @@ def choose(pg, label: str, option: str) -> None:
 
 def wait_for_charts(pg, count: int = 1, timeout: float = 60) -> None:
     """Until `count` plotly charts have drawn their SVG (not only their frames)."""
-    pg.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {count}",
-                         timeout=timeout * 1000)
+    pg.wait_for_function(
+        f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {count}", timeout=timeout * 1000
+    )
     time.sleep(1.0)
 
 
 def screenshot(pg, name: str) -> Path:
     SHOTS.mkdir(parents=True, exist_ok=True)
     height = pg.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    side = pg.evaluate("(document.querySelector('[data-testid=\"stSidebarContent\"]') || {scrollHeight: 0}).scrollHeight")
+    side = pg.evaluate(
+        "(document.querySelector('[data-testid=\"stSidebarContent\"]') || {scrollHeight: 0}).scrollHeight"
+    )
     pg.set_viewport_size({"width": 1400, "height": max(900, height, side)})
     time.sleep(1.5)
     path = SHOTS / f"{name}.png"
@@ -140,19 +166,51 @@ def bench_doc(gpu: str = "EXAMPLE (synthetic numbers)", rows: int = 4096, cols: 
     """A results document in explorer.bench's schema (explorer.bench.load accepts it); the numbers are made
     up, and its meta says so."""
     results = []
-    for name, kind, t in (("online_warp", "variant", 41.0), ("online_block", "variant", 36.0), ("naive", "variant", 95.0),
-                          ("safe_thread", "variant", 120.0), ("online_thread", "variant", 88.0), ("cupyx", "peer", 52.0),
-                          ("copy", "copy", 30.0)):
+    for name, kind, t in (
+        ("online_warp", "variant", 41.0),
+        ("online_block", "variant", 36.0),
+        ("naive", "variant", 95.0),
+        ("safe_thread", "variant", 120.0),
+        ("online_thread", "variant", 88.0),
+        ("cupyx", "peer", 52.0),
+        ("copy", "copy", 30.0),
+    ):
         t *= scale
         moved = 2 * rows * cols * 4  # one read and one write of float32: 134 MB at 4096×4096, as on an H200 run
-        results.append({"name": name, "kind": kind, "dtype": "float32", "acc": "float32", "rows": rows, "cols": cols,
-                        "block_size": 256 if name == "online_block" else None, "median_us": t, "p10_us": t * 0.96,
-                        "p90_us": t * 1.08, "gbps": moved / t / 1e3, "pct_copy": 100 * 30.0 * scale / t,
-                        "bytes_moved": moved, "reads_per_element": 2, "writes_per_element": 1, "max_rel": 1e-7})
-    return {"schema": "softmax-explorer-bench/1",
-            "meta": {"gpu": gpu, "cuda_runtime": "-", "cuda_driver": "-", "cupy": "-", "torch": None,
-                     "date": "2025-01-01", "l2_bytes": 0, "note": "synthetic numbers for tests and screenshots"},
-            "results": results}
+        results.append(
+            {
+                "name": name,
+                "kind": kind,
+                "dtype": "float32",
+                "acc": "float32",
+                "rows": rows,
+                "cols": cols,
+                "block_size": 256 if name == "online_block" else None,
+                "median_us": t,
+                "p10_us": t * 0.96,
+                "p90_us": t * 1.08,
+                "gbps": moved / t / 1e3,
+                "pct_copy": 100 * 30.0 * scale / t,
+                "bytes_moved": moved,
+                "reads_per_element": 2,
+                "writes_per_element": 1,
+                "max_rel": 1e-7,
+            }
+        )
+    return {
+        "schema": "softmax-explorer-bench/1",
+        "meta": {
+            "gpu": gpu,
+            "cuda_runtime": "-",
+            "cuda_driver": "-",
+            "cupy": "-",
+            "torch": None,
+            "date": "2025-01-01",
+            "l2_bytes": 0,
+            "note": "synthetic numbers for tests and screenshots",
+        },
+        "results": results,
+    }
 
 
 def bench_file(tmp_path: Path, name: str = "example_bench.json", **kwargs) -> Path:

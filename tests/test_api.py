@@ -15,8 +15,11 @@ from explorer import api
 from explorer.backends import cuda
 
 DT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
-CORE = {k: v for k, v in explorer.VARIANTS.items()
-        if v.family in ("thread", "warp", "block") and v.method in ("naive", "safe", "online")}
+CORE = {
+    k: v
+    for k, v in explorer.VARIANTS.items()
+    if v.family in ("thread", "warp", "block") and v.method in ("naive", "safe", "online")
+}
 FIXED_SHAPE = [k for k, v in explorer.VARIANTS.items() if not v.takes_block_size]
 SIZED = [k for k, v in explorer.VARIANTS.items() if v.takes_block_size]
 X = np.random.default_rng(0).normal(size=(3, 40)).astype(np.float32)
@@ -40,8 +43,13 @@ def raises(exc_type, *words, **call):
 
 
 def test_error_classes():
-    for cls in (explorer.InvalidInput, explorer.GPUUnavailable, explorer.TooLarge, explorer.KernelFailed,
-                explorer.GPUContextLost):
+    for cls in (
+        explorer.InvalidInput,
+        explorer.GPUUnavailable,
+        explorer.TooLarge,
+        explorer.KernelFailed,
+        explorer.GPUContextLost,
+    ):
         assert issubclass(cls, explorer.ExplorerError)
         assert issubclass(cls, Exception)
     # compatible with the built-in kinds callers might already catch
@@ -221,8 +229,14 @@ def test_too_large_over_the_cap(monkeypatch, shape):
     cap = rows * cols - 1
     monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", str(cap))
     x = np.zeros(shape, np.float32)
-    msg = raises(explorer.TooLarge, f"{rows}×{cols}", f"{rows * cols:,} elements", f"this server's limit of {cap:,} elements",
-                 "smaller shape", x=x)
+    msg = raises(
+        explorer.TooLarge,
+        f"{rows}×{cols}",
+        f"{rows * cols:,} elements",
+        f"this server's limit of {cap:,} elements",
+        "smaller shape",
+        x=x,
+    )
     assert "EXPLORER_MAX_ELEMENTS" not in msg  # the operator's setting is not the user's business
     assert "bytes" in msg or "KiB" in msg or "MiB" in msg  # the limit in bytes too
     # exactly at the cap is allowed
@@ -260,45 +274,54 @@ def test_malformed_cap_is_reported_when_the_package_loads():
     assert "EXPLORER_MAX_ELEMENTS='-5' is refused" in done.stderr and "default" in done.stderr
     assert done.stderr.count("EXPLORER_MAX_ELEMENTS") == 1  # once, not per call
     # at start: importing the package is enough
-    done = subprocess.run([sys.executable, "-c", "import explorer"], env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", "import explorer"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert "EXPLORER_MAX_ELEMENTS='-5' is refused" in done.stderr
 
 
 # ---------------------------------------------------------------- checks on the shape, before any copy
 
 
-@pytest.mark.parametrize(("shape", "exc", "words"), [
-    ((1, 2**31), explorer.InvalidInput, ["below 2^31", "1×2147483648"]),
-    ((2**31,), explorer.InvalidInput, ["below 2^31"]),
-    ((2**20, 2**20), explorer.TooLarge, ["1048576×1048576", "this server's limit"]),
-    ((2**15, 2**15), None, []),  # within the cap: the memory guard or the run decides (patched below)
-])
+@pytest.mark.parametrize(
+    ("shape", "exc", "words"),
+    [
+        ((1, 2**31), explorer.InvalidInput, ["below 2^31", "1×2147483648"]),
+        ((2**31,), explorer.InvalidInput, ["below 2^31"]),
+        ((2**20, 2**20), explorer.TooLarge, ["1048576×1048576", "this server's limit"]),
+        ((2**15, 2**15), None, []),  # within the cap: the memory guard or the run decides (patched below)
+    ],
+)
 def test_huge_broadcast_views_are_refused_from_the_shape(monkeypatch, shape, exc, words):
     """np.broadcast_to makes views of any size for free; softmax must not copy one before checking it."""
     monkeypatch.setattr(np, "ascontiguousarray", lambda *a, **k: pytest.fail("copied before the checks"))
     monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(2**20))
     x = np.broadcast_to(np.float32(0), shape)
-    for call in (lambda: explorer.softmax(x, "online_warp", backend="emulator"),
-                 lambda: explorer.softmax_topk(x, 4, backend="emulator")):
+    for call in (
+        lambda: explorer.softmax(x, "online_warp", backend="emulator"),
+        lambda: explorer.softmax_topk(x, 4, backend="emulator"),
+    ):
         with pytest.raises(exc or explorer.TooLarge) as info:
             call()
         for word in words if exc else ["CPU emulation", "this server's limit", "smaller shape"]:
             assert word in str(info.value)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: explorer.check_fits("8", 8, "float32", "emulator"),
-    lambda: explorer.check_fits(8, 8, "float64", "emulator"),
-    lambda: explorer.check_fits(8, 8, ["float32"], "emulator"),
-    lambda: explorer.check_fits(8, 8, "float32", "tpu"),
-    lambda: explorer.check_fits(8, 8, "float32", "emulator", "online_warp"),
-    lambda: explorer.check_fits(8, 8, "float32", "emulator", explorer.VARIANTS["online_block"], 33),
-    lambda: explorer.bytes_needed(0, 8, "float32", "emulator"),
-    lambda: explorer.bytes_needed(8, 2**31, "float32", "emulator"),
-    lambda: explorer.bytes_needed(8, 8, "float32", "emulator", explorer.VARIANTS["fast"], 64),
-    lambda: explorer.bytes_needed(8, 8, "float32", "emulator", traced=np.ones(3)),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: explorer.check_fits("8", 8, "float32", "emulator"),
+        lambda: explorer.check_fits(8, 8, "float64", "emulator"),
+        lambda: explorer.check_fits(8, 8, ["float32"], "emulator"),
+        lambda: explorer.check_fits(8, 8, "float32", "tpu"),
+        lambda: explorer.check_fits(8, 8, "float32", "emulator", "online_warp"),
+        lambda: explorer.check_fits(8, 8, "float32", "emulator", explorer.VARIANTS["online_block"], 33),
+        lambda: explorer.bytes_needed(0, 8, "float32", "emulator"),
+        lambda: explorer.bytes_needed(8, 2**31, "float32", "emulator"),
+        lambda: explorer.bytes_needed(8, 8, "float32", "emulator", explorer.VARIANTS["fast"], 64),
+        lambda: explorer.bytes_needed(8, 8, "float32", "emulator", traced=np.ones(3)),
+    ],
+)
 def test_check_fits_and_bytes_needed_refuse_bad_arguments(call):
     with pytest.raises(explorer.InvalidInput):
         call()
@@ -307,7 +330,8 @@ def test_check_fits_and_bytes_needed_refuse_bad_arguments(call):
 def test_block_size_zero_means_the_default_in_the_estimates():
     v = explorer.VARIANTS["online_block"]
     assert explorer.bytes_needed(4, 64, "float32", "emulator", v, 0, True) == explorer.bytes_needed(
-        4, 64, "float32", "emulator", v, None, True)
+        4, 64, "float32", "emulator", v, None, True
+    )
 
 
 def test_check_fits_and_bytes_needed(monkeypatch):
@@ -351,16 +375,19 @@ def test_unhashable_names_are_invalid_input(call):
 OUT = explorer.softmax(X, "online_warp", backend="emulator").out
 
 
-@pytest.mark.parametrize(("out", "x", "words"), [
-    (OUT.astype(np.float64), X, ["out", "unsupported dtype"]),
-    (OUT, X[:2], ["shape (3, 40)", "(2, 40)"]),
-    (OUT, X.T, ["must match"]),
-    (np.float32(0.5), np.float32(1.0), ["out must be a numpy array"]),
-    (np.array(0.5, np.float32), np.array(1.0, np.float32), ["at least one element", "()"]),
-    (OUT[:0], X[:0], ["at least one element"]),
-    (OUT.tolist(), X, ["numpy array"]),
-    (OUT, "x", ["real numbers"]),
-])
+@pytest.mark.parametrize(
+    ("out", "x", "words"),
+    [
+        (OUT.astype(np.float64), X, ["out", "unsupported dtype"]),
+        (OUT, X[:2], ["shape (3, 40)", "(2, 40)"]),
+        (OUT, X.T, ["must match"]),
+        (np.float32(0.5), np.float32(1.0), ["out must be a numpy array"]),
+        (np.array(0.5, np.float32), np.array(1.0, np.float32), ["at least one element", "()"]),
+        (OUT[:0], X[:0], ["at least one element"]),
+        (OUT.tolist(), X, ["numpy array"]),
+        (OUT, "x", ["real numbers"]),
+    ],
+)
 def test_errors_refuses_mismatched_arguments(out, x, words):
     with pytest.raises(explorer.InvalidInput) as info:
         explorer.errors(out, x)
@@ -374,8 +401,9 @@ def test_errors_checks_ref():
     assert explorer.errors(OUT, X, ref=explorer.reference(X)) == explorer.errors(OUT, X)
 
 
-@pytest.mark.parametrize("x", [np.zeros(0), np.zeros((5, 0)), np.array(1.0), np.array(["a"]), [[1, 2], [3]], None,
-                               np.array([1 + 1j])])
+@pytest.mark.parametrize(
+    "x", [np.zeros(0), np.zeros((5, 0)), np.array(1.0), np.array(["a"]), [[1, 2], [3]], None, np.array([1 + 1j])]
+)
 def test_reference_refuses_empty_and_non_numeric(x):
     with pytest.raises(explorer.InvalidInput):
         explorer.reference(x)
@@ -386,16 +414,19 @@ def test_reference_takes_array_likes_and_any_real_dtype():
     assert np.allclose(explorer.reference(np.zeros((2, 3, 4), np.int8)), 0.25)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: explorer.error_bound(-1, "float16", "float32"),
-    lambda: explorer.error_bound(10**400, "float16", "float32"),
-    lambda: explorer.error_bound(4, "fp16", "float32"),
-    lambda: explorer.error_bound(4, "float16", ["float32"]),
-    lambda: explorer.error_bound(4, "float16", "float32", float("nan")),
-    lambda: explorer.error_bound(True, "float16", "float32"),
-    lambda: explorer.rounds_input("float16", None),
-    lambda: explorer.rounds_input(np.array(["float16"]), "float16"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: explorer.error_bound(-1, "float16", "float32"),
+        lambda: explorer.error_bound(10**400, "float16", "float32"),
+        lambda: explorer.error_bound(4, "fp16", "float32"),
+        lambda: explorer.error_bound(4, "float16", ["float32"]),
+        lambda: explorer.error_bound(4, "float16", "float32", float("nan")),
+        lambda: explorer.error_bound(True, "float16", "float32"),
+        lambda: explorer.rounds_input("float16", None),
+        lambda: explorer.rounds_input(np.array(["float16"]), "float16"),
+    ],
+)
 def test_error_bound_and_rounds_input_refuse_bad_arguments(call):
     with pytest.raises(explorer.InvalidInput):
         call()
@@ -412,8 +443,12 @@ def test_topk_errors_refuses_a_result_of_another_x():
     x = X[:, :16]
     result = explorer.softmax_topk(x, 8, backend="emulator")
     assert explorer.topk_errors(result, x).index_mismatch == 0
-    for other, words in ((X[:, :5], "does not belong"), (X[:2, :16], "does not belong"), (X[:, :16].ravel(), "shape"),
-                         (x.astype(np.float64), "unsupported dtype")):
+    for other, words in (
+        (X[:, :5], "does not belong"),
+        (X[:2, :16], "does not belong"),
+        (X[:, :16].ravel(), "shape"),
+        (x.astype(np.float64), "unsupported dtype"),
+    ):
         with pytest.raises(explorer.InvalidInput, match=words):
             explorer.topk_errors(result, other)
     wrong = explorer.TopkResult(result.values, result.indices + 16, "emulator", "topk_fused", 8, result.launch)
@@ -429,8 +464,10 @@ def test_reference_topk_refuses_bad_arguments(x, k):
         explorer.reference_topk(x, k)
 
 
-@pytest.mark.parametrize("kwargs", [dict(dtype=["float32"]), dict(acc=None), dict(rows=0), dict(cols="8"),
-                                    dict(block_size=33), dict(variant="nope")])
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(dtype=["float32"]), dict(acc=None), dict(rows=0), dict(cols="8"), dict(block_size=33), dict(variant="nope")],
+)
 def test_kernel_resources_refuses_bad_arguments(kwargs):
     with pytest.raises(explorer.InvalidInput):
         explorer.kernel_resources(**{"variant": "online_block", **kwargs})

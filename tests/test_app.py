@@ -85,10 +85,16 @@ def test_outputs_page_shows_each_variant_beside_the_reference(at):
     df = frame(at)
     assert df.loc["online_warp", "sum of row"] == pytest.approx(1.0, abs=1e-5)
     assert df.loc["online_warp", "backend"] == "emulator"
-    assert {b.label for b in at.download_button} == {"Download table (CSV)", "Download this run (JSON)",
-                                                  "Download share image (PNG)"}
+    assert {b.label for b in at.download_button} == {
+        "Download table (CSV)",
+        "Download this run (JSON)",
+        "Download share image (PNG)",
+    }
     cfg = chart_configs(at)[0]
-    assert cfg["toImageButtonOptions"]["filename"] == "softmax_outputs_normal_mean0_std1_4x100_float32_acc-float32_seed0_row0"
+    assert (
+        cfg["toImageButtonOptions"]["filename"]
+        == "softmax_outputs_normal_mean0_std1_4x100_float32_acc-float32_seed0_row0"
+    )
     assert any("CPU emulation" in a.get("text", "") for a in fig["layout"]["annotations"])
 
 
@@ -119,9 +125,20 @@ def test_url_carries_the_whole_configuration(at):
 
 
 def test_shared_url_sets_every_control():
-    query = {"dist": "uniform", "p_low": "-5", "p_high": "2", "rows": "3", "cols": "64", "seed": "9",
-             "dtype": "float16", "acc": "bfloat16", "variants": "online_block,online_warp", "block": "64",
-             "row": "2", "log": "0"}
+    query = {
+        "dist": "uniform",
+        "p_low": "-5",
+        "p_high": "2",
+        "rows": "3",
+        "cols": "64",
+        "seed": "9",
+        "dtype": "float16",
+        "acc": "bfloat16",
+        "variants": "online_block,online_warp",
+        "block": "64",
+        "row": "2",
+        "log": "0",
+    }
     at = make(query)
     ok(at)
     assert at.selectbox(key="dist").value == "uniform"
@@ -183,7 +200,14 @@ def test_rows_cols_seed_dtype_acc_row(at):
     at.number_input(key="row").set_value(5).run()
     ok(at)
     q = at.query_params
-    assert (q["rows"], q["cols"], q["seed"], q["dtype"], q["acc"], q["row"]) == ("6", "33", "7", "bfloat16", "float16", "5")
+    assert (q["rows"], q["cols"], q["seed"], q["dtype"], q["acc"], q["row"]) == (
+        "6",
+        "33",
+        "7",
+        "bfloat16",
+        "float16",
+        "5",
+    )
     fig = charts(at)[0]
     assert "row 5" in fig["layout"]["title"]["text"]
     assert arr(next(t for t in fig["data"] if t.get("name") == "float64 reference")["y"]).size == 33
@@ -240,6 +264,7 @@ def test_upload_npy_and_csv(at):
     ok(at)
     assert any("Upload a .npy or .csv" in i.value for i in at.info)
     import io
+
     buf = io.BytesIO()
     logits = np.linspace(-3, 3, 40).reshape(2, 20)
     np.save(buf, logits)
@@ -311,6 +336,7 @@ def test_errors_page(at):
 def test_variant_refusing_a_dtype_is_a_warning_not_a_crash(at, monkeypatch):
     # a registry entry that takes fewer dtypes than the one chosen: words, and the other variants still run
     import dataclasses
+
     v = explorer.VARIANTS["online_thread"]
     monkeypatch.setitem(explorer.VARIANTS, "online_thread", dataclasses.replace(v, dtypes=("float32",)))
     at.selectbox(key="dtype").set_value("float16").run()
@@ -321,18 +347,50 @@ def test_variant_refusing_a_dtype_is_a_warning_not_a_crash(at, monkeypatch):
 
 def _bench(gpu: str, scale: float = 1.0) -> bytes:
     rows = []
-    for name, kind, t in (("online_warp", "variant", 10.0), ("online_block", "variant", 8.0), ("naive", "variant", 12.0),
-                          ("cupyx", "peer", 9.0), ("torch", "peer", 7.5), ("copy", "copy", 5.0)):
+    for name, kind, t in (
+        ("online_warp", "variant", 10.0),
+        ("online_block", "variant", 8.0),
+        ("naive", "variant", 12.0),
+        ("cupyx", "peer", 9.0),
+        ("torch", "peer", 7.5),
+        ("copy", "copy", 5.0),
+    ):
         for cols in (1000, 4096):
-            rows.append({"name": name, "kind": kind, "dtype": "float32", "acc": "float32", "rows": 4096, "cols": cols,
-                         "block_size": 256 if name == "online_block" else None, "median_us": t * scale,
-                         "p10_us": t * scale * 0.9, "p90_us": t * scale * 1.2, "gbps": 1e3 / (t * scale),
-                         "pct_copy": 500 / t, "bytes_moved": 4096 * cols * 8, "reads_per_element": 2,
-                         "writes_per_element": 1, "max_rel": 1e-7})
-    return json.dumps({"schema": "softmax-explorer-bench/1",
-                       "meta": {"gpu": gpu, "cuda_runtime": "12.8", "cuda_driver": "12.8", "cupy": "13.6",
-                                "torch": "2.6", "date": "2025-03-01T10:00:00", "l2_bytes": 50331648},
-                       "results": rows}).encode()
+            rows.append(
+                {
+                    "name": name,
+                    "kind": kind,
+                    "dtype": "float32",
+                    "acc": "float32",
+                    "rows": 4096,
+                    "cols": cols,
+                    "block_size": 256 if name == "online_block" else None,
+                    "median_us": t * scale,
+                    "p10_us": t * scale * 0.9,
+                    "p90_us": t * scale * 1.2,
+                    "gbps": 1e3 / (t * scale),
+                    "pct_copy": 500 / t,
+                    "bytes_moved": 4096 * cols * 8,
+                    "reads_per_element": 2,
+                    "writes_per_element": 1,
+                    "max_rel": 1e-7,
+                }
+            )
+    return json.dumps(
+        {
+            "schema": "softmax-explorer-bench/1",
+            "meta": {
+                "gpu": gpu,
+                "cuda_runtime": "12.8",
+                "cuda_driver": "12.8",
+                "cupy": "13.6",
+                "torch": "2.6",
+                "date": "2025-03-01T10:00:00",
+                "l2_bytes": 50331648,
+            },
+            "results": rows,
+        }
+    ).encode()
 
 
 def test_timing_page_on_cpu_loads_results_files(at):
@@ -340,8 +398,12 @@ def test_timing_page_on_cpu_loads_results_files(at):
     ok(at)
     assert any("Timings need a GPU" in i.value for i in at.info)
     assert not at.get("plotly_chart")
-    at.file_uploader(key="bench_files").set_value([("h200.json", _bench("NVIDIA H200"), "application/json"),
-                                                   ("a100.json", _bench("NVIDIA A100", 2.0), "application/json")]).run()
+    at.file_uploader(key="bench_files").set_value(
+        [
+            ("h200.json", _bench("NVIDIA H200"), "application/json"),
+            ("a100.json", _bench("NVIDIA A100", 2.0), "application/json"),
+        ]
+    ).run()
     ok(at)
     t, _ = charts(at)
     assert [tr["name"] for tr in t["data"]] == ["NVIDIA H200", "NVIDIA A100"]
@@ -356,13 +418,15 @@ def test_timing_page_on_cpu_loads_results_files(at):
     at.selectbox(key="tshape").set_value("4096×4096 float32 acc float32").run()
     ok(at)
     assert at.query_params["tshape"] == "4096×4096 float32 acc float32"
-    assert chart_configs(at)[0]["toImageButtonOptions"]["filename"] == "softmax_timing_4096x4096_float32_acc_float32_time"
+    assert (
+        chart_configs(at)[0]["toImageButtonOptions"]["filename"] == "softmax_timing_4096x4096_float32_acc_float32_time"
+    )
     assert [b.label for b in at.download_button] == ["Download table (CSV)", "Download share image (PNG)"]
 
 
 def test_timing_page_refuses_a_bad_file_in_words(at):
     goto(at, "timing")
-    at.file_uploader(key="bench_files").set_value([("x.json", b"{\"schema\": \"nope\"}", "application/json")]).run()
+    at.file_uploader(key="bench_files").set_value([("x.json", b'{"schema": "nope"}', "application/json")]).run()
     ok(at)
     assert any("x.json" in e.value and "schema" in e.value for e in at.error)
 

@@ -19,10 +19,16 @@ def kernel(name: str, dur: float, cat: str = "kernel") -> dict:
     return {"ph": "X", "cat": cat, "name": name, "ts": 0.0, "dur": dur}
 
 
-TRACE = [kernel("softmax_fast", 10.0), kernel("softmax_fast", 12.0),
-         kernel("Memset (Device)", 50.0, "gpu_memset"), kernel("Memcpy DtoD (Device -> Device)", 30.0, "gpu_memcpy"),
-         kernel("cudaLaunchKernel", 4.0, "cuda_runtime"), kernel("aten::softmax", 40.0, "gpu_user_annotation"),
-         {"ph": "f", "cat": "ac2g", "name": "flow"}, {"ph": "i", "cat": "kernel", "name": "instant", "dur": 99.0}]
+TRACE = [
+    kernel("softmax_fast", 10.0),
+    kernel("softmax_fast", 12.0),
+    kernel("Memset (Device)", 50.0, "gpu_memset"),
+    kernel("Memcpy DtoD (Device -> Device)", 30.0, "gpu_memcpy"),
+    kernel("cudaLaunchKernel", 4.0, "cuda_runtime"),
+    kernel("aten::softmax", 40.0, "gpu_user_annotation"),
+    {"ph": "f", "cat": "ac2g", "name": "flow"},
+    {"ph": "i", "cat": "kernel", "name": "instant", "dur": 99.0},
+]
 
 
 def test_per_call_sums_kernels_only_and_divides_by_calls():
@@ -85,8 +91,10 @@ class FakeProfiler:
 
     def launch(self, i: int) -> None:
         d = 3.0 + self.batch
-        self.events += [{**kernel(f"k{i}", d), "ts": self.clock},
-                        {**kernel("Memset (Device)", 100.0, "gpu_memset"), "ts": self.clock + d}]
+        self.events += [
+            {**kernel(f"k{i}", d), "ts": self.clock},
+            {**kernel("Memset (Device)", 100.0, "gpu_memset"), "ts": self.clock + d},
+        ]
         self.clock += d + 20.0
 
     def sleep(self, seconds: float) -> None:
@@ -119,8 +127,13 @@ def test_without_torch_there_is_no_device_time_and_no_torch_peers(monkeypatch):
 def test_device_times_give_pct_of_copy_from_device_time(monkeypatch):
     """add_device_times: the first row is the copy; % of copy (device) = copy's device time / the row's."""
     device = {"copy": 100.0, "fast": 125.0, "quack": None}
-    monkeypatch.setattr(devicetime, "measure", lambda launch, *a, **k: None if launch() is None else
-                        {"device_us": launch(), "device_p10_us": launch(), "device_p90_us": launch()})
+    monkeypatch.setattr(
+        devicetime,
+        "measure",
+        lambda launch, *a, **k: (
+            None if launch() is None else {"device_us": launch(), "device_p10_us": launch(), "device_p90_us": launch()}
+        ),
+    )
     rows = [{"name": n, "median_us": 130.0, "bytes_moved": 4e8} for n in device]
     harness.add_device_times([(r, lambda i=None, n=r["name"]: device[n], ()) for r in rows], buffers=1)
     copy, fast, quack = rows
@@ -164,15 +177,47 @@ def test_existing_results_files_still_load(path):
 
 
 def new_doc() -> dict:
-    ok = {"name": "quack", "kind": "peer", "dtype": "bfloat16", "acc": "float32", "rows": 8192, "cols": 16384,
-          "block_size": 0, "median_us": 140.0, "p10_us": 139.0, "p90_us": 142.0, "gbps": 3835.0, "pct_copy": 92.7,
-          "bytes_moved": 536870912, "reads_per_element": None, "writes_per_element": None, "max_rel": 3e-3,
-          "launch": "quack.softmax.softmax_fwd(x)", "version": "0.2.1", "error": None, "device_us": 133.0,
-          "device_p10_us": 132.5, "device_p90_us": 133.4, "gbps_device": 4036.5, "pct_copy_device": 95.0}
-    failed = harness.error_row("quack", "bfloat16", "float32", 1, 2**24, "0.2.1", "quack.softmax.softmax_fwd(x)",
-                               "RuntimeError: shared memory " + "x" * 400)
-    return {"schema": bench.SCHEMA, "meta": {"gpu": "FAKE", "device_time": "torch.profiler (CUPTI kernel records)"},
-            "results": [ok, failed]}
+    ok = {
+        "name": "quack",
+        "kind": "peer",
+        "dtype": "bfloat16",
+        "acc": "float32",
+        "rows": 8192,
+        "cols": 16384,
+        "block_size": 0,
+        "median_us": 140.0,
+        "p10_us": 139.0,
+        "p90_us": 142.0,
+        "gbps": 3835.0,
+        "pct_copy": 92.7,
+        "bytes_moved": 536870912,
+        "reads_per_element": None,
+        "writes_per_element": None,
+        "max_rel": 3e-3,
+        "launch": "quack.softmax.softmax_fwd(x)",
+        "version": "0.2.1",
+        "error": None,
+        "device_us": 133.0,
+        "device_p10_us": 132.5,
+        "device_p90_us": 133.4,
+        "gbps_device": 4036.5,
+        "pct_copy_device": 95.0,
+    }
+    failed = harness.error_row(
+        "quack",
+        "bfloat16",
+        "float32",
+        1,
+        2**24,
+        "0.2.1",
+        "quack.softmax.softmax_fwd(x)",
+        "RuntimeError: shared memory " + "x" * 400,
+    )
+    return {
+        "schema": bench.SCHEMA,
+        "meta": {"gpu": "FAKE", "device_time": "torch.profiler (CUPTI kernel records)"},
+        "results": [ok, failed],
+    }
 
 
 def test_new_results_with_device_time_versions_and_errors_load():
@@ -182,8 +227,9 @@ def test_new_results_with_device_time_versions_and_errors_load():
     assert failed["median_us"] is None and failed["device_us"] is None and len(failed["error"]) == 300
 
 
-@pytest.mark.parametrize(("field", "value"), [("device_us", "fast"), ("pct_floor", True), ("version", 2),
-                                              ("error", ["x"])])
+@pytest.mark.parametrize(
+    ("field", "value"), [("device_us", "fast"), ("pct_floor", True), ("version", 2), ("error", ["x"])]
+)
 def test_wrongly_typed_optional_fields_are_refused(field, value):
     doc = new_doc()
     doc["results"][0][field] = value
@@ -192,6 +238,7 @@ def test_wrongly_typed_optional_fields_are_refused(field, value):
 
 
 # --- on a GPU ---------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.gpu
 def test_softmax_bench_rows_carry_device_time_and_peer_versions():

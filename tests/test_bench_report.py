@@ -17,17 +17,52 @@ sys.modules["bench_report"] = report_mod  # dataclasses look their module up the
 spec.loader.exec_module(report_mod)
 
 
-def row(name, dtype, rows, cols, us, copy_us, device_us=None, copy_device_us=None, kind="variant", version=None,
-        k=None, error=None):
-    r = {"name": name, "kind": kind, "dtype": dtype, "acc": "float32", "rows": rows, "cols": cols, "block_size": 0,
-         "median_us": us, "p10_us": us, "p90_us": us, "gbps": 1.0, "pct_copy": 100 * copy_us / us,
-         "bytes_moved": 1, "reads_per_element": None, "writes_per_element": None, "max_rel": 1e-7, "launch": "",
-         "version": version, "error": error, "device_us": device_us,
-         "pct_copy_device": 100 * copy_device_us / device_us if device_us else None}
+def row(
+    name,
+    dtype,
+    rows,
+    cols,
+    us,
+    copy_us,
+    device_us=None,
+    copy_device_us=None,
+    kind="variant",
+    version=None,
+    k=None,
+    error=None,
+):
+    r = {
+        "name": name,
+        "kind": kind,
+        "dtype": dtype,
+        "acc": "float32",
+        "rows": rows,
+        "cols": cols,
+        "block_size": 0,
+        "median_us": us,
+        "p10_us": us,
+        "p90_us": us,
+        "gbps": 1.0,
+        "pct_copy": 100 * copy_us / us,
+        "bytes_moved": 1,
+        "reads_per_element": None,
+        "writes_per_element": None,
+        "max_rel": 1e-7,
+        "launch": "",
+        "version": version,
+        "error": error,
+        "device_us": device_us,
+        "pct_copy_device": 100 * copy_device_us / device_us if device_us else None,
+    }
     if k is not None:
-        r.update(k=k, pct_copy=None, floor_us=copy_us / 2, pct_floor=100 * copy_us / 2 / us,
-                 floor_device_us=copy_device_us / 2 if copy_device_us else None,
-                 pct_floor_device=100 * copy_device_us / 2 / device_us if device_us else None)
+        r.update(
+            k=k,
+            pct_copy=None,
+            floor_us=copy_us / 2,
+            pct_floor=100 * copy_us / 2 / us,
+            floor_device_us=copy_device_us / 2 if copy_device_us else None,
+            pct_floor_device=100 * copy_device_us / 2 / device_us if device_us else None,
+        )
     return r
 
 
@@ -38,15 +73,32 @@ def softmax_doc(fast_event_pct=99.0, slow_cols=4096):
     for dtype in ("float32", "bfloat16", "float16"):
         for rows, cols in bench.sweep_shapes("cols"):
             dev = 100.0 / (0.90 if cols == slow_cols else 0.95)
-            results += [row("copy", dtype, rows, cols, 100.0, 100.0, 100.0, 100.0, kind="copy"),
-                        row("fast", dtype, rows, cols, 100 / fast_event_pct * 100, 100.0, dev, 100.0),
-                        row("quack", dtype, rows, cols, 110.0, 100.0, dev * 1.02, 100.0, "peer", "0.6.5")]
+            results += [
+                row("copy", dtype, rows, cols, 100.0, 100.0, 100.0, 100.0, kind="copy"),
+                row("fast", dtype, rows, cols, 100 / fast_event_pct * 100, 100.0, dev, 100.0),
+                row("quack", dtype, rows, cols, 110.0, 100.0, dev * 1.02, 100.0, "peer", "0.6.5"),
+            ]
     results.append(row("<b>evil&", "float32", 1024, 131072, 200.0, 100.0, kind="peer", version="<i>1</i>"))
-    results.append({**row("liger", "float32", 1, 2**24, 1.0, 1.0, kind="peer", version="0.8.5"),
-                    "median_us": None, "error": "RuntimeError: out of <shared> memory | too long"})
-    return {"schema": bench.SCHEMA, "meta": {"gpu": "FAKE H200", "cuda_runtime": "13.2", "cupy": "14.2",
-            "torch": "2.11", "date": "2026-12-01T00:00:00", "device_time": "torch.profiler"},
-            "config": {"variants": ["fast"]}, "results": results}
+    results.append(
+        {
+            **row("liger", "float32", 1, 2**24, 1.0, 1.0, kind="peer", version="0.8.5"),
+            "median_us": None,
+            "error": "RuntimeError: out of <shared> memory | too long",
+        }
+    )
+    return {
+        "schema": bench.SCHEMA,
+        "meta": {
+            "gpu": "FAKE H200",
+            "cuda_runtime": "13.2",
+            "cupy": "14.2",
+            "torch": "2.11",
+            "date": "2026-12-01T00:00:00",
+            "device_time": "torch.profiler",
+        },
+        "config": {"variants": ["fast"]},
+        "results": results,
+    }
 
 
 def topk_doc():
@@ -54,11 +106,9 @@ def topk_doc():
     for rows, cols in bench.TOPK_SHAPES:
         results.append(row("copy", "float32", rows, cols, 40.0, 40.0, 30.0, 30.0, kind="copy"))
         for k in (1, 8, 50):
-            results.append(row("topk_fused", "float32", rows, cols, 30.0, 40.0, 5.0 if rows == 1 else 19.0, 30.0,
-                               k=k))
+            results.append(row("topk_fused", "float32", rows, cols, 30.0, 40.0, 5.0 if rows == 1 else 19.0, 30.0, k=k))
             results.append(row("torch_lse", "float32", rows, cols, 90.0, 40.0, 60.0, 30.0, "peer", "2.11", k=k))
-    return {"schema": bench.SCHEMA, "meta": {"gpu": "FAKE H200"}, "config": {"topk": [1, 8, 50]},
-            "results": results}
+    return {"schema": bench.SCHEMA, "meta": {"gpu": "FAKE H200"}, "config": {"topk": [1, 8, 50]}, "results": results}
 
 
 def checks(docs) -> dict[str, report_mod.Check]:

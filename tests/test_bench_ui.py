@@ -15,28 +15,54 @@ EVIL = "<b>GPU</b> & co"
 
 
 def softmax_row(name, kind, us, version=None, device_us=None, error=None):
-    return {"name": name, "kind": kind, "dtype": "float32", "acc": "float32", "rows": 4096, "cols": 4096,
-            "block_size": 0, "median_us": None if error else us, "p10_us": None if error else 0.9 * us,
-            "p90_us": None if error else 1.1 * us, "gbps": None if error else 134.0 / us,
-            "pct_copy": None if error else 5000 / us, "bytes_moved": None if error else 134217728,
-            "reads_per_element": None, "writes_per_element": None, "max_rel": 1e-7, "launch": "", "version": version,
-            "error": error, "device_us": device_us, "device_p10_us": device_us, "device_p90_us": device_us,
-            "pct_copy_device": 4800 / device_us if device_us else None}
+    return {
+        "name": name,
+        "kind": kind,
+        "dtype": "float32",
+        "acc": "float32",
+        "rows": 4096,
+        "cols": 4096,
+        "block_size": 0,
+        "median_us": None if error else us,
+        "p10_us": None if error else 0.9 * us,
+        "p90_us": None if error else 1.1 * us,
+        "gbps": None if error else 134.0 / us,
+        "pct_copy": None if error else 5000 / us,
+        "bytes_moved": None if error else 134217728,
+        "reads_per_element": None,
+        "writes_per_element": None,
+        "max_rel": 1e-7,
+        "launch": "",
+        "version": version,
+        "error": error,
+        "device_us": device_us,
+        "device_p10_us": device_us,
+        "device_p90_us": device_us,
+        "pct_copy_device": 4800 / device_us if device_us else None,
+    }
 
 
 def softmax_doc(gpu=EVIL) -> dict:
-    return {"schema": "softmax-explorer-bench/1",
-            "meta": {"gpu": gpu, "cuda_runtime": "13.2", "cupy": "14.2", "date": "2026-12-01"},
-            "results": [softmax_row("copy", "copy", 50.0, device_us=48.0),
-                        softmax_row("online_warp", "variant", 60.0, device_us=57.0),
-                        softmax_row("torch", "peer", 70.0, "2.11", 66.0),
-                        softmax_row("quack", "peer", 55.0, "0.6.5", 52.0),
-                        softmax_row("liger", "peer", 0.0, "0.8.5", error="RuntimeError: <too> long")]}
+    return {
+        "schema": "softmax-explorer-bench/1",
+        "meta": {"gpu": gpu, "cuda_runtime": "13.2", "cupy": "14.2", "date": "2026-12-01"},
+        "results": [
+            softmax_row("copy", "copy", 50.0, device_us=48.0),
+            softmax_row("online_warp", "variant", 60.0, device_us=57.0),
+            softmax_row("torch", "peer", 70.0, "2.11", 66.0),
+            softmax_row("quack", "peer", 55.0, "0.6.5", 52.0),
+            softmax_row("liger", "peer", 0.0, "0.8.5", error="RuntimeError: <too> long"),
+        ],
+    }
 
 
 def test_display_names_carry_versions_and_escape_file_text():
-    df = pd.DataFrame([{"source": EVIL, "name": "<i>x</i>", "kind": "peer", "version": "1 & 2"},
-                       {"source": "H200", "name": "fast", "kind": "variant", "version": None}])
+    df = pd.DataFrame(
+        [
+            {"source": EVIL, "name": "<i>x</i>", "kind": "peer", "version": "1 & 2"},
+            {"source": "H200", "name": "fast", "kind": "variant", "version": None},
+        ]
+    )
     got = timing.display_names(df)
     assert list(got["name"]) == ["&lt;i&gt;x&lt;/i&gt; 1 &amp; 2", "fast"]
     assert got["source"][0] == "&lt;b&gt;GPU&lt;/b&gt; &amp; co"
@@ -50,8 +76,9 @@ def test_validate_accepts_failed_peers_without_times():
 
 def test_timing_page_shows_versions_both_times_and_failed_peers():
     at = goto(make(), "timing")
-    at.file_uploader(key="bench_files").set_value([("new.json", json.dumps(softmax_doc()).encode(),
-                                                    "application/json")]).run()
+    at.file_uploader(key="bench_files").set_value(
+        [("new.json", json.dumps(softmax_doc()).encode(), "application/json")]
+    ).run()
     ok(at)
     t, g = charts(at)
     assert "<b>GPU" not in json.dumps(g)
@@ -66,20 +93,48 @@ def test_timing_page_shows_versions_both_times_and_failed_peers():
 
 
 def topk_row(name, k, us, device_us=None, pct_floor=None, pct_floor_device=None, version=None):
-    return {"name": name, "kind": "peer" if name.startswith("torch") else "variant", "dtype": "float32",
-            "acc": "float32", "rows": 512, "cols": 128256, "block_size": 0, "k": k, "median_us": us,
-            "p10_us": us, "p90_us": us, "gbps": 1.0, "pct_copy": None, "bytes_moved": 2_000_000,
-            "reads_per_element": None, "writes_per_element": None, "max_rel": 1e-7, "launch": "", "version": version,
-            "error": None, "device_us": device_us, "floor_us": 20.0, "pct_floor": pct_floor,
-            "floor_device_us": 18.0 if device_us else None, "pct_floor_device": pct_floor_device}
+    return {
+        "name": name,
+        "kind": "peer" if name.startswith("torch") else "variant",
+        "dtype": "float32",
+        "acc": "float32",
+        "rows": 512,
+        "cols": 128256,
+        "block_size": 0,
+        "k": k,
+        "median_us": us,
+        "p10_us": us,
+        "p90_us": us,
+        "gbps": 1.0,
+        "pct_copy": None,
+        "bytes_moved": 2_000_000,
+        "reads_per_element": None,
+        "writes_per_element": None,
+        "max_rel": 1e-7,
+        "launch": "",
+        "version": version,
+        "error": None,
+        "device_us": device_us,
+        "floor_us": 20.0,
+        "pct_floor": pct_floor,
+        "floor_device_us": 18.0 if device_us else None,
+        "pct_floor_device": pct_floor_device,
+    }
 
 
 def topk_doc() -> dict:
-    rows = [topk_row("topk_fused", 8, 25.0, 22.0, 80.0, 81.8), topk_row("topk_unfused", 8, 60.0, None, 33.3),
-            topk_row("torch", 8, 100.0, 95.0, 20.0, 18.9, "2.11"), topk_row("torch_lse", 8, 50.0, 47.0, 40.0, 38.3,
-                                                                           "2.11")]
-    return {"schema": "softmax-explorer-bench/1", "meta": {"gpu": EVIL, "date": "2026-12-01"},
-            "config": {"topk": [8]}, "results": [{**topk_row("copy", None, 40.0), "kind": "copy"}, *rows]}
+    rows = [
+        topk_row("topk_fused", 8, 25.0, 22.0, 80.0, 81.8),
+        topk_row("topk_unfused", 8, 60.0, None, 33.3),
+        topk_row("torch", 8, 100.0, 95.0, 20.0, 18.9, "2.11"),
+        topk_row("torch_lse", 8, 50.0, 47.0, 40.0, 38.3, "2.11"),
+    ]
+    return {
+        "schema": "softmax-explorer-bench/1",
+        "meta": {"gpu": EVIL, "date": "2026-12-01"},
+        "config": {"topk": [8]},
+        "results": [{**topk_row("copy", None, 40.0), "kind": "copy"}, *rows],
+    }
 
 
 def test_topk_frame_keeps_torch_lse_and_the_floor():
@@ -98,8 +153,9 @@ def test_topk_frame_keeps_torch_lse_and_the_floor():
 
 def test_topk_page_shows_the_floor_and_torch_lse():
     at = goto(make({"rows": "4", "cols": "100", "variants": "online_warp"}), "topk")
-    at.file_uploader(key="tk_bench_files").set_value([("topk.json", json.dumps(topk_doc()).encode(),
-                                                       "application/json")]).run()
+    at.file_uploader(key="tk_bench_files").set_value(
+        [("topk.json", json.dumps(topk_doc()).encode(), "application/json")]
+    ).run()
     ok(at)
     fig = charts(at)[1]
     assert fig["data"][0]["x"][-1] == "torch.topk + logsumexp"
@@ -109,6 +165,7 @@ def test_topk_page_shows_the_floor_and_torch_lse():
 
 
 # --- the bundled H200 results, duplicates shown once, the share image's button ----------------------------------
+
 
 def _labels(at) -> list[str]:
     return [b.label for b in at.button]
@@ -140,8 +197,9 @@ def test_timing_page_loads_the_bundled_results_with_one_button():
 def test_the_same_results_uploaded_twice_or_bundled_are_shown_once():
     at = goto(make(), "timing")
     data = json.dumps(softmax_doc()).encode()
-    at.file_uploader(key="bench_files").set_value([("a.json", data, "application/json"),
-                                                    ("a (1).json", data, "application/json")]).run()
+    at.file_uploader(key="bench_files").set_value(
+        [("a.json", data, "application/json"), ("a (1).json", data, "application/json")]
+    ).run()
     ok(at)
     assert [t["name"] for t in charts(at)[0]["data"]] == ["&lt;b&gt;GPU&lt;/b&gt; &amp; co"]
     assert any("a (1).json holds the same results as a.json: shown once" in c.value for c in at.caption)
@@ -178,14 +236,19 @@ def test_share_stamp_and_readable_table():
     doc = softmax_doc("NVIDIA H200")
     part = pd.DataFrame([{**softmax_row("fast", "variant", 1.0), "source": s} for s in ("H", "F", "H")])
     lines = timing.share_stamp(part, {"H": doc, "F": {"meta": {}}}, {"H": "h.json", "F": "f.json"})
-    assert lines == ["shape 4096×4096 · dtype float32 · accumulator float32",
-                     "GPU NVIDIA H200 · driver ? · CUDA 13.2 · CuPy 14.2 · 2026-12-01 · from h.json",
-                     "GPU ? · driver ? · CUDA ? · CuPy ? · from f.json"]
+    assert lines == [
+        "shape 4096×4096 · dtype float32 · accumulator float32",
+        "GPU NVIDIA H200 · driver ? · CUDA 13.2 · CuPy 14.2 · 2026-12-01 · from h.json",
+        "GPU ? · driver ? · CUDA ? · CuPy ? · from f.json",
+    ]
     topk_part = pd.DataFrame([{**topk_row("topk_fused", 8, 1.0), "source": "H"}])
-    assert timing.share_stamp(topk_part, {"H": doc}, {"H": "h.json"})[0] == \
-        "shape 512×128256 · dtype float32 · top-8 · accumulator float32"
-    table, formats = share_ui.readable(pd.DataFrame({"median_us": [1.0], "name": ["x"], "error": [None]}),
-                                       timing.TIME_COLUMNS)
+    assert (
+        timing.share_stamp(topk_part, {"H": doc}, {"H": "h.json"})[0]
+        == "shape 512×128256 · dtype float32 · top-8 · accumulator float32"
+    )
+    table, formats = share_ui.readable(
+        pd.DataFrame({"median_us": [1.0], "name": ["x"], "error": [None]}), timing.TIME_COLUMNS
+    )
     assert list(table.columns) == ["median µs", "name", "error"] and formats == {"median µs": "%.2f"}
 
 

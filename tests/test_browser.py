@@ -27,12 +27,22 @@ from browser_helpers import (
 pytestmark = pytest.mark.browser
 sync_api = require_browser()
 
-PAGES = {"outputs": "", "step": "step", "errors": "errors", "precision": "precision", "topk": "topk",
-         "timing": "timing", "kernels": "kernels"}
+PAGES = {
+    "outputs": "",
+    "step": "step",
+    "errors": "errors",
+    "precision": "precision",
+    "topk": "topk",
+    "timing": "timing",
+    "kernels": "kernels",
+}
 BASE_QUERY = "?rows=8&cols=1000&variants=naive,safe_thread,online_thread,online_warp,online_block"
 # the precision lab up to n = 2^12 (a few seconds on the emulator), its stagnation trace at 2^13
-PAGE_QUERIES = {"step": "&tv=online_warp&step=12", "precision": "&prec_max=12",
-                "topk": "&dist=zipf&dtype=float16&tk_vocab=50257&tk_k=16"}
+PAGE_QUERIES = {
+    "step": "&tv=online_warp&step=12",
+    "precision": "&prec_max=12",
+    "topk": "&dist=zipf&dtype=float16&tk_vocab=50257&tk_k=16",
+}
 CHARTS = {"outputs": 2, "step": 2, "errors": 1, "precision": 5, "topk": 1, "timing": 2}
 
 
@@ -83,21 +93,35 @@ def test_controls_change_the_view_and_the_url(server, page):
 
 
 def test_shared_url_reproduces_the_configuration(server, page):
-    url = (server + "/errors?dist=spike&p_height=20&rows=3&cols=64&seed=4&dtype=bfloat16&acc=float16"
-           "&variants=online_warp,safe_thread&row=2")
+    url = (
+        server + "/errors?dist=spike&p_height=20&rows=3&cols=64&seed=4&dtype=bfloat16&acc=float16"
+        "&variants=online_warp,safe_thread&row=2"
+    )
     page.goto(url)
     settle(page)
     no_exception(page)
     assert shown(page.get_by_role("heading", name="Error vs float64"))
     q = query(page)
-    for key, value in (("dist", "spike"), ("p_height", "20"), ("rows", "3"), ("cols", "64"), ("seed", "4"),
-                       ("dtype", "bfloat16"), ("acc", "float16"), ("variants", "online_warp,safe_thread"), ("row", "2")):
+    for key, value in (
+        ("dist", "spike"),
+        ("p_height", "20"),
+        ("rows", "3"),
+        ("cols", "64"),
+        ("seed", "4"),
+        ("dtype", "bfloat16"),
+        ("acc", "float16"),
+        ("variants", "online_warp,safe_thread"),
+        ("row", "2"),
+    ):
         assert q[key] == value, key
     sidebar = page.get_by_test_id("stSidebar")
     dist = sidebar.get_by_test_id("stSelectbox").filter(has_text="Distribution").locator("input").input_value()
     assert dist == "Spike (near one-hot)"
     assert sidebar.get_by_role("spinbutton", name="height").input_value() == "20"
-    assert sidebar.get_by_test_id("stSelectbox").filter(has_text="Input dtype").locator("input").input_value() == "bfloat16"
+    assert (
+        sidebar.get_by_test_id("stSelectbox").filter(has_text="Input dtype").locator("input").input_value()
+        == "bfloat16"
+    )
     sync_api.expect(page.get_by_test_id("stMain")).to_contain_text("3×64 bfloat16 · acc float16 · seed 4")
     wait_for_charts(page)
     titles = page.locator(".js-plotly-plot .gtitle").all_text_contents()

@@ -25,8 +25,10 @@ def label(i: int) -> str:
 
 
 def test_four_sessions_each_see_their_own_results(tmp_path):
-    files = [bench_file(tmp_path, f"session_{i}.json", gpu=label(i), rows=1024 * (i + 1), scale=1.0 + i)
-             for i in range(SESSIONS)]
+    files = [
+        bench_file(tmp_path, f"session_{i}.json", gpu=label(i), rows=1024 * (i + 1), scale=1.0 + i)
+        for i in range(SESSIONS)
+    ]
     with streamlit_server("streamlit_sessions.log") as url, chromium(sync_api) as browser:
         contexts = [browser.new_context(viewport={"width": 1400, "height": 900}) for _ in range(SESSIONS)]
         pages = [c.new_page() for c in contexts]
@@ -43,7 +45,9 @@ def test_four_sessions_each_see_their_own_results(tmp_path):
                 no_exception(pg)
                 legend = " ".join(pg.locator(".js-plotly-plot .legendtext").all_text_contents())
                 titles = " ".join(pg.locator(".js-plotly-plot .gtitle").all_text_contents())
-                shape = pg.get_by_test_id("stSelectbox").filter(has_text="Shape and dtype").locator("input").input_value()
+                shape = (
+                    pg.get_by_test_id("stSelectbox").filter(has_text="Shape and dtype").locator("input").input_value()
+                )
                 assert shape.startswith(f"{1024 * (i + 1)}×4096"), (i, shape)
                 seen = legend + " " + titles + " " + pg.locator('[data-testid="stMain"]').inner_text()
                 assert label(i) in seen, (i, legend)

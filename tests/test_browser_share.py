@@ -50,10 +50,13 @@ def _share(page, name_start: str, save: str = "") -> Image.Image:
     return img
 
 
-@pytest.mark.parametrize(("path", "key", "name_start", "panels"), [
-    ("timing", "bench_bundled", "softmax_timing_", 2),  # time and bandwidth
-    ("topk", "tk_bundled", "softmax_topk_timing_", 1),  # time (the page's other chart is the emulator's top-k)
-])
+@pytest.mark.parametrize(
+    ("path", "key", "name_start", "panels"),
+    [
+        ("timing", "bench_bundled", "softmax_timing_", 2),  # time and bandwidth
+        ("topk", "tk_bundled", "softmax_topk_timing_", 1),  # time (the page's other chart is the emulator's top-k)
+    ],
+)
 def test_bundled_results_load_with_one_click_and_share_as_one_png(server, page, path, key, name_start, panels):
     page.goto(f"{server}/{path}{BASE_QUERY}")
     bh.settle(page)
@@ -70,10 +73,13 @@ def test_bundled_results_load_with_one_click_and_share_as_one_png(server, page, 
     assert stamp.startswith("shape ") and "GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0" in stamp
 
 
-@pytest.mark.parametrize(("path", "name", "panels"), [
-    ("", "outputs", 2),  # the reference, the deviations (the strip's marks as notes)
-    ("errors", "errors", 1),
-])
+@pytest.mark.parametrize(
+    ("path", "name", "panels"),
+    [
+        ("", "outputs", 2),  # the reference, the deviations (the strip's marks as notes)
+        ("errors", "errors", 1),
+    ],
+)
 def test_outputs_and_error_share_one_stamped_png(server, page, path, name, panels):
     page.goto(f"{server}/{path}{RUN_QUERY}")
     bh.settle(page)

@@ -14,10 +14,20 @@ pytestmark = pytest.mark.browser
 sync_api = bh.require_browser()
 
 BASE = "?rows=8&cols=1000&variants=naive,safe_thread,online_thread,online_warp,online_block,safe_block,split_row,fast"
-PAGES = {"outputs": "", "step": "step", "errors": "errors", "precision": "precision", "topk": "topk",
-         "timing": "timing", "kernels": "kernels"}
-EXTRA = {"step": "&tv=online_block&mlevel=1024", "precision": "&prec_max=8",
-         "topk": "&dist=zipf&dtype=float16&tk_vocab=50257&tk_k=16"}
+PAGES = {
+    "outputs": "",
+    "step": "step",
+    "errors": "errors",
+    "precision": "precision",
+    "topk": "topk",
+    "timing": "timing",
+    "kernels": "kernels",
+}
+EXTRA = {
+    "step": "&tv=online_block&mlevel=1024",
+    "precision": "&prec_max=8",
+    "topk": "&dist=zipf&dtype=float16&tk_vocab=50257&tk_k=16",
+}
 # a click on a 1 × 2^20 row's page: the target is 2 s (about 2 s measured on a loaded 2-core box, the server's
 # part 0.5 s); the limit is fixed and generous so that a slower machine does not fail it
 CLICK_LIMIT_S = 10.0
@@ -88,8 +98,9 @@ def test_the_step_formula_follows_play(server, page):
     main.get_by_role("button", name="❚❚ Pause").click()
     bh.settle(page)
     # a tick in flight when Pause lands may be dropped: wait for the URL to agree with the slider, then compare
-    page.wait_for_function("(t) => new URLSearchParams(location.search).get('step') === t",
-                           arg=thumb.inner_text(), timeout=30_000)
+    page.wait_for_function(
+        "(t) => new URLSearchParams(location.search).get('step') === t", arg=thumb.inner_text(), timeout=30_000
+    )
     step = int(bh.query(page)["step"])
     assert step >= 6
     # everything for the step moved together: the slider, the heading, the formula, the chart's marker
@@ -113,8 +124,9 @@ def test_a_row_of_two_to_the_twenty_renders_and_answers_a_click(server, page):
     toggle = page.get_by_test_id("stMain").get_by_text("Log scale", exact=True)
     start = time.perf_counter()
     toggle.click()
-    page.wait_for_function("() => document.querySelector('.js-plotly-plot').layout.yaxis.type === 'linear'",
-                           timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelector('.js-plotly-plot').layout.yaxis.type === 'linear'", timeout=60_000
+    )
     answered = time.perf_counter() - start
     assert answered <= CLICK_LIMIT_S, f"the click took {answered:.1f} s"
     bh.no_exception(page)

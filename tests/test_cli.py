@@ -52,40 +52,64 @@ def test_run_checks_memory_before_making_the_input(capsys, monkeypatch):
 
     monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(10**7))
     monkeypatch.setattr(inputs, "make_input", lambda *a, **k: pytest.fail("input made"))
-    refused(capsys, "run", "--variant", "online_warp", "--rows", "1000", "--cols", "1000",
-            words=("this server's limit of", "for one run", "on a GPU it would need only about 7.63 MiB"))
+    refused(
+        capsys,
+        "run",
+        "--variant",
+        "online_warp",
+        "--rows",
+        "1000",
+        "--cols",
+        "1000",
+        words=("this server's limit of", "for one run", "on a GPU it would need only about 7.63 MiB"),
+    )
 
 
-@pytest.mark.parametrize(("argv", "words"), [
-    (["run", "--variant", "fast", "--block-size", "-1"], ("--block-size -1", "fast take no block size")),
-    (["run", "--variant", "online_warp", "--block-size", "64"], ("take no block size", "online_block")),
-    (["run", "--variant", "online_block", "--block-size", "-1"], ("multiple of 32",)),
-    (["run", "--variant", "online_block", "--variant", "fast", "--block-size", "100"], ("multiple of 32",)),
-    (["run", "--variant", "fast", "--acc", "float16"], ("float16",)),
-    (["run", "--variant", "naive", "--rows", "0"], ("rows must be at least 1",)),
-    (["run", "--variant", "naive", "--cols", "-4"], ("cols must be at least 1",)),
-    (["run", "--variant", "naive", "--rows", "99999999999999999999"], ("below 2^31",)),
-    (["run", "--variant", "naive", "--param", "std=-1"], ("std=-1.0", "outside")),
-    (["run", "--variant", "naive", "--param", "nope=1"], ("normal takes",)),
-    (["run", "--variant", "naive", "--param", "std=1e999"], ("outside",)),
-    (["run", "--variant", "naive", "--seed", "-1"], ("seed",)),
-    (["run", "--variant", "nope"], ("invalid choice",)),
-    (["run", "--variant", "naive", "--rows", "abc"], ("invalid int value",)),
-    (["run", "--variant", "naive", "--param", "std"], ("name=value",)),
-    (["run"], ("--variant",)),
-    (["topk", "--k", "0"], ("k must be",)),
-    (["topk", "--k", "65", "--cols", "100"], ("at most 64",)),
-    (["topk", "--cols", "4", "--k", "8"], ("from 1 to 4",)),
-    (["frobnicate"], ("invalid choice",)),
-    ([], ("required",)),
-])
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["run", "--variant", "fast", "--block-size", "-1"], ("--block-size -1", "fast take no block size")),
+        (["run", "--variant", "online_warp", "--block-size", "64"], ("take no block size", "online_block")),
+        (["run", "--variant", "online_block", "--block-size", "-1"], ("multiple of 32",)),
+        (["run", "--variant", "online_block", "--variant", "fast", "--block-size", "100"], ("multiple of 32",)),
+        (["run", "--variant", "fast", "--acc", "float16"], ("float16",)),
+        (["run", "--variant", "naive", "--rows", "0"], ("rows must be at least 1",)),
+        (["run", "--variant", "naive", "--cols", "-4"], ("cols must be at least 1",)),
+        (["run", "--variant", "naive", "--rows", "99999999999999999999"], ("below 2^31",)),
+        (["run", "--variant", "naive", "--param", "std=-1"], ("std=-1.0", "outside")),
+        (["run", "--variant", "naive", "--param", "nope=1"], ("normal takes",)),
+        (["run", "--variant", "naive", "--param", "std=1e999"], ("outside",)),
+        (["run", "--variant", "naive", "--seed", "-1"], ("seed",)),
+        (["run", "--variant", "nope"], ("invalid choice",)),
+        (["run", "--variant", "naive", "--rows", "abc"], ("invalid int value",)),
+        (["run", "--variant", "naive", "--param", "std"], ("name=value",)),
+        (["run"], ("--variant",)),
+        (["topk", "--k", "0"], ("k must be",)),
+        (["topk", "--k", "65", "--cols", "100"], ("at most 64",)),
+        (["topk", "--cols", "4", "--k", "8"], ("from 1 to 4",)),
+        (["frobnicate"], ("invalid choice",)),
+        ([], ("required",)),
+    ],
+)
 def test_bad_command_lines(capsys, argv, words):
     refused(capsys, *argv, words=words)
 
 
 def test_a_block_size_for_the_variants_that_take_one(capsys):
-    code, out, err = call(capsys, "run", "--variant", "online_block", "--variant", "fast", "--block-size", "64",
-                          "--rows", "2", "--cols", "100")
+    code, out, err = call(
+        capsys,
+        "run",
+        "--variant",
+        "online_block",
+        "--variant",
+        "fast",
+        "--block-size",
+        "64",
+        "--rows",
+        "2",
+        "--cols",
+        "100",
+    )
     assert code == 0, err
     assert "online_block" in out and "fast" in out
 
@@ -96,8 +120,19 @@ def results_file(tmp_path: Path, doc: object, name: str = "r.json") -> str:
     return str(path)
 
 
-RESULT = {"name": "fast", "dtype": "float32", "rows": 4, "cols": 1024, "block_size": 0, "median_us": 3.0,
-          "p10_us": 2.9, "p90_us": 3.1, "gbps": 10.0, "pct_copy": 50.0, "max_rel": 1e-7}
+RESULT = {
+    "name": "fast",
+    "dtype": "float32",
+    "rows": 4,
+    "cols": 1024,
+    "block_size": 0,
+    "median_us": 3.0,
+    "p10_us": 2.9,
+    "p90_us": 3.1,
+    "gbps": 10.0,
+    "pct_copy": 50.0,
+    "max_rel": 1e-7,
+}
 
 
 def valid_doc(meta: dict) -> dict:
@@ -113,13 +148,16 @@ def test_show_with_an_empty_meta_prints_the_table(capsys, tmp_path):
     assert "?, CUDA ?" in out and "fast" in out
 
 
-@pytest.mark.parametrize(("content", "words"), [
-    ("[" * 100000 + "]" * 100000, ("nested too deeply",)),
-    ('{"a": ' * 50000 + "1" + "}" * 50000, ("nested too deeply",)),
-    ("not json", ("not a results file",)),
-    ('{"schema": "other"}', ("schema",)),
-    ("\udcff", ("not a results file",)),
-])
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ("[" * 100000 + "]" * 100000, ("nested too deeply",)),
+        ('{"a": ' * 50000 + "1" + "}" * 50000, ("nested too deeply",)),
+        ("not json", ("not a results file",)),
+        ('{"schema": "other"}', ("schema",)),
+        ("\udcff", ("not a results file",)),
+    ],
+)
 def test_show_refuses_bad_files(capsys, tmp_path, content, words):
     path = tmp_path / "bad.json"
     path.write_bytes(content.encode("utf-8", "surrogateescape"))
@@ -132,8 +170,14 @@ def test_show_missing_file_and_directory(capsys, tmp_path):
 
 
 def run_module(*argv: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer", *argv], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "EXPLORER_BACKEND": "emulator", **env}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "EXPLORER_BACKEND": "emulator", **env},
+        timeout=120,
+    )
 
 
 def test_as_a_process_a_huge_shape_is_one_line_and_exit_2():

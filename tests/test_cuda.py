@@ -66,9 +66,23 @@ def test_odd_shapes(key, shape, seed):
     assert report.max_rel <= max(1e-5, bound), (seed, report)
 
 
-FAST_SHAPES = [(1, 1), (3, 33), (5, 781), (200, 781), (1000, 128), (257, 1000), (300, 2048), (2, 4097), (150, 4097),
-               (300, 20000), (200, 65536),
-               (140, 262144), (1, 2**20), (3, 1_000_003), (8, 4 * 2**20)]
+FAST_SHAPES = [
+    (1, 1),
+    (3, 33),
+    (5, 781),
+    (200, 781),
+    (1000, 128),
+    (257, 1000),
+    (300, 2048),
+    (2, 4097),
+    (150, 4097),
+    (300, 20000),
+    (200, 65536),
+    (140, 262144),
+    (1, 2**20),
+    (3, 1_000_003),
+    (8, 4 * 2**20),
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -150,8 +164,10 @@ def test_gpu_agrees_with_emulation(key, dtype, acc, dist, seed):
 LONG_TRACEABLE = [k for k in TRACEABLE if explorer.VARIANTS[k].family in ("block", "split")]
 
 
-@pytest.mark.parametrize(("key", "acc", "cols"), [(k, a, 999) for k, a in combos(TRACEABLE)]
-                         + [(k, a, 50000) for k, a in combos(LONG_TRACEABLE)])
+@pytest.mark.parametrize(
+    ("key", "acc", "cols"),
+    [(k, a, 999) for k, a in combos(TRACEABLE)] + [(k, a, 50000) for k, a in combos(LONG_TRACEABLE)],
+)
 def test_traces_agree_with_emulation(key, acc, cols, seed):
     x = explorer.make_input("normal", 5, cols, "float32", seed)
     gpu, emu = run_both(x, key, acc, trace_row=3)

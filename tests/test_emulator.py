@@ -16,8 +16,11 @@ from explorer.backends import emulator
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": BF16}
 # The core's teaching kernels (softmax.cu): variants of other families are tested by their own suites.
-CORE = {k: v for k, v in explorer.VARIANTS.items()
-        if v.family in ("thread", "warp", "block") and v.method in ("naive", "safe", "online")}
+CORE = {
+    k: v
+    for k, v in explorer.VARIANTS.items()
+    if v.family in ("thread", "warp", "block") and v.method in ("naive", "safe", "online")
+}
 COMBOS = [(v, dt, acc) for v, var in CORE.items() for dt in var.dtypes for acc in var.accumulators]
 NON_NAIVE = [c for c in COMBOS if c[0] != "naive"]
 BLOCK_VARIANTS = [k for k, v in CORE.items() if v.takes_block_size]
@@ -84,7 +87,9 @@ def test_accuracy_on_normal_inputs(variant, dtype, acc, shape):
 def test_fp16_range_inputs_within_bound(variant, dtype, acc):
     """Inputs spread wide but exactly representable in every accumulator (integers |x| <= 64)."""
     rng = np.random.default_rng(5)
-    x = rng.integers(-64, 7, (9, 77)).astype(np.float64).astype(DT[dtype])  # 77 e^6 < 65504: naive's fp16 sum stays finite
+    x = (
+        rng.integers(-64, 7, (9, 77)).astype(np.float64).astype(DT[dtype])
+    )  # 77 e^6 < 65504: naive's fp16 sum stays finite
     out = run(x, variant, acc)
     r = explorer.errors(out, x)
     assert r.nonfinite_mismatch == 0
@@ -129,23 +134,23 @@ def edge_matrix(dtype: str, acc: str, cols: int = 70, seed: int = 0) -> np.ndarr
         row[rng.choice(cols, min(k, cols), replace=False)] = value
         return row
 
-    rows.append(base())                                   # plain
-    rows.append(put(base(), np.inf))                      # +inf -> NaN row
+    rows.append(base())  # plain
+    rows.append(put(base(), np.inf))  # +inf -> NaN row
     rows.append(put(base(), np.inf, 3))
-    rows.append(put(base(), -np.inf, 5))                  # -inf -> exactly 0
-    rows.append(put(base(), np.nan))                      # NaN -> NaN row
-    rows.append(np.full(cols, -np.inf))                   # all -inf -> NaN row
+    rows.append(put(base(), -np.inf, 5))  # -inf -> exactly 0
+    rows.append(put(base(), np.nan))  # NaN -> NaN row
+    rows.append(np.full(cols, -np.inf))  # all -inf -> NaN row
     r = np.full(cols, -np.inf)
     r[cols - 1] = 0.5
-    rows.append(r)                                        # only the last element survives (lane cols-1 % 32)
+    rows.append(r)  # only the last element survives (lane cols-1 % 32)
     r = np.full(cols, -np.inf)
     r[0] = -3.0
     rows.append(r)
-    rows.append(np.full(cols, np.inf))                    # all +inf
-    rows.append(put(put(base(), np.inf), -np.inf))        # +inf and -inf
+    rows.append(np.full(cols, np.inf))  # all +inf
+    rows.append(put(put(base(), np.inf), -np.inf))  # +inf and -inf
     rows.append(put(put(base(), np.nan), np.inf))
-    rows.append(put(base() * huge / 4, huge))             # huge magnitudes, both signs
-    rows.append(np.full(cols, -huge))                     # all equal, hugely negative: uniform
+    rows.append(put(base() * huge / 4, huge))  # huge magnitudes, both signs
+    rows.append(np.full(cols, -huge))  # all equal, hugely negative: uniform
     rows.append(np.full(cols, huge))
     r = base()
     r[::2] = -huge
@@ -248,7 +253,7 @@ def test_rows_are_independent():
     for v in CORE:
         full = run(x, v)
         for i in (0, 17, 49):
-            assert full[i].tobytes() == run(x[i:i + 1], v)[0].tobytes(), (v, i)
+            assert full[i].tobytes() == run(x[i : i + 1], v)[0].tobytes(), (v, i)
 
 
 def test_every_variant_runs_at_64x4096():
@@ -375,7 +380,7 @@ def model_row(variant: str, row: np.ndarray, acc: str, block: int) -> np.ndarray
                 m = M.max(m, xa[j])
             ms.append(m)
         warps = threads // 32
-        wm = [M.butterfly(ms[w * 32:(w + 1) * 32], M.max)[0] for w in range(warps)]
+        wm = [M.butterfly(ms[w * 32 : (w + 1) * 32], M.max)[0] for w in range(warps)]
         top = [wm[lane] if lane < warps else M.r(-np.inf) for lane in range(32)]
         m = M.butterfly(top, M.max)[0]
         ds = []
@@ -384,7 +389,7 @@ def model_row(variant: str, row: np.ndarray, acc: str, block: int) -> np.ndarray
             for j in range(t, cols, threads):
                 d = M.add(d, M.exp_diff(xa[j], m))
             ds.append(d)
-        wd = [M.butterfly(ds[w * 32:(w + 1) * 32], M.add)[0] for w in range(warps)]
+        wd = [M.butterfly(ds[w * 32 : (w + 1) * 32], M.add)[0] for w in range(warps)]
         top = [wd[lane] if lane < warps else M.r(0.0) for lane in range(32)]
         s = (m, M.butterfly(top, M.add)[0])
         for j, v in enumerate(xa):
@@ -402,7 +407,7 @@ def model_row(variant: str, row: np.ndarray, acc: str, block: int) -> np.ndarray
             out[j] = normalise(v, lane_states[j % 32], dtype)  # each lane normalises with its own state
         return out
     warps = threads // 32
-    warp_states = [M.butterfly(states[w * 32:(w + 1) * 32], M.merge)[0] for w in range(warps)]
+    warp_states = [M.butterfly(states[w * 32 : (w + 1) * 32], M.merge)[0] for w in range(warps)]
     top = [warp_states[lane] if lane < warps else M.empty() for lane in range(32)]
     s = M.butterfly(top, M.merge)[0]
     for j, v in enumerate(xa):
@@ -441,7 +446,7 @@ def test_acc_class_rounds_every_operation_to_the_accumulator():
         b = rng.normal(0, 4, 200).astype(np.float32).astype(DT[name])
         for i in range(200):
             for op in ("mul", "add", "max", "exp_diff"):
-                got = np.float32(np.asarray(getattr(acc, op)(a[i:i + 1], b[i:i + 1])).astype(np.float32)[0])
+                got = np.float32(np.asarray(getattr(acc, op)(a[i : i + 1], b[i : i + 1])).astype(np.float32)[0])
                 want = getattr(model, op)(np.float32(a[i].astype(np.float32)), np.float32(b[i].astype(np.float32)))
                 assert got.tobytes() == np.float32(want).tobytes(), (name, op, a[i], b[i])
 
@@ -450,8 +455,9 @@ def test_acc_class_rounds_every_operation_to_the_accumulator():
 
 
 @pytest.mark.parametrize("variant", [v for v in CORE if v != "naive"])
-@pytest.mark.parametrize(("value", "acc"), [(100.25, "bfloat16"), (5.015, "bfloat16"), (100.03, "float16"),
-                                            (3.0e38, "bfloat16")])
+@pytest.mark.parametrize(
+    ("value", "acc"), [(100.25, "bfloat16"), (5.015, "bfloat16"), (100.03, "float16"), (3.0e38, "bfloat16")]
+)
 def test_single_element_row_is_exactly_one(variant, value, acc):
     """softmax of one element is 1; here x - m is exactly 0 (x enters both as the same rounded value)."""
     x = np.array([[value]], np.float32)
@@ -480,5 +486,6 @@ def test_rounding_term_of_the_bound_is_needed_and_sufficient():
     assert r.max_rel > explorer.error_bound(1, "bfloat16", "float32")
     assert r.max_rel <= explorer.error_bound(1, "bfloat16", "float32", float(np.abs(x).max()))
     # against the softmax of the held values, only the accumulation's bound remains (a fold, 5 merge levels)
-    np.testing.assert_allclose(out.astype(np.float64), explorer.reference(held),
-                               rtol=explorer.error_bound(1 + 5, "bfloat16", "float32"))
+    np.testing.assert_allclose(
+        out.astype(np.float64), explorer.reference(held), rtol=explorer.error_bound(1 + 5, "bfloat16", "float32")
+    )

@@ -24,9 +24,15 @@ def largest(dtype: str) -> float:
 def edge_rows(dtype: str, cols: int) -> np.ndarray:
     """Rows of ±max, near-max, max beside -max, and tiny values, in the dtype."""
     top = largest(dtype)
-    rows = [np.full(cols, top), np.full(cols, -top), np.full(cols, 0.9 * top),
-            np.where(np.arange(cols) % 2 == 0, top, -top), np.where(np.arange(cols) == cols // 2, top, -top),
-            np.linspace(-top, top, cols), np.full(cols, 1e-30)]
+    rows = [
+        np.full(cols, top),
+        np.full(cols, -top),
+        np.full(cols, 0.9 * top),
+        np.where(np.arange(cols) % 2 == 0, top, -top),
+        np.where(np.arange(cols) == cols // 2, top, -top),
+        np.linspace(-top, top, cols),
+        np.full(cols, 1e-30),
+    ]
     return np.stack(rows).astype(explorer.DTYPES[dtype])
 
 
@@ -36,7 +42,9 @@ def check(x: np.ndarray, key: str, backend: str) -> None:
     report = explorer.errors(result.out, x)
     assert report.nonfinite_mismatch == 0, (key, report)
     assert report.max_rel <= explorer.MAX_REL_FP32_ACC[str(x.dtype) if x.dtype != ml_dtypes.bfloat16 else "bfloat16"], (
-        key, report)
+        key,
+        report,
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -70,8 +70,9 @@ def test_a_long_row_is_an_envelope_that_keeps_extremes_marks_and_the_argmax():
     clean = x.copy()
     clean[0, 5] = 0.0
     ref = explorer.reference(clean)[0]
-    fig = figures.outputs_figure(ref, {"fast": explorer.softmax(clean, "fast", backend="emulator").out[0]},
-                                 log=True, title="t", stamp=STAMP)
+    fig = figures.outputs_figure(
+        ref, {"fast": explorer.softmax(clean, "fast", backend="emulator").out[0]}, log=True, title="t", stamp=STAMP
+    )
     reference = fig.data[0]
     assert 777_777 in set(reference.x) and max(reference.y) == pytest.approx(ref.max())
     assert "drawn as at most" in figures.sampled_note(n, figures.MAX_POINTS)

@@ -15,8 +15,11 @@ import explorer
 from explorer import numerics
 
 DT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
-CORE = {k: v for k, v in explorer.VARIANTS.items()
-        if v.family in ("thread", "warp", "block") and v.method in ("naive", "safe", "online")}
+CORE = {
+    k: v
+    for k, v in explorer.VARIANTS.items()
+    if v.family in ("thread", "warp", "block") and v.method in ("naive", "safe", "online")
+}
 # distributions whose default parameters give moderate, finite logits
 NORMAL_ISH = {"normal", "uniform", "decreasing", "increasing", "spike", "zipf", "constant", "causal_mask"}
 U32 = 2.0**-24
@@ -59,8 +62,12 @@ def check_accuracy(out, x, variant, dtype, acc, dist, block):
         # no max subtracted: only inputs whose e^x neither overflows nor underflows fp32 and acc, and whose
         # outputs stay normal (a subnormal output is flushed to zero), are comparable
         with np.errstate(over="ignore"):
-            safe = (np.isfinite(x2).all() and acc == "float32" and np.abs(x2).max() < 80
-                    and ref.min(initial=1.0) >= FP32_TINY)
+            safe = (
+                np.isfinite(x2).all()
+                and acc == "float32"
+                and np.abs(x2).max() < 80
+                and ref.min(initial=1.0) >= FP32_TINY
+            )
         if safe:
             event("checked: naive within the bound")
             assert rep.nonfinite_mismatch == 0
@@ -107,7 +114,9 @@ def calls(draw):
     broken = set(draw(st.lists(st.sampled_from(["variant", "dtype", "acc", "trace", "block"]), min_size=1, max_size=2)))
     if draw(st.integers(0, 9)) < 5:
         broken = set()  # half the calls are valid
-    variant = draw(st.sampled_from(["bogus", "", "Online_Warp"]) if "variant" in broken else st.sampled_from(list(CORE)))
+    variant = draw(
+        st.sampled_from(["bogus", "", "Online_Warp"]) if "variant" in broken else st.sampled_from(list(CORE))
+    )
     dtype = draw(st.sampled_from(["float64", "int32"]) if "dtype" in broken else st.sampled_from(list(DT)))
     acc = draw(st.sampled_from(["float64", "half", "fp32"]) if "acc" in broken else st.sampled_from(list(DT)))
     rows, cols = draw(st.integers(1, 6)), draw(st.integers(1, 96))
@@ -115,14 +124,20 @@ def calls(draw):
     n_rows = 1 if one_d else rows
     v = CORE.get(variant)
     if "trace" in broken:
-        trace = draw(st.one_of(st.sampled_from([-1, n_rows, n_rows + 3, True, 1.0]),
-                               st.just(0) if v is not None and not v.traceable else st.nothing()))
+        trace = draw(
+            st.one_of(
+                st.sampled_from([-1, n_rows, n_rows + 3, True, 1.0]),
+                st.just(0) if v is not None and not v.traceable else st.nothing(),
+            )
+        )
     elif v is not None and v.traceable and draw(st.booleans()):
         trace = draw(st.integers(0, n_rows - 1))
     else:
         trace = None
     if "block" in broken:
-        block = draw(invalid_blocks if v is not None and v.takes_block_size else st.one_of(valid_blocks, invalid_blocks))
+        block = draw(
+            invalid_blocks if v is not None and v.takes_block_size else st.one_of(valid_blocks, invalid_blocks)
+        )
     elif v is not None and v.takes_block_size and draw(st.booleans()):
         block = draw(valid_blocks)
     else:
@@ -148,7 +163,8 @@ def test_fuzz_softmax_cuda(call, dist, seed):
 
 def fuzz_one_call(call, dist, seed, backend):
     variant, dtype, acc, rows, cols, one_d, trace, block = (
-        call[k] for k in ("variant", "dtype", "acc", "rows", "cols", "one_d", "trace", "block"))
+        call[k] for k in ("variant", "dtype", "acc", "rows", "cols", "one_d", "trace", "block")
+    )
     source = dtype if dtype in DT else "float32"
     x = explorer.make_input(dist, 1 if one_d else rows, cols, dtype=source, seed=seed)
     if one_d:
@@ -178,8 +194,14 @@ def fuzz_one_call(call, dist, seed, backend):
     check_accuracy(res.out, x, variant, dtype, acc, dist, used_block)
 
 
-bit_args = dict(variant=st.sampled_from(list(CORE)), dtype=st.sampled_from(list(DT)), acc=st.sampled_from(list(DT)),
-                rows=st.integers(1, 4), cols=st.integers(1, 70), data=st.data())
+bit_args = dict(
+    variant=st.sampled_from(list(CORE)),
+    dtype=st.sampled_from(list(DT)),
+    acc=st.sampled_from(list(DT)),
+    rows=st.integers(1, 4),
+    cols=st.integers(1, 70),
+    data=st.data(),
+)
 
 
 @settings(max_examples=80, deadline=None)

@@ -22,8 +22,19 @@ import explorer
 LIMIT = 4096
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-NAMES = sorted({*explorer.VARIANTS, *explorer.TOPK_VARIANTS, *explorer.DTYPES, *explorer.BACKENDS,
-                *explorer.DISTRIBUTIONS, "", "float64", "auto ", "FLOAT32"})
+NAMES = sorted(
+    {
+        *explorer.VARIANTS,
+        *explorer.TOPK_VARIANTS,
+        *explorer.DTYPES,
+        *explorer.BACKENDS,
+        *explorer.DISTRIBUTIONS,
+        "",
+        "float64",
+        "auto ",
+        "FLOAT32",
+    }
+)
 DTYPES = [np.float32, np.float16, np.float64, np.int32, np.uint8, np.bool_, np.complex64, "U3", "M8[s]"]
 SPECIAL = [
     np.array([1.0, "a", None], dtype=object),
@@ -39,21 +50,33 @@ SPECIAL = [
 
 def with_bfloat16(strategy: st.SearchStrategy) -> st.SearchStrategy:
     """Hypothesis draws no bfloat16 itself: float32 arrays, some of them cast."""
-    return st.one_of(strategy, strategy.filter(lambda a: a.dtype == np.float32).map(
-        lambda a: a.astype(ml_dtypes.bfloat16)))
+    return st.one_of(
+        strategy, strategy.filter(lambda a: a.dtype == np.float32).map(lambda a: a.astype(ml_dtypes.bfloat16))
+    )
 
 
 small_arrays = st.one_of(
-    with_bfloat16(hnp.arrays(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=3, min_side=0,
-                                                                        max_side=6))),
-    with_bfloat16(hnp.arrays(st.sampled_from(DTYPES[:2]), hnp.array_shapes(min_dims=1, max_dims=2, min_side=1,
-                                                                            max_side=40))),
+    with_bfloat16(
+        hnp.arrays(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=6))
+    ),
+    with_bfloat16(
+        hnp.arrays(st.sampled_from(DTYPES[:2]), hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=40))
+    ),
 )
 arrays = st.one_of(small_arrays, st.sampled_from(SPECIAL))
 plain = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.integers(-3, 2**31 + 3), st.floats(), st.text(max_size=6),
-    st.binary(max_size=16), st.sampled_from(NAMES), st.lists(st.integers(0, 8), max_size=3),
-    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2), st.just(np.float32), st.just(object()),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(-3, 2**31 + 3),
+    st.floats(),
+    st.text(max_size=6),
+    st.binary(max_size=16),
+    st.sampled_from(NAMES),
+    st.lists(st.integers(0, 8), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.just(np.float32),
+    st.just(object()),
     st.sampled_from([np.int64(64), np.uint8(3), np.float32(2.0), np.bool_(True), 10**400, 2**63, -(2**63)]),
 )
 anything = st.one_of(plain, arrays)
@@ -73,15 +96,21 @@ uploads = st.one_of(  # files of small arrays only (np.save would write out the 
     small_arrays.map(npy),
     st.tuples(small_arrays.map(npy), st.integers(0, 200)).map(lambda t: t[0][: len(t[0]) - t[1]]),  # cut off
     st.lists(st.lists(st.floats(), min_size=1, max_size=5), min_size=1, max_size=4).map(
-        lambda rows: "\n".join(",".join(map(repr, r)) for r in rows).encode()),
+        lambda rows: "\n".join(",".join(map(repr, r)) for r in rows).encode()
+    ),
     st.text(max_size=60).map(str.encode),
     anything,
 )
 
 
 def small_logits():
-    return with_bfloat16(hnp.arrays(st.sampled_from(DTYPES[:2]), st.tuples(st.integers(1, 6), st.integers(1, 40)),
-                                    elements=st.floats(-100, 100, width=16)))
+    return with_bfloat16(
+        hnp.arrays(
+            st.sampled_from(DTYPES[:2]),
+            st.tuples(st.integers(1, 6), st.integers(1, 40)),
+            elements=st.floats(-100, 100, width=16),
+        )
+    )
 
 
 @st.composite
@@ -113,20 +142,31 @@ CALLS = {
     "bytes_needed": st.tuples(shapes, shapes, names, names, variants, anything, anything),
     "check_fits": st.tuples(shapes, shapes, names, names, variants, anything, anything),
     "error_bound": st.tuples(anything, names, names, anything),
-    "errors": st.tuples(st.one_of(arrays, small_logits()), st.one_of(arrays, small_logits()),
-                        st.one_of(st.none(), arrays)),
+    "errors": st.tuples(
+        st.one_of(arrays, small_logits()), st.one_of(arrays, small_logits()), st.one_of(st.none(), arrays)
+    ),
     "info": st.tuples(),
     "kernel_resources": st.tuples(names, names, names, shapes, shapes, anything),
     "kernel_source": st.tuples(names),
-    "load_logits": st.tuples(uploads, st.one_of(st.sampled_from(["x.npy", "x.csv", "x.NPY", "x"]), anything), names,
-                             st.one_of(st.integers(-1, 10**6), anything)),
+    "load_logits": st.tuples(
+        uploads,
+        st.one_of(st.sampled_from(["x.npy", "x.csv", "x.NPY", "x"]), anything),
+        names,
+        st.one_of(st.integers(-1, 10**6), anything),
+    ),
     "make_input": st.tuples(names, shapes, shapes, names, anything),
     "reference": st.tuples(st.one_of(arrays, anything)),
     "reference_topk": st.tuples(st.one_of(arrays, small_logits()), shapes),
     "resolve_backend": st.tuples(names),
     "rounds_input": st.tuples(names, names),
-    "softmax": st.tuples(st.one_of(small_logits(), arrays, anything), names, names, names,
-                         st.one_of(st.none(), shapes), st.one_of(st.none(), st.sampled_from([32, 64, 1024]), shapes)),
+    "softmax": st.tuples(
+        st.one_of(small_logits(), arrays, anything),
+        names,
+        names,
+        names,
+        st.one_of(st.none(), shapes),
+        st.one_of(st.none(), st.sampled_from([32, 64, 1024]), shapes),
+    ),
     "softmax_topk": st.tuples(st.one_of(small_logits(), arrays, anything), shapes, names, names),
     "topk_errors": st.tuples(topk_results(), st.one_of(small_logits(), arrays, anything)),
 }
@@ -146,9 +186,31 @@ def test_public_function_raises_only_explorer_errors(name, data):
 
 
 @FUZZ
-@given(params=st.dictionaries(st.sampled_from(["mean", "std", "low", "high", "scale", "spread", "height", "top",
-                                               "slope", "noise", "value", "masked_rows", "rate", "x"]),
-                              anything, max_size=3),
-       distribution=st.sampled_from(sorted(explorer.DISTRIBUTIONS)), seed=anything)
+@given(
+    params=st.dictionaries(
+        st.sampled_from(
+            [
+                "mean",
+                "std",
+                "low",
+                "high",
+                "scale",
+                "spread",
+                "height",
+                "top",
+                "slope",
+                "noise",
+                "value",
+                "masked_rows",
+                "rate",
+                "x",
+            ]
+        ),
+        anything,
+        max_size=3,
+    ),
+    distribution=st.sampled_from(sorted(explorer.DISTRIBUTIONS)),
+    seed=anything,
+)
 def test_make_input_parameters(params, distribution, seed):
     only_our_errors(explorer.make_input, distribution, 3, 7, "float16", seed, **params)

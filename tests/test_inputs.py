@@ -13,8 +13,11 @@ import pytest
 
 import explorer
 
-DTYPE_OBJECTS = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-                 "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+DTYPE_OBJECTS = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+}
 ALL_DISTRIBUTIONS = sorted(explorer.DISTRIBUTIONS)
 # Distributions whose output does not depend on the seed.
 DETERMINISTIC = {"decreasing", "increasing", "constant"}
@@ -32,8 +35,18 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def test_registry_lists_the_documented_distributions():
-    assert set(explorer.DISTRIBUTIONS) == {"normal", "uniform", "large", "decreasing", "increasing", "spike",
-                                           "zipf", "constant", "causal_mask", "nonfinite"}
+    assert set(explorer.DISTRIBUTIONS) == {
+        "normal",
+        "uniform",
+        "large",
+        "decreasing",
+        "increasing",
+        "spike",
+        "zipf",
+        "constant",
+        "causal_mask",
+        "nonfinite",
+    }
     for key, dist in explorer.DISTRIBUTIONS.items():
         assert dist.key == key and dist.title and dist.shows
         for name, p in dist.params.items():
@@ -124,7 +137,7 @@ def test_causal_mask_row_i_keeps_i_plus_one(dtype, shape):
     for i in range(rows):
         if cols > i:
             assert finite[i].sum() == i + 1, i
-            assert finite[i, : i + 1].all() and not finite[i, i + 1:].any()
+            assert finite[i, : i + 1].all() and not finite[i, i + 1 :].any()
         else:
             assert finite[i].sum() >= 1  # at least one element stays unmasked
 
@@ -245,7 +258,9 @@ def test_make_input_refuses_large_shapes_before_allocating(monkeypatch, shape):
 
 def test_make_input_memory_guard(monkeypatch):
     monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(10**6))
-    with pytest.raises(explorer.TooLarge, match=r"this server's limit of .* for one run; choose a smaller shape") as info:
+    with pytest.raises(
+        explorer.TooLarge, match=r"this server's limit of .* for one run; choose a smaller shape"
+    ) as info:
         explorer.make_input("normal", 1000, 1000)
     assert "1000×1000 = 1,000,000 elements" in str(info.value)
     assert explorer.make_input("normal", 10, 10).shape == (10, 10)
@@ -261,9 +276,14 @@ def test_make_input_generates_in_row_chunks(monkeypatch, dist):
     seen = []
     generate = inputs.DISTRIBUTIONS[dist].generate
     monkeypatch.setattr(inputs, "CHUNK_ELEMENTS", 10)
-    monkeypatch.setitem(inputs.DISTRIBUTIONS, dist, dataclasses.replace(
-        inputs.DISTRIBUTIONS[dist], generate=lambda rng, first, rows, cols, **p: seen.append(rows) or generate(
-            rng, first, rows, cols, **p)))
+    monkeypatch.setitem(
+        inputs.DISTRIBUTIONS,
+        dist,
+        dataclasses.replace(
+            inputs.DISTRIBUTIONS[dist],
+            generate=lambda rng, first, rows, cols, **p: seen.append(rows) or generate(rng, first, rows, cols, **p),
+        ),
+    )
     params = {"masked_rows": 3.0} if dist == "causal_mask" else {}
     chunked = explorer.make_input(dist, 7, 5, "float16", seed=3, **params)
     assert seen == [2, 2, 2, 1] and chunked.dtype == np.float16
@@ -413,8 +433,10 @@ def test_not_npy_refused_in_our_words(data):
     assert_invalid(data, "x.npy", "not a NumPy array file")
 
 
-@pytest.mark.parametrize(("data", "filename"), [("1,2,3", "x.csv"), (None, "x.csv"), (b"1,2", None), (b"1,2", b"x.csv"),
-                                                (np.zeros(3), "x.csv")])
+@pytest.mark.parametrize(
+    ("data", "filename"),
+    [("1,2,3", "x.csv"), (None, "x.csv"), (b"1,2", None), (b"1,2", b"x.csv"), (np.zeros(3), "x.csv")],
+)
 def test_wrong_python_types_are_invalid_input(data, filename):
     with pytest.raises(explorer.InvalidInput, match=r"data must be|filename must be"):
         explorer.load_logits(data, filename)

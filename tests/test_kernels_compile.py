@@ -14,8 +14,11 @@ from explorer.topk import VOCABS, topk_launch
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 # fast's instantiations depend on the shape: the benchmark sweeps plus odd and tiny shapes
-FAST_SHAPES = [(bench.SWEEP_ELEMENTS // c, c) for c in bench.SWEEP_COLS] + list(bench.LONG_ROW_SHAPES) + [
-    (1, 1), (3, 33), (1823, 781), (2, 4097)]
+FAST_SHAPES = (
+    [(bench.SWEEP_ELEMENTS // c, c) for c in bench.SWEEP_COLS]
+    + list(bench.LONG_ROW_SHAPES)
+    + [(1, 1), (3, 33), (1823, 781), (2, 4097)]
+)
 
 
 def launched_names() -> dict[str, set[str]]:
@@ -34,7 +37,8 @@ def launched_names() -> dict[str, set[str]]:
                 launch = topk_launch(rows, cols, k, dtype)
                 for softmax in (0, 1):  # fused, and the selection of the unfused pipeline
                     names.setdefault("topk.cu", set()).add(
-                        cuda.topk_kernel_name(dtype, launch.template_args, bool(softmax)))
+                        cuda.topk_kernel_name(dtype, launch.template_args, bool(softmax))
+                    )
     return names
 
 
@@ -45,10 +49,19 @@ NAMES = launched_names()
 def test_every_launched_instantiation_compiles(filename, tmp_path):
     names = sorted(NAMES[filename])
     # taking each specialisation's address instantiates it, without spelling out its parameters
-    source = cuda.kernel_source(filename) + "\nvoid instantiate_all() {\n" + "".join(f"    (void)&{n};\n" for n in names) + "}\n"
+    source = (
+        cuda.kernel_source(filename)
+        + "\nvoid instantiate_all() {\n"
+        + "".join(f"    (void)&{n};\n" for n in names)
+        + "}\n"
+    )
     (tmp_path / filename).write_text(source)
     ptx = tmp_path / "out.ptx"
-    result = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90", "-ptx", "-o", str(ptx), str(tmp_path / filename)],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [NVCC, "-std=c++17", "-arch=sm_90", "-ptx", "-o", str(ptx), str(tmp_path / filename)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert ptx.read_text().count(".entry ") == len(names)

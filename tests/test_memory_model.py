@@ -10,11 +10,16 @@ from explorer import budget
 from explorer.topk import topk_launch
 
 SHAPES = ((16, 100), (64, 1000), (2, 30000))  # short rows padded to the lanes, a batch, a long row
-RUNS = [(key, dtype, acc, traced, rows, cols)
-        for key, v in explorer.VARIANTS.items()
-        for dtype in ("float32", "float16") for acc in ("float32", "bfloat16") if acc in v.accumulators
-        for traced in ((False, True) if v.traceable else (False,))
-        for rows, cols in SHAPES if v.family != "thread" or cols <= 1000]  # one thread per row steps in Python
+RUNS = [
+    (key, dtype, acc, traced, rows, cols)
+    for key, v in explorer.VARIANTS.items()
+    for dtype in ("float32", "float16")
+    for acc in ("float32", "bfloat16")
+    if acc in v.accumulators
+    for traced in ((False, True) if v.traceable else (False,))
+    for rows, cols in SHAPES
+    if v.family != "thread" or cols <= 1000
+]  # one thread per row steps in Python
 
 
 def peak(call, x) -> int:
@@ -39,8 +44,14 @@ def test_run_bytes_bounds_the_measured_peak(key, dtype, acc, traced, rows, cols)
 @pytest.mark.parametrize(("rows", "cols"), ((64, 4096), (1, 100000)))
 def test_topk_bytes_bounds_the_measured_peak(variant, rows, cols):
     x = explorer.make_input("normal", rows=rows, cols=cols, dtype="float16", seed=0)
-    estimate = budget.topk_bytes(variant == "topk_fused", topk_launch(rows, cols, 8, "float16"),
-                                 explorer.VARIANTS["fast"].launch(rows, cols, None, "float16"), rows, cols, "float16")
+    estimate = budget.topk_bytes(
+        variant == "topk_fused",
+        topk_launch(rows, cols, 8, "float16"),
+        explorer.VARIANTS["fast"].launch(rows, cols, None, "float16"),
+        rows,
+        cols,
+        "float16",
+    )
     measured = peak(lambda: explorer.softmax_topk(x, 8, variant, backend="emulator"), x)
     assert measured <= estimate <= 1.5 * measured
 

@@ -47,8 +47,9 @@ def bits(s) -> bytes:
 def chunked_tree(draw, max_size=64):
     """A row, a split of it into consecutive chunks, and a random binary tree over the chunk list."""
     row = draw(st.lists(finite32, min_size=1, max_size=max_size))
-    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(row) - 1)), max_size=min(12, len(row) - 1)))
-                  if len(row) > 1 else [])
+    cuts = sorted(
+        draw(st.sets(st.integers(1, max(1, len(row) - 1)), max_size=min(12, len(row) - 1))) if len(row) > 1 else []
+    )
     bounds = [0, *cuts, len(row)]
     chunks = [row[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
@@ -103,8 +104,7 @@ def test_tree_of_chunks_equals_sequential_float32(case):
     row, chunks, t = case
     acc = Acc("float32")
     m_seq, d_seq = fold(acc, row)
-    m_tree, d_tree = reduce_tree(t, lambda i: fold(acc, chunks[i]),
-                                 lambda a, b: acc.merge(a[0], a[1], b[0], b[1]))
+    m_tree, d_tree = reduce_tree(t, lambda i: fold(acc, chunks[i]), lambda a, b: acc.merge(a[0], a[1], b[0], b[1]))
     m_ex, d_ex = exact(row)
     # the max is exact whatever the order
     assert float(m_tree[0]) == float(m_seq[0]) == m_ex

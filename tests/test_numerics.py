@@ -32,8 +32,11 @@ def softmax64(row) -> list[float]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=2, min_side=1, max_side=40),
-                  elements=st.floats(-300, 300)))
+@given(
+    hnp.arrays(
+        np.float64, hnp.array_shapes(min_dims=2, max_dims=2, min_side=1, max_side=40), elements=st.floats(-300, 300)
+    )
+)
 def test_reference_matches_an_independent_float64_softmax(x):
     ref = explorer.reference(x)
     assert ref.shape == x.shape and ref.dtype == np.float64
@@ -160,7 +163,11 @@ def test_max_rel_fp32_acc_table_is_per_output_type():
         # never tighter than the output's own rounding; a small fraction of a probability
         assert u_out <= tol < 1e-2
     # ordered as the output formats' precisions
-    assert explorer.MAX_REL_FP32_ACC["float32"] < explorer.MAX_REL_FP32_ACC["float16"] < explorer.MAX_REL_FP32_ACC["bfloat16"]
+    assert (
+        explorer.MAX_REL_FP32_ACC["float32"]
+        < explorer.MAX_REL_FP32_ACC["float16"]
+        < explorer.MAX_REL_FP32_ACC["bfloat16"]
+    )
 
 
 # ---------------------------------------------------------------- ulp()
@@ -175,8 +182,9 @@ def exactly_representable(dtype, rng, n):
         vals = vals[np.isfinite(vals.astype(np.float64))]
     fi = np.finfo(dtype)
     vals = vals[np.abs(vals) < fi.max]  # np.spacing(max) is inf: checked on its own below
-    specials = np.array([0.0, float(fi.tiny), float(fi.smallest_subnormal), 1.0, 2.0, 0.5,
-                         float(fi.tiny) / 2], dtype=dtype)
+    specials = np.array(
+        [0.0, float(fi.tiny), float(fi.smallest_subnormal), 1.0, 2.0, 0.5, float(fi.tiny) / 2], dtype=dtype
+    )
     pow2 = np.exp2(np.arange(fi.minexp, fi.maxexp - 1)).astype(dtype)
     below = np.nextafter(pow2, np.zeros_like(pow2))
     return np.concatenate([vals, specials, -specials, pow2, below])
@@ -223,8 +231,17 @@ def test_errors_exact_output_gives_zeros(name, cols):
     assert r.nan_count == r.inf_count == r.nonfinite_mismatch == 0
     assert r.argmax_agreement == 1.0
     d = r.as_dict()
-    assert set(d) >= {"max_abs", "max_rel", "mean_rel", "max_ulp", "row_sum_dev", "nan_count", "inf_count",
-                      "nonfinite_mismatch", "argmax_agreement"}
+    assert set(d) >= {
+        "max_abs",
+        "max_rel",
+        "mean_rel",
+        "max_ulp",
+        "row_sum_dev",
+        "nan_count",
+        "inf_count",
+        "nonfinite_mismatch",
+        "argmax_agreement",
+    }
 
 
 def test_errors_exact_distinct_output_gives_zeros():

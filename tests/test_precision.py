@@ -24,6 +24,7 @@ def outside(records: list[precision.Measurement]) -> list[precision.Measurement]
 
 # --- the bound ------------------------------------------------------------------------------------------
 
+
 def terms(variant: str, rows: int, cols: int, block_size: int | None = None) -> int:
     return numerics.sequential_terms(explorer.VARIANTS[variant].launch(rows, cols, block_size), cols)
 
@@ -76,8 +77,14 @@ def test_fp32_accumulator_is_exact_to_fp32_on_every_class(records):
 
 def test_mixed_precision_fp16_out_fp32_acc_keeps_the_output_bound():
     """d in fp32, x and y in fp16: 3·n·u32 + u16, even where an fp16 d is already far off."""
-    recs = precision.sweep(["online_warp", "online_block"], ["float32", "float16"], ["decreasing", "normal"],
-                           precision.powers_of_two(10, 16), backend="emulator", dtype="float16")
+    recs = precision.sweep(
+        ["online_warp", "online_block"],
+        ["float32", "float16"],
+        ["decreasing", "normal"],
+        precision.powers_of_two(10, 16),
+        backend="emulator",
+        dtype="float16",
+    )
     for r in recs:
         if r.acc == "float32":
             assert r.bound_applies and r.out_max_rel <= r.bound
@@ -87,6 +94,7 @@ def test_mixed_precision_fp16_out_fp32_acc_keeps_the_output_bound():
 
 
 # --- what the bound does not say -------------------------------------------------------------------------
+
 
 def test_fp16_constant_input_stagnates_at_2048():
     t = precision.d_trajectory("online_thread", "float16", "constant", 4096, backend="emulator")
@@ -144,8 +152,9 @@ def test_block_overflows_once_the_true_d_passes_65504():
 
 @pytest.mark.parametrize("acc, n", [("float16", 4096), ("bfloat16", 1024)])
 def test_warp_and_block_cut_the_error_on_decreasing_input(acc, n):
-    err = {v: precision.measure(v, acc, "decreasing", n, backend="emulator").d_rel_error
-           for v in precision.ONLINE_VARIANTS}
+    err = {
+        v: precision.measure(v, acc, "decreasing", n, backend="emulator").d_rel_error for v in precision.ONLINE_VARIANTS
+    }
     assert err["online_thread"] > 0.1
     assert err["online_warp"] < err["online_thread"] / 10
     assert err["online_block"] < err["online_thread"] / 10
@@ -153,22 +162,37 @@ def test_warp_and_block_cut_the_error_on_decreasing_input(acc, n):
 
 def test_bf16_error_exceeds_fp16_error_on_decreasing_input(records):
     for v in precision.ONLINE_VARIANTS:
-        worst = {acc: max(r.d_rel_error for r in records if (r.variant, r.acc, r.dist) == (v, acc, "decreasing")
-                          and r.n >= 256) for acc in precision.ACCUMULATORS}
+        worst = {
+            acc: max(
+                r.d_rel_error for r in records if (r.variant, r.acc, r.dist) == (v, acc, "decreasing") and r.n >= 256
+            )
+            for acc in precision.ACCUMULATORS
+        }
         assert worst["bfloat16"] > worst["float16"] > worst["float32"], v
-    thread = {r.acc: r.d_rel_error for r in records
-              if (r.variant, r.dist, r.n) == ("online_thread", "decreasing", 1024)}
+    thread = {
+        r.acc: r.d_rel_error for r in records if (r.variant, r.dist, r.n) == ("online_thread", "decreasing", 1024)
+    }
     assert thread["bfloat16"] > 10 * thread["float16"]
 
 
 def test_sweep_cap_leaves_out_long_lanes():
-    recs = precision.sweep(["online_thread", "online_block"], ["float32"], ["constant"], [2**10, 2**14],
-                           backend="emulator", max_lane_steps=2**12)
-    assert [(r.variant, r.n) for r in recs] == [("online_thread", 1024), ("online_block", 1024),
-                                                        ("online_block", 2**14)]
+    recs = precision.sweep(
+        ["online_thread", "online_block"],
+        ["float32"],
+        ["constant"],
+        [2**10, 2**14],
+        backend="emulator",
+        max_lane_steps=2**12,
+    )
+    assert [(r.variant, r.n) for r in recs] == [
+        ("online_thread", 1024),
+        ("online_block", 1024),
+        ("online_block", 2**14),
+    ]
 
 
 # --- bits -----------------------------------------------------------------------------------------------
+
 
 def test_float_bits_of_each_format():
     b = precision.float_bits(2048.0, "float16")
@@ -204,6 +228,7 @@ def test_update_parts_reproduce_the_traced_steps():
 
 def test_bits_html_greys_the_lost_place():
     from ui import figures as page
+
     parts = precision.update_parts(0.0, 2048.0, 0.0, 0.0, "float16")
     html = page.bits_html(parts, "float16", 2048.0, 2049.0)
     assert "exponent (5 bits)" in html and "mantissa (10 bits)" in html
@@ -213,12 +238,16 @@ def test_bits_html_greys_the_lost_place():
 
 # --- figures --------------------------------------------------------------------------------------------
 
+
 def test_error_vs_n_figure(records):
     from ui import figures as page
+
     fig = page.error_vs_n_figure(records, "online_thread", "d", "title", "stamp")
     assert [a.text for a in fig.layout.annotations][:3] == [
-        "accumulator float16 (u = 2<sup>-11</sup>)", "accumulator bfloat16 (u = 2<sup>-8</sup>)",
-        "accumulator float32 (u = 2<sup>-24</sup>)"]
+        "accumulator float16 (u = 2<sup>-11</sup>)",
+        "accumulator bfloat16 (u = 2<sup>-8</sup>)",
+        "accumulator float32 (u = 2<sup>-24</sup>)",
+    ]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     bounds = [t for t in fig.data if t.line.dash == "dash"]
     assert len(bounds) == 3 and all(max(t.y) < 1 for t in bounds)
@@ -230,8 +259,12 @@ def test_error_vs_n_figure(records):
 
 def test_overflow_and_stagnation_figures():
     from ui import figures as page
-    recs = [precision.measure(v, "float16", "constant", n, backend="emulator")
-            for v in ("online_warp",) for n in (2**15, 2**16)]
+
+    recs = [
+        precision.measure(v, "float16", "constant", n, backend="emulator")
+        for v in ("online_warp",)
+        for n in (2**15, 2**16)
+    ]
     fig = page.overflow_figure(recs, "t", "s")
     warp = next(t for t in fig.data if t.name == "online_warp")
     assert list(warp.marker.symbol) == ["circle", "x"]
@@ -242,8 +275,10 @@ def test_overflow_and_stagnation_figures():
 
 # --- the page -------------------------------------------------------------------------------------------
 
+
 def test_precision_page():
     from test_app import charts, goto, make, ok
+
     at = make({"rows": "2", "cols": "50"})
     at.session_state["prec_max"] = 9
     at.session_state["prec_stag_n"] = 4096
@@ -283,8 +318,18 @@ def test_precision_page():
 
 def test_step_page_shows_the_bits_of_d_j():
     from test_app import goto, make, ok
-    at = make({"rows": "1", "cols": "3000", "dist": "constant", "p_value": "0", "acc": "float16",
-               "variants": "online_thread", "step": "2500"})
+
+    at = make(
+        {
+            "rows": "1",
+            "cols": "3000",
+            "dist": "constant",
+            "p_value": "0",
+            "acc": "float16",
+            "variants": "online_thread",
+            "step": "2500",
+        }
+    )
     goto(at, "step")
     ok(at)
     html = next(m.value for m in at.markdown if "exponent (5 bits)" in m.value)
@@ -294,6 +339,7 @@ def test_step_page_shows_the_bits_of_d_j():
 
 
 # --- GPU ------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.gpu
 def test_gpu_kernels_stay_within_the_bound_stagnate_and_overflow():
@@ -307,6 +353,7 @@ def test_gpu_kernels_stay_within_the_bound_stagnate_and_overflow():
     assert (t.d[2047:] == 2048).all() and t.d[-1] < math.inf  # one thread: stagnation, no overflow
     for variant in ("online_warp", "online_block"):
         assert precision.measure(variant, "float16", "constant", 2**16, backend="cuda").overflow
-    big = precision.sweep(["online_warp", "online_block"], ["float32"], ["decreasing", "normal"], [2**20],
-                          backend="cuda")
+    big = precision.sweep(
+        ["online_warp", "online_block"], ["float32"], ["decreasing", "normal"], [2**20], backend="cuda"
+    )
     assert outside(big) == [] and all(r.bound_applies for r in big)

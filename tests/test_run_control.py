@@ -21,8 +21,9 @@ class Stop(Exception):
     pass
 
 
-def emulate(key: str, x: np.ndarray, acc: str = "float32", trace_row: int | None = None, chunks: int = 1,
-            progress=None):
+def emulate(
+    key: str, x: np.ndarray, acc: str = "float32", trace_row: int | None = None, chunks: int = 1, progress=None
+):
     v = explorer.VARIANTS[key]
     launch = v.launch(*x.shape, None, dtype_name(x.dtype))
     return emulator.run(v, launch, x, acc, trace_row, chunks, progress)
@@ -115,6 +116,7 @@ def test_a_progress_that_is_not_a_function_is_refused_in_words():
 
 # --- the time model -----------------------------------------------------------------------------------
 
+
 def seconds(key: str, rows: int, cols: int, dtype: str = "float32", acc: str = "float32") -> float:
     return budget.emulation_seconds(explorer.VARIANTS[key], rows, cols, dtype, acc)
 
@@ -164,7 +166,9 @@ def test_the_time_budget_setting(monkeypatch):
     for bad in ("0", "-1", "soon", "inf", "nan"):
         monkeypatch.setenv(budget.TIME_SETTING, bad)
         assert budget.time_budget() == budget.DEFAULT_RUN_SECONDS
-        assert [p for p in explorer.api.settings_problems() if p.startswith(f"{budget.TIME_SETTING}={bad!r} is refused")]
+        assert [
+            p for p in explorer.api.settings_problems() if p.startswith(f"{budget.TIME_SETTING}={bad!r} is refused")
+        ]
 
 
 # --- the app: the estimate, a refusal to confirm, progress, and a stop that leaves the page usable ------------
@@ -255,4 +259,3 @@ def test_a_run_past_its_deadline_stops_between_chunks_and_says_so(app, monkeypat
     at.button(key="run_again").click().run()
     assert at.get("plotly_chart") and "Stopped" not in texts(at, "warning")
     settings_kept(at)
-

@@ -57,10 +57,13 @@ def test_device_line_names_the_gpu_or_cpu_emulation():
 
 def test_share_png_holds_the_charts_table_and_stamp():
     charts, table = _timing_figures(_sweep())
-    stamp = ["shape 4096×32768 · dtype float32 · accumulator float32",
-             share.device_line(_sweep()["meta"], source="sweep-fast.json")]
-    img = _image(share.share_png("Softmax timing", charts, table, stamp, "4096×32768 float32 acc float32",
-                                 {"median_us": "%.2f"}))
+    stamp = [
+        "shape 4096×32768 · dtype float32 · accumulator float32",
+        share.device_line(_sweep()["meta"], source="sweep-fast.json"),
+    ]
+    img = _image(
+        share.share_png("Softmax timing", charts, table, stamp, "4096×32768 float32 acc float32", {"median_us": "%.2f"})
+    )
     assert img.format == "PNG" and img.width == share.WIDTH
     assert img.height > 2 * raster.PANEL_HEIGHT + 200  # two charts, a table and the stamp
     assert img.text["Description"] == "\n".join(stamp) and "GPU NVIDIA H200" in img.text["Description"]
@@ -75,8 +78,12 @@ def test_share_png_holds_the_charts_table_and_stamp():
 
 def test_a_long_multi_file_stamp_wraps_inside_the_image():
     charts, table = _timing_figures(_sweep())
-    long = [share.device_line({**_sweep()["meta"], "gpu": f"GPU number {i} " + "with a very long name " * 6},
-                              source=f"file-{i}.json") for i in range(3)]
+    long = [
+        share.device_line(
+            {**_sweep()["meta"], "gpu": f"GPU number {i} " + "with a very long name " * 6}, source=f"file-{i}.json"
+        )
+        for i in range(3)
+    ]
     short = _image(share.share_png("t", charts, table, ["one line"]))
     img = _image(share.share_png("t", charts, table, long))
     assert img.width == short.width  # wrapped, not widened
@@ -150,8 +157,11 @@ def _row(cfg: Config) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
 
 def test_run_stamp_names_shape_dtype_accumulator_input_and_where_it_ran():
     gpu = run_stamp(LARGE, H200, "2026-12-01")
-    assert gpu == ["shape 4×300 · dtype float16 · accumulator float32", "distribution large scale=300 · seed 0 · row 1",
-                   "GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · 2026-12-01"]
+    assert gpu == [
+        "shape 4×300 · dtype float16 · accumulator float32",
+        "distribution large scale=300 · seed 0 · row 1",
+        "GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · 2026-12-01",
+    ]
     assert gpu[2] == share.device_line(H200, "2026-12-01")  # the Timing image's words
     upload = Config(UPLOAD, (), 2, 5, 0, "bfloat16", "float32", ("naive",), 256, 0, "logits.npy")
     cpu = run_stamp(upload, CPU, "2026-01-02")
@@ -165,7 +175,9 @@ def test_a_figure_of_stacked_subplots_is_drawn_panel_by_panel():
     top, dev = share.panels(fig)  # the reference, the deviations; the strip becomes notes
     assert [t.name for t in top.data] == ["float64 reference"] and top.layout.title.text == fig.layout.title.text
     assert {t.name for t in dev.data} == set(outs) and not dev.layout.title.text
-    assert {t.xaxis for p in (top, dev) for t in p.data} == {"x"} and {t.yaxis for p in (top, dev) for t in p.data} == {"y"}
+    assert {t.xaxis for p in (top, dev) for t in p.data} == {"x"} and {t.yaxis for p in (top, dev) for t in p.data} == {
+        "y"
+    }
     assert top.layout.yaxis.type == "log" and dev.layout.yaxis.title.text.startswith("y − ref (ulp of float16")
     assert top.layout.xaxis.title.text == dev.layout.xaxis.title.text == "element j of the row"
     notes = " ".join(a.text for a in dev.layout.annotations)
@@ -188,8 +200,9 @@ def test_outputs_and_error_share_images_hold_the_chart_table_and_stamp(page, tmp
         columns, panels = outputs.COLUMNS, 2
     else:
         fig = figures.error_figure(ref, outs, "Relative error per element, " + title, "stamp")
-        table = figures.error_table({k: explorer.errors(explorer.softmax(x, k, backend="emulator").out, x)
-                                     for k in outs}).reset_index()
+        table = figures.error_table(
+            {k: explorer.errors(explorer.softmax(x, k, backend="emulator").out, x) for k in outs}
+        ).reset_index()
         columns, panels = errors.COLUMNS, 1
     for words in ("large", "4×300", "float16"):  # the chart's title names distribution, shape and dtype
         assert words in fig.layout.title.text

@@ -35,17 +35,23 @@ def folded(at: AppTest) -> set[str]:
     boxes = [e for e in at.sidebar.expander if e.label.startswith("Not used on this page")]
     if not boxes:
         return set()
-    return {w.label for kind in ("selectbox", "number_input", "multiselect", "select_slider")
-            for w in boxes[0].get(kind)}
+    return {
+        w.label for kind in ("selectbox", "number_input", "multiselect", "select_slider") for w in boxes[0].get(kind)
+    }
 
 
-@pytest.mark.parametrize(("page", "unused"), [
-    ("", set()),
-    ("topk", {"Rows", "Cols", "Accumulator", "Variants", "Row to show and trace"}),
-    ("kernels", {"Distribution", "Seed", "Row to show and trace"}),
-    ("precision", {"Distribution", "Rows", "Cols", "Seed", "Input dtype", "Accumulator", "Variants",
-                   "Row to show and trace"}),
-])
+@pytest.mark.parametrize(
+    ("page", "unused"),
+    [
+        ("", set()),
+        ("topk", {"Rows", "Cols", "Accumulator", "Variants", "Row to show and trace"}),
+        ("kernels", {"Distribution", "Seed", "Row to show and trace"}),
+        (
+            "precision",
+            {"Distribution", "Rows", "Cols", "Seed", "Input dtype", "Accumulator", "Variants", "Row to show and trace"},
+        ),
+    ],
+)
 def test_each_page_folds_away_what_it_does_not_read(page, unused):
     at = open_page(page)
     assert unused <= folded(at)
@@ -56,13 +62,18 @@ def test_each_page_folds_away_what_it_does_not_read(page, unused):
 def test_widget_labels_are_unique_on_every_page():
     for page in ("", "step", "errors", "precision", "kernels"):
         at = open_page(page)
-        labels = [w.label for kind in ("selectbox", "number_input", "multiselect", "select_slider", "slider", "radio",
-                                       "toggle") for w in at.get(kind)]
+        labels = [
+            w.label
+            for kind in ("selectbox", "number_input", "multiselect", "select_slider", "slider", "radio", "toggle")
+            for w in at.get(kind)
+        ]
         assert [label for label, n in Counter(labels).items() if n > 1] == [], page
 
 
-@pytest.mark.parametrize(("typed", "words"), [(0, "Rows 0 not used"), (-5, "Rows -5 not used"),
-                                              (3e9, "Rows 3e+09 not used"), (2.5, "Rows 2.5 not used")])
+@pytest.mark.parametrize(
+    ("typed", "words"),
+    [(0, "Rows 0 not used"), (-5, "Rows -5 not used"), (3e9, "Rows 3e+09 not used"), (2.5, "Rows 2.5 not used")],
+)
 def test_a_number_out_of_range_goes_back_and_says_why(typed, words):
     at = open_page("")
     at.number_input(key="rows").set_value(typed).run()

@@ -24,8 +24,7 @@ def emulator_backend(monkeypatch):
 
 def step_page(query: dict) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=RUN_TIMEOUT)
-    at.query_params.update({"rows": "4", "cols": "100", "variants": "online_thread,online_warp,online_block",
-                            **query})
+    at.query_params.update({"rows": "4", "cols": "100", "variants": "online_thread,online_warp,online_block", **query})
     at.run()
     hashes = {info.get("url_pathname"): h for h, info in at._registered_pages.items()}
     at._page_hash = hashes["step"]
@@ -72,8 +71,9 @@ def test_play_steps_the_server_state_and_pause_stops_it():
 
 def test_next_rescale_and_first_nonfinite_jump():
     at = step_page({"tv": "online_thread", "dist": "nonfinite", "p_rate": "0.05", "row": "1"})
-    trace = explorer.softmax(explorer.make_input("nonfinite", 4, 100, rate=0.05)[1:2], "online_thread",
-                             backend="emulator", trace_row=0).trace
+    trace = explorer.softmax(
+        explorer.make_input("nonfinite", 4, 100, rate=0.05)[1:2], "online_thread", backend="emulator", trace_row=0
+    ).trace
     ok(at.button(key="step_rescale").click().run())
     step = at.slider(key="step").value
     assert step > 0 and trace.m[0, step] > trace.m[0, step - 1]

@@ -53,7 +53,9 @@ def test_masked_and_nan_logits():
     assert nan_row.indices[0].tolist() == [20, 10] and np.isnan(nan_row.values).all()  # NaN ranks below -inf
 
 
-@pytest.mark.parametrize(("k", "message"), [(0, "k must be"), (65, "k must be"), (2.0, "k must be"), (True, "k must be")])
+@pytest.mark.parametrize(
+    ("k", "message"), [(0, "k must be"), (65, "k must be"), (2.0, "k must be"), (True, "k must be")]
+)
 def test_bad_k_is_refused(k, message):
     x = explorer.make_input("normal", 2, 100)
     with pytest.raises(explorer.InvalidInput, match=message):
@@ -69,7 +71,9 @@ def test_k_above_cols_and_bad_variant_are_refused():
 
 
 def test_fused_moves_a_third_of_the_bytes():
-    fused, unfused = (explorer.TOPK_VARIANTS[k].bytes_moved(512, 32000, 8, "float32") for k in ("topk_fused", "topk_unfused"))
+    fused, unfused = (
+        explorer.TOPK_VARIANTS[k].bytes_moved(512, 32000, 8, "float32") for k in ("topk_fused", "topk_unfused")
+    )
     assert 2.9 < unfused / fused < 3.0
 
 
@@ -92,8 +96,9 @@ def test_gpu_topk_equals_emulation_and_float64(variant, k, dtype):
             assert np.array_equal(gpu.indices, emu.indices), (seed, rows, cols)
             # below the dtype's smallest normal, relative error is measured against it (as topk_errors does)
             floor = explorer.FORMATS[dtype].smallest_normal * tolerance(dtype)
-            assert np.allclose(gpu.values.astype(np.float64), emu.values.astype(np.float64), rtol=tolerance(dtype),
-                               atol=floor), (seed, rows, cols)
+            assert np.allclose(
+                gpu.values.astype(np.float64), emu.values.astype(np.float64), rtol=tolerance(dtype), atol=floor
+            ), (seed, rows, cols)
 
 
 def special_rows(cols: int, dtype: str) -> np.ndarray:

@@ -39,6 +39,7 @@ def _stamped(fig) -> bool:
 
 # --- the page on the emulator --------------------------------------------------------------------------------
 
+
 def test_page_shows_each_variant_beside_the_reference():
     at = page()
     ok(at)
@@ -52,8 +53,10 @@ def test_page_shows_each_variant_beside_the_reference():
     assert not any(fig["data"][1]["text"])  # labels mark disagreements only, and there are none
     assert fig["layout"]["yaxis"]["type"] == "log"
     assert any("CPU emulation" in a.get("text", "") for a in fig["layout"]["annotations"])
-    assert chart_configs(at)[0]["toImageButtonOptions"]["filename"] == \
-        "softmax_topk_normal_mean0_std1_8x32000_float32_seed0_k8_row0"
+    assert (
+        chart_configs(at)[0]["toImageButtonOptions"]["filename"]
+        == "softmax_topk_normal_mean0_std1_8x32000_float32_seed0_k8_row0"
+    )
     agree = table(at, "table_topk")
     assert list(agree.index) == ["topk_fused", "topk_unfused"]
     assert (agree["index mismatches"] == 0).all() and (agree["index agreement"] == 1).all()
@@ -144,8 +147,9 @@ def test_uploaded_logits_run_as_they_are():
     ok(at)
     assert any("Upload a .npy or .csv" in i.value for i in at.info)
     logits = np.linspace(-3, 3, 60).reshape(2, 30)
-    at.file_uploader(key="upload").set_value(("lm.csv", "\n".join(",".join(map(str, r)) for r in logits).encode(),
-                                              "text/csv")).run()
+    at.file_uploader(key="upload").set_value(
+        ("lm.csv", "\n".join(",".join(map(str, r)) for r in logits).encode(), "text/csv")
+    ).run()
     ok(at)
     assert at.number_input(key="tk_k").proto.max == 30 and at.number_input(key="tk_k").label == "k (1–30)"
     fig = charts(at)[0]
@@ -155,35 +159,69 @@ def test_uploaded_logits_run_as_they_are():
 
 # --- timing: a loaded results file, a refused one, and a (mocked) GPU run -----------------------------------
 
+
 def _topk_doc(gpu: str = "NVIDIA H200", scale: float = 1.0, extra_softmax_row: bool = True) -> dict:
     rows = []
     for (batch, vocab), k in (((512, 128256), 8), ((512, 128256), 50), ((1, 262144), 8)):
         for name, t in (("topk_fused", 40.0), ("topk_unfused", 110.0), ("torch", 160.0)):
             moved = TOPK_VARIANTS["topk_fused" if name == "topk_fused" else "topk_unfused"].bytes_moved(
-                batch, vocab, k, "float32")
+                batch, vocab, k, "float32"
+            )
             t = t * scale * (k / 8)
-            rows.append({"name": name, "kind": "peer" if name == "torch" else "variant", "dtype": "float32",
-                         "acc": "float32", "rows": batch, "cols": vocab, "block_size": 0, "k": k, "median_us": t,
-                         "p10_us": 0.9 * t, "p90_us": 1.2 * t, "gbps": moved / t / 1e3, "pct_copy": None,
-                         "bytes_moved": moved, "reads_per_element": None, "writes_per_element": None,
-                         "max_rel": None if name == "torch" else 2e-7, "launch": ""})
+            rows.append(
+                {
+                    "name": name,
+                    "kind": "peer" if name == "torch" else "variant",
+                    "dtype": "float32",
+                    "acc": "float32",
+                    "rows": batch,
+                    "cols": vocab,
+                    "block_size": 0,
+                    "k": k,
+                    "median_us": t,
+                    "p10_us": 0.9 * t,
+                    "p90_us": 1.2 * t,
+                    "gbps": moved / t / 1e3,
+                    "pct_copy": None,
+                    "bytes_moved": moved,
+                    "reads_per_element": None,
+                    "writes_per_element": None,
+                    "max_rel": None if name == "torch" else 2e-7,
+                    "launch": "",
+                }
+            )
     if extra_softmax_row:  # a plain softmax row (no k) in the same file is left out
         rows.append({**rows[0], "name": "torch", "k": None, "kind": "peer"})
         del rows[-1]["k"]
-    return {"schema": "softmax-explorer-bench/1",
-            "meta": {"gpu": gpu, "cuda_runtime": "12.8", "cuda_driver": "12.8", "cupy": "13.6", "torch": "2.6",
-                     "date": "2025-03-01T10:00:00", "l2_bytes": 50331648},
-            "config": {"topk": [8, 50]}, "results": rows}
+    return {
+        "schema": "softmax-explorer-bench/1",
+        "meta": {
+            "gpu": gpu,
+            "cuda_runtime": "12.8",
+            "cuda_driver": "12.8",
+            "cupy": "13.6",
+            "torch": "2.6",
+            "date": "2025-03-01T10:00:00",
+            "l2_bytes": 50331648,
+        },
+        "config": {"topk": [8, 50]},
+        "results": rows,
+    }
 
 
 def test_loaded_topk_results_are_rendered():
     at = page()
-    files = [("h200.json", json.dumps(_topk_doc()).encode(), "application/json"),
-             ("a100.json", json.dumps(_topk_doc("NVIDIA A100", 2.0)).encode(), "application/json")]
+    files = [
+        ("h200.json", json.dumps(_topk_doc()).encode(), "application/json"),
+        ("a100.json", json.dumps(_topk_doc("NVIDIA A100", 2.0)).encode(), "application/json"),
+    ]
     at.file_uploader(key="tk_bench_files").set_value(files).run()
     ok(at)
-    assert at.selectbox(key="tk_tshape").options == ["512×128256 float32 top-8", "512×128256 float32 top-50",
-                                                      "1×262144 float32 top-8"]
+    assert at.selectbox(key="tk_tshape").options == [
+        "512×128256 float32 top-8",
+        "512×128256 float32 top-50",
+        "1×262144 float32 top-8",
+    ]
     fig = charts(at)[1]
     assert [t["name"] for t in fig["data"]] == ["NVIDIA H200", "NVIDIA A100"]
     bars = fig["data"][0]
@@ -207,8 +245,12 @@ def test_results_without_topk_rows_or_schema_are_refused_in_words():
     at = page()
     plain = _topk_doc()
     plain["results"] = [{k: v for k, v in r.items() if k != "k"} for r in plain["results"]]
-    at.file_uploader(key="tk_bench_files").set_value([("plain.json", json.dumps(plain).encode(), "application/json"),
-                                                      ("x.json", b"{\"schema\": \"nope\"}", "application/json")]).run()
+    at.file_uploader(key="tk_bench_files").set_value(
+        [
+            ("plain.json", json.dumps(plain).encode(), "application/json"),
+            ("x.json", b'{"schema": "nope"}', "application/json"),
+        ]
+    ).run()
     ok(at)
     assert any("x.json" in e.value and "schema" in e.value for e in at.error)
     assert any("No top-k results" in w.value for w in at.warning)
@@ -229,8 +271,9 @@ def test_on_a_gpu_the_button_runs_bench_topk(monkeypatch):
         doc["results"] = doc["results"][:3]
         return doc
 
-    monkeypatch.setattr(compute, "backend_info", lambda: {"backend": "cuda", "gpu": "FAKE GPU",
-                                                          "cuda_runtime": "12.8", "cupy": "13.6"})
+    monkeypatch.setattr(
+        compute, "backend_info", lambda: {"backend": "cuda", "gpu": "FAKE GPU", "cuda_runtime": "12.8", "cupy": "13.6"}
+    )
     monkeypatch.setattr(explorer.bench, "bench_topk", fake_bench)
     at = page()
     ok(at)
@@ -259,11 +302,14 @@ def test_every_distribution_and_dtype_has_no_exception():
 
 # --- figure builders and helpers, without Streamlit -----------------------------------------------------------
 
+
 def test_topk_bars_figure_marks_ties_and_wrong_indices():
     ref_values = np.array([0.5, 0.2, 0.2, 0.1])
     ref_indices = np.array([7, 3, 4, 0])
-    outputs = {"topk_fused": (ref_values, ref_indices),
-               "topk_unfused": (np.array([0.5, 0.2, 0.2, 0.05]), np.array([7, 4, 3, 9]))}
+    outputs = {
+        "topk_fused": (ref_values, ref_indices),
+        "topk_unfused": (np.array([0.5, 0.2, 0.2, 0.05]), np.array([7, 4, 3, 9])),
+    }
     status = {"topk_fused": np.array(["same"] * 4), "topk_unfused": np.array(["same", "tie", "tie", "wrong"])}
     fig = figures.topk_bars_figure(ref_values, ref_indices, outputs, True, "Top-4", STAMP, status=status)
     assert [t.name for t in fig.data] == ["float64 reference", "topk_fused", "topk_unfused"]
@@ -280,8 +326,15 @@ def test_topk_bars_figure_marks_ties_and_wrong_indices():
     idx = np.arange(k)
     moved = idx.copy()
     moved[5] = 99
-    fig = figures.topk_bars_figure(np.linspace(1, 0.1, k), idx, {"v": (np.linspace(1, 0.1, k), moved)}, False, "t",
-                                   STAMP, status={"v": np.where(idx == 5, "wrong", "same")})
+    fig = figures.topk_bars_figure(
+        np.linspace(1, 0.1, k),
+        idx,
+        {"v": (np.linspace(1, 0.1, k), moved)},
+        False,
+        "t",
+        STAMP,
+        status={"v": np.where(idx == 5, "wrong", "same")},
+    )
     assert fig.layout.yaxis.type == "linear" and fig.data[0].text is None
     assert [t for t in fig.data[1].text if t] == ["#99"]
 
@@ -290,8 +343,11 @@ def test_topk_timing_frame_table_and_figure():
     doc = _topk_doc()
     df = figures.topk_timing_frame({"H200": doc, "A100": _topk_doc("A100", 2.0)})
     assert len(df) == 18 and df["k"].dtype.kind == "i"  # the k-less softmax row is left out
-    assert list(dict.fromkeys(df["shape"])) == ["512×128256 float32 top-8", "512×128256 float32 top-50",
-                                                 "1×262144 float32 top-8"]
+    assert list(dict.fromkeys(df["shape"])) == [
+        "512×128256 float32 top-8",
+        "512×128256 float32 top-50",
+        "1×262144 float32 top-8",
+    ]
     part = df[df["shape"] == "512×128256 float32 top-50"]
     t = figures.topk_timing_table(part)
     assert list(t["speedup_vs_torch"][t["source"] == "H200"]) == pytest.approx([4.0, 160 / 110, 1.0])
@@ -331,10 +387,20 @@ def test_helpers_batches_bytes_slug_and_agreement():
     assert moved.loc["topk_unfused", "bytes moved"] == moved.loc["torch.softmax + torch.topk", "bytes moved"]
     spec = GeneratedInput("zipf", (("s", 1.1),), 8, 50257, "float16", 3)
     assert topk.input_slug(spec, 50, 2) == "softmax_topk_zipf_s1.1_8x50257_float16_seed3_k50_row2"
-    assert topk.input_slug(UploadedInput("my logits.v2.npy", b"", "bfloat16"), 8, 0) == \
-        "softmax_topk_upload-my-logits.v2_bfloat16_k8_row0"
-    runs = {"topk_unfused": topk.TopkRun(np.zeros((4, 10)), np.zeros((4, 10), dtype=np.int32), "emulator", 0.002, "",
-                                         TopkReport(index_mismatch=2, tie_swaps=5, max_rel=1e-4, rows_checked=4))}
+    assert (
+        topk.input_slug(UploadedInput("my logits.v2.npy", b"", "bfloat16"), 8, 0)
+        == "softmax_topk_upload-my-logits.v2_bfloat16_k8_row0"
+    )
+    runs = {
+        "topk_unfused": topk.TopkRun(
+            np.zeros((4, 10)),
+            np.zeros((4, 10), dtype=np.int32),
+            "emulator",
+            0.002,
+            "",
+            TopkReport(index_mismatch=2, tie_swaps=5, max_rel=1e-4, rows_checked=4),
+        )
+    }
     df = topk.agreement_table(runs, 10)
     assert df.loc["topk_unfused", "index agreement"] == pytest.approx(1 - 2 / 40)
     assert df.loc["topk_unfused", "wall ms (not a benchmark)"] == pytest.approx(2.0)

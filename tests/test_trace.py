@@ -13,15 +13,19 @@ from explorer.backends.emulator import Acc
 
 DT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 # The core's teaching kernels (softmax.cu): variants of other families are tested by their own suites.
-CORE = {k: v for k, v in explorer.VARIANTS.items()
-        if v.family in ("thread", "warp", "block") and v.method in ("naive", "safe", "online")}
+CORE = {
+    k: v
+    for k, v in explorer.VARIANTS.items()
+    if v.family in ("thread", "warp", "block") and v.method in ("naive", "safe", "online")
+}
 TRACEABLE = [k for k, v in CORE.items() if v.traceable]
 UNTRACEABLE = [k for k, v in explorer.VARIANTS.items() if not v.traceable]
 TRACEABLE_ANY = [k for k, v in explorer.VARIANTS.items() if v.traceable]
 OFFSETS = [16, 8, 4, 2, 1]
 # (variant, block size) pairs: every traceable variant, block variants at odd and even warp counts
 TRACED = [(v, None) for v in TRACEABLE if not explorer.VARIANTS[v].takes_block_size] + [
-    (v, b) for v in TRACEABLE if explorer.VARIANTS[v].takes_block_size for b in (32, 96, 256, 1024)]
+    (v, b) for v in TRACEABLE if explorer.VARIANTS[v].takes_block_size for b in (32, 96, 256, 1024)
+]
 SHAPES = [(1, 1), (3, 33), (2, 300), (4, 1100)]
 
 
@@ -170,11 +174,14 @@ def test_merge_level_structure(variant, block_size, cols):
     else:
         warps = threads_of(variant, block_size) // 32
         for w in range(warps):
-            expected += [("lanes", w, o, [32 * w + i for i in range(o)], [32 * w + o + i for i in range(o)])
-                         for o in OFFSETS]
+            expected += [
+                ("lanes", w, o, [32 * w + i for i in range(o)], [32 * w + o + i for i in range(o)]) for o in OFFSETS
+            ]
         # the warps' butterfly: merges with an empty partner (warp index >= warps) are skipped
-        expected += [("warps", -1, o, [i for i in range(o) if i + o < warps], [i + o for i in range(o) if i + o < warps])
-                     for o in OFFSETS]
+        expected += [
+            ("warps", -1, o, [i for i in range(o) if i + o < warps], [i + o for i in range(o) if i + o < warps])
+            for o in OFFSETS
+        ]
     assert len(t.merges) == len(expected)
     for level, (stage, warp, offset, left, right) in zip(t.merges, expected, strict=True):
         assert isinstance(level, explorer.MergeLevel)
@@ -249,10 +256,11 @@ def test_merge_nodes_replay_and_exact_sums(variant, block_size, acc):
         wm, wd = np.full(32, -np.inf, np.float32), np.zeros(32, np.float32)
         wgroups = []
         for w in range(warps):
-            mw, dw = check_butterfly(last_m[32 * w:32 * w + 32], last_d[32 * w:32 * w + 32],
-                                     elements[32 * w:32 * w + 32], 32, 0)
+            mw, dw = check_butterfly(
+                last_m[32 * w : 32 * w + 32], last_d[32 * w : 32 * w + 32], elements[32 * w : 32 * w + 32], 32, 0
+            )
             wm[w], wd[w] = np.float32(mw.astype(np.float32)), np.float32(dw.astype(np.float32))
-            wgroups.append(np.concatenate(elements[32 * w:32 * w + 32]))
+            wgroups.append(np.concatenate(elements[32 * w : 32 * w + 32]))
         wgroups += [np.zeros(0)] * (32 - warps)
         m, d = check_butterfly(wm, wd, wgroups, warps, 5)
         assert float(m) == t.final_m and float(d) == t.final_d

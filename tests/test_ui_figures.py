@@ -23,8 +23,9 @@ def _stamped(fig) -> bool:
 
 
 def test_stamp_names_gpu_cuda_cupy_and_date():
-    gpu = figures.stamp_text({"backend": "cuda", "gpu": "NVIDIA H200", "cuda_runtime": "12.8", "cupy": "13.6"},
-                             "2025-03-01")
+    gpu = figures.stamp_text(
+        {"backend": "cuda", "gpu": "NVIDIA H200", "cuda_runtime": "12.8", "cupy": "13.6"}, "2025-03-01"
+    )
     assert gpu == "GPU NVIDIA H200 · CUDA 12.8 · CuPy 13.6 · 2025-03-01"
     cpu = figures.stamp_text({"backend": "emulator", "reason": "none"}, "2025-03-01")
     assert cpu.startswith("CPU emulation") and cpu.endswith("2025-03-01")
@@ -132,16 +133,45 @@ def test_merge_tree_warp_and_block():
 
 def _results(gpu: str, scale: float = 1.0) -> dict:
     rows = []
-    for name, kind, t in (("online_warp", "variant", 10.0), ("online_block", "variant", 8.0), ("cupyx", "peer", 9.0),
-                          ("copy", "copy", 5.0)):
-        rows.append({"name": name, "kind": kind, "dtype": "float32", "acc": "float32", "rows": 4096, "cols": 4096,
-                     "block_size": 256 if name == "online_block" else None, "median_us": t * scale,
-                     "p10_us": t * scale * 0.95, "p90_us": t * scale * 1.1, "gbps": 134.2 / (t * scale) * 1e3,
-                     "pct_copy": 100 * 5.0 / t, "bytes_moved": 134217728, "reads_per_element": 2,
-                     "writes_per_element": 1, "max_rel": 1e-7 if kind != "copy" else None})
-    return {"schema": timing.SCHEMA, "meta": {"gpu": gpu, "cuda_runtime": "12.8", "cuda_driver": "12.8",
-                                             "cupy": "13.6", "torch": None, "date": "2025-03-01", "l2_bytes": 1 << 25},
-            "results": rows}
+    for name, kind, t in (
+        ("online_warp", "variant", 10.0),
+        ("online_block", "variant", 8.0),
+        ("cupyx", "peer", 9.0),
+        ("copy", "copy", 5.0),
+    ):
+        rows.append(
+            {
+                "name": name,
+                "kind": kind,
+                "dtype": "float32",
+                "acc": "float32",
+                "rows": 4096,
+                "cols": 4096,
+                "block_size": 256 if name == "online_block" else None,
+                "median_us": t * scale,
+                "p10_us": t * scale * 0.95,
+                "p90_us": t * scale * 1.1,
+                "gbps": 134.2 / (t * scale) * 1e3,
+                "pct_copy": 100 * 5.0 / t,
+                "bytes_moved": 134217728,
+                "reads_per_element": 2,
+                "writes_per_element": 1,
+                "max_rel": 1e-7 if kind != "copy" else None,
+            }
+        )
+    return {
+        "schema": timing.SCHEMA,
+        "meta": {
+            "gpu": gpu,
+            "cuda_runtime": "12.8",
+            "cuda_driver": "12.8",
+            "cupy": "13.6",
+            "torch": None,
+            "date": "2025-03-01",
+            "l2_bytes": 1 << 25,
+        },
+        "results": rows,
+    }
 
 
 def test_timing_figures_side_by_side():
@@ -172,9 +202,22 @@ def test_timing_validate_accepts_the_schema_and_refuses_in_words():
 
 
 def test_query_round_trip():
-    values = {**url.defaults(), "dist": "uniform", "rows": 3, "cols": 77, "seed": 5, "dtype": "bfloat16",
-              "acc": "float16", "variants": ["online_warp", "naive"], "block": 128, "row": 2, "log": False,
-              "tv": "online_warp", "step": 4, state.param_key("uniform", "low"): -3.0}
+    values = {
+        **url.defaults(),
+        "dist": "uniform",
+        "rows": 3,
+        "cols": 77,
+        "seed": 5,
+        "dtype": "bfloat16",
+        "acc": "float16",
+        "variants": ["online_warp", "naive"],
+        "block": 128,
+        "row": 2,
+        "log": False,
+        "tv": "online_warp",
+        "step": 4,
+        state.param_key("uniform", "low"): -3.0,
+    }
     query = url.to_query(values)
     assert query["variants"] == "online_warp,naive" and query["p_low"] == "-3" and query["log"] == "0"
     parsed, problems = url.parse_query(query)
@@ -185,8 +228,16 @@ def test_query_round_trip():
 
 
 def test_bad_query_values_are_reported_not_used():
-    parsed, problems = url.parse_query({"dist": "gauss", "rows": "-4", "dtype": "float8", "variants": "online_warp,bogus",
-                                          "block": "100", "p_std": "1e9"})
+    parsed, problems = url.parse_query(
+        {
+            "dist": "gauss",
+            "rows": "-4",
+            "dtype": "float8",
+            "variants": "online_warp,bogus",
+            "block": "100",
+            "p_std": "1e9",
+        }
+    )
     assert "dist" not in parsed and "rows" not in parsed and "dtype" not in parsed and "block" not in parsed
     assert parsed["variants"] == ["online_warp"]
     text = " ".join(problems)
@@ -195,11 +246,32 @@ def test_bad_query_values_are_reported_not_used():
 
 
 def test_config_slug_names_the_configuration():
-    cfg = state.Config(dist="normal", params=(("mean", 0.0), ("std", 2.0)), rows=8, cols=1000, seed=1,
-                       dtype="float16", acc="float32", variants=("online_warp",), block=256, row=3)
+    cfg = state.Config(
+        dist="normal",
+        params=(("mean", 0.0), ("std", 2.0)),
+        rows=8,
+        cols=1000,
+        seed=1,
+        dtype="float16",
+        acc="float32",
+        variants=("online_warp",),
+        block=256,
+        row=3,
+    )
     assert cfg.slug("outputs") == "softmax_outputs_normal_mean0_std2_8x1000_float16_acc-float32_seed1_row3"
-    up = state.Config(dist=state.UPLOAD, params=(), rows=1, cols=5, seed=0, dtype="float32", acc="float32",
-                      variants=(), block=256, row=0, upload_name="my logits.npy")
+    up = state.Config(
+        dist=state.UPLOAD,
+        params=(),
+        rows=1,
+        cols=5,
+        seed=0,
+        dtype="float32",
+        acc="float32",
+        variants=(),
+        block=256,
+        row=0,
+        upload_name="my logits.npy",
+    )
     assert up.slug("errors").startswith("softmax_errors_upload-my-logits_1x5")
 
 

@@ -20,9 +20,24 @@ QUERY = {"rows": "4", "cols": "100", "variants": "online_warp"}
 
 
 def _row(name, kind, rows, cols, dtype, k=None) -> dict:
-    r = {"name": name, "kind": kind, "dtype": dtype, "acc": "float32", "rows": rows, "cols": cols, "block_size": 0,
-         "median_us": 10.0, "p10_us": 9.0, "p90_us": 11.0, "gbps": 100.0, "pct_copy": None, "bytes_moved": 1000,
-         "reads_per_element": None, "writes_per_element": None, "max_rel": 1e-7}
+    r = {
+        "name": name,
+        "kind": kind,
+        "dtype": dtype,
+        "acc": "float32",
+        "rows": rows,
+        "cols": cols,
+        "block_size": 0,
+        "median_us": 10.0,
+        "p10_us": 9.0,
+        "p90_us": 11.0,
+        "gbps": 100.0,
+        "pct_copy": None,
+        "bytes_moved": 1000,
+        "reads_per_element": None,
+        "writes_per_element": None,
+        "max_rel": 1e-7,
+    }
     return r if k is None else {**r, "k": k}
 
 
@@ -43,23 +58,32 @@ class FakeGPU:
     def run(self, variants, shapes, dtypes, acc="float32", block_size=None, peers=True, progress=None):
         self._busy("run", progress)
         (rows, cols), dtype = shapes[0], dtypes[0]
-        return {"schema": explorer.bench.SCHEMA, "meta": {"gpu": "FAKE GPU (timing run)", "date": "2025-01-01"},
-                "results": [_row(v, "variant", rows, cols, dtype) for v in variants]}
+        return {
+            "schema": explorer.bench.SCHEMA,
+            "meta": {"gpu": "FAKE GPU (timing run)", "date": "2025-01-01"},
+            "results": [_row(v, "variant", rows, cols, dtype) for v in variants],
+        }
 
     def bench_topk(self, shapes, ks, dtypes, peers=True, progress=None):
         self._busy("bench_topk", progress)
         (rows, cols), k, dtype = shapes[0], ks[0], dtypes[0]
-        return {"schema": explorer.bench.SCHEMA, "meta": {"gpu": "FAKE GPU (top-k run)", "date": "2025-01-01"},
-                "results": [_row(n, "peer" if n == "torch" else "variant", rows, cols, dtype, k)
-                            for n in ("topk_fused", "topk_unfused", "torch")]}
+        return {
+            "schema": explorer.bench.SCHEMA,
+            "meta": {"gpu": "FAKE GPU (top-k run)", "date": "2025-01-01"},
+            "results": [
+                _row(n, "peer" if n == "torch" else "variant", rows, cols, dtype, k)
+                for n in ("topk_fused", "topk_unfused", "torch")
+            ],
+        }
 
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
     monkeypatch.setenv("EXPLORER_BACKEND", "emulator")  # the pages' own kernels run on the emulator
     fake = FakeGPU()
-    monkeypatch.setattr(compute, "backend_info", lambda: {"backend": "cuda", "gpu": "FAKE GPU",
-                                                          "cuda_runtime": "12.8", "cupy": "13.6"})
+    monkeypatch.setattr(
+        compute, "backend_info", lambda: {"backend": "cuda", "gpu": "FAKE GPU", "cuda_runtime": "12.8", "cupy": "13.6"}
+    )
     monkeypatch.setattr(explorer.bench, "run", fake.run)
     monkeypatch.setattr(explorer.bench, "bench_topk", fake.bench_topk)
     shown: list[str] = []

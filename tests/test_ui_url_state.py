@@ -22,6 +22,7 @@ def emulator_backend(monkeypatch):
 
 # --- pure --------------------------------------------------------------------------------------------------
 
+
 def test_the_table_holds_both_pages_keys_in_the_url_only_when_changed():
     for p in (*topk.PARAMS, *precision_page.PARAMS):
         assert p.key in url.TABLE and p.key in url.defaults() and url.TABLE[p.key].sparse
@@ -34,11 +35,26 @@ def test_defaults_stay_out_of_the_url():
 
 
 def test_non_defaults_round_trip_through_the_url():
-    view = {**url.defaults(), "tk_vocab": 151936, "tk_batch": 2, "tk_k": 50, "tk_row": 1, "tk_log": False,
-            "tk_tshape": "512×128256 float32 top-50", "prec_max": 12, "prec_dtype": "bfloat16",
-            "prec_variants": ["online_block", "online_thread"], "prec_block": 128, "prec_cap": 2**14,
-            "prec_quantity": "out", "prec_variant": "online_block", "prec_cmp_acc": "float32",
-            "prec_cmp_dist": "normal", "prec_stag_dist": "decreasing", "prec_stag_n": 2**15}
+    view = {
+        **url.defaults(),
+        "tk_vocab": 151936,
+        "tk_batch": 2,
+        "tk_k": 50,
+        "tk_row": 1,
+        "tk_log": False,
+        "tk_tshape": "512×128256 float32 top-50",
+        "prec_max": 12,
+        "prec_dtype": "bfloat16",
+        "prec_variants": ["online_block", "online_thread"],
+        "prec_block": 128,
+        "prec_cap": 2**14,
+        "prec_quantity": "out",
+        "prec_variant": "online_block",
+        "prec_cmp_acc": "float32",
+        "prec_cmp_dist": "normal",
+        "prec_stag_dist": "decreasing",
+        "prec_stag_n": 2**15,
+    }
     q = url.to_query(view)
     assert q["tk_log"] == "0" and q["prec_variants"] == "online_block,online_thread" and q["tk_vocab"] == "151936"
     values, problems = url.parse_query(q)
@@ -48,25 +64,28 @@ def test_non_defaults_round_trip_through_the_url():
     assert url.parse_query({"tk_log": "1"})[0]["tk_log"] is True
 
 
-@pytest.mark.parametrize(("key", "raw", "words"), [
-    ("tk_vocab", "1234", "choose one of 32000"),
-    ("tk_batch", "3", "choose one of 1, 2, 4"),
-    ("tk_k", "0", "from 1 to 64"),
-    ("tk_k", "65", "from 1 to 64"),
-    ("tk_row", "-1", "whole number"),
-    ("tk_log", "maybe", "1 (log scale) or 0"),
-    ("prec_max", "21", "choose one of 4"),
-    ("prec_max", "x", "choose one of 4"),
-    ("prec_dtype", "float8", "choose one of float32"),
-    ("prec_block", "96", "choose one of 64, 128"),
-    ("prec_cap", "1000", "choose one of 256"),
-    ("prec_quantity", "m", "choose one of d, out"),
-    ("prec_variant", "naive", "choose one of online_thread"),
-    ("prec_cmp_acc", "float64", "choose one of float16"),
-    ("prec_cmp_dist", "zipf", "choose one of decreasing"),
-    ("prec_stag_dist", "normal", "choose one of constant, decreasing"),
-    ("prec_stag_n", "1024", "choose one of 2048"),
-])
+@pytest.mark.parametrize(
+    ("key", "raw", "words"),
+    [
+        ("tk_vocab", "1234", "choose one of 32000"),
+        ("tk_batch", "3", "choose one of 1, 2, 4"),
+        ("tk_k", "0", "from 1 to 64"),
+        ("tk_k", "65", "from 1 to 64"),
+        ("tk_row", "-1", "whole number"),
+        ("tk_log", "maybe", "1 (log scale) or 0"),
+        ("prec_max", "21", "choose one of 4"),
+        ("prec_max", "x", "choose one of 4"),
+        ("prec_dtype", "float8", "choose one of float32"),
+        ("prec_block", "96", "choose one of 64, 128"),
+        ("prec_cap", "1000", "choose one of 256"),
+        ("prec_quantity", "m", "choose one of d, out"),
+        ("prec_variant", "naive", "choose one of online_thread"),
+        ("prec_cmp_acc", "float64", "choose one of float16"),
+        ("prec_cmp_dist", "zipf", "choose one of decreasing"),
+        ("prec_stag_dist", "normal", "choose one of constant, decreasing"),
+        ("prec_stag_n", "1024", "choose one of 2048"),
+    ],
+)
 def test_bad_page_values_are_explained_and_ignored(key, raw, words):
     values, problems = url.parse_query({key: raw})
     assert key not in values
@@ -81,17 +100,40 @@ def test_unknown_precision_variants_are_dropped_with_a_warning():
 
 # --- AppTest: a URL reproduces the top-k page --------------------------------------------------------------
 
+
 def _topk_file() -> bytes:
     """Synthetic top-k timings (made-up numbers, labelled so) with two shapes to choose between."""
     rows = []
     for (batch, vocab), k in (((512, 128256), 8), ((1, 262144), 8)):
         for name, t in (("topk_fused", 40.0), ("topk_unfused", 110.0), ("torch", 160.0)):
-            rows.append({"name": name, "kind": "peer" if name == "torch" else "variant", "dtype": "float32",
-                         "acc": "float32", "rows": batch, "cols": vocab, "block_size": 0, "k": k, "median_us": t,
-                         "p10_us": 0.9 * t, "p90_us": 1.1 * t, "gbps": 1.0, "pct_copy": None, "bytes_moved": 1,
-                         "reads_per_element": None, "writes_per_element": None, "max_rel": None})
-    return json.dumps({"schema": "softmax-explorer-bench/1", "meta": {"gpu": "SYNTHETIC (made-up numbers)",
-                                                                      "date": "2025-01-01"}, "results": rows}).encode()
+            rows.append(
+                {
+                    "name": name,
+                    "kind": "peer" if name == "torch" else "variant",
+                    "dtype": "float32",
+                    "acc": "float32",
+                    "rows": batch,
+                    "cols": vocab,
+                    "block_size": 0,
+                    "k": k,
+                    "median_us": t,
+                    "p10_us": 0.9 * t,
+                    "p90_us": 1.1 * t,
+                    "gbps": 1.0,
+                    "pct_copy": None,
+                    "bytes_moved": 1,
+                    "reads_per_element": None,
+                    "writes_per_element": None,
+                    "max_rel": None,
+                }
+            )
+    return json.dumps(
+        {
+            "schema": "softmax-explorer-bench/1",
+            "meta": {"gpu": "SYNTHETIC (made-up numbers)", "date": "2025-01-01"},
+            "results": rows,
+        }
+    ).encode()
 
 
 def test_topk_view_round_trips_through_the_url():
@@ -106,8 +148,13 @@ def test_topk_view_round_trips_through_the_url():
     ok(at)
     q = dict(at.query_params)
     assert {k: q[k] for k in ("tk_vocab", "tk_batch", "tk_k", "tk_row", "tk_log", "tk_tshape")} == {
-        "tk_vocab": "50257", "tk_batch": "4", "tk_k": "20", "tk_row": "3", "tk_log": "0",
-        "tk_tshape": "1×262144 float32 top-8"}
+        "tk_vocab": "50257",
+        "tk_batch": "4",
+        "tk_k": "20",
+        "tk_row": "3",
+        "tk_log": "0",
+        "tk_tshape": "1×262144 float32 top-8",
+    }
     shown = charts(at)
     # the settings survive a visit to another page, in the session and in the URL
     goto(at, "errors")
@@ -132,6 +179,7 @@ def test_topk_view_round_trips_through_the_url():
 
 # --- AppTest: a URL reproduces the precision lab ------------------------------------------------------------
 
+
 def test_precision_view_round_trips_through_the_url():
     at = goto(make({**PAGE_QUERY, "prec_max": "8", "prec_cap": "256"}), "precision")
     ok(at)
@@ -148,17 +196,34 @@ def test_precision_view_round_trips_through_the_url():
     ok(at)
     q = dict(at.query_params)
     assert {k: v for k, v in q.items() if k.startswith("prec_")} == {
-        "prec_max": "8", "prec_cap": "256", "prec_dtype": "float16", "prec_block": "128",
-        "prec_variants": "online_warp,online_block", "prec_quantity": "out", "prec_variant": "online_block",
-        "prec_stag_dist": "decreasing", "prec_stag_n": "2048", "prec_cmp_acc": "bfloat16",
-        "prec_cmp_dist": "increasing"}
+        "prec_max": "8",
+        "prec_cap": "256",
+        "prec_dtype": "float16",
+        "prec_block": "128",
+        "prec_variants": "online_warp,online_block",
+        "prec_quantity": "out",
+        "prec_variant": "online_block",
+        "prec_stag_dist": "decreasing",
+        "prec_stag_n": "2048",
+        "prec_cmp_acc": "bfloat16",
+        "prec_cmp_dist": "increasing",
+    }
 
     again = goto(make(q), "precision")
     ok(again)
-    for kind, key in (("select_slider", "prec_max"), ("select_slider", "prec_cap"), ("selectbox", "prec_dtype"),
-                      ("select_slider", "prec_block"), ("multiselect", "prec_variants"), ("radio", "prec_quantity"),
-                      ("selectbox", "prec_variant"), ("radio", "prec_stag_dist"), ("select_slider", "prec_stag_n"),
-                      ("selectbox", "prec_cmp_acc"), ("selectbox", "prec_cmp_dist")):
+    for kind, key in (
+        ("select_slider", "prec_max"),
+        ("select_slider", "prec_cap"),
+        ("selectbox", "prec_dtype"),
+        ("select_slider", "prec_block"),
+        ("multiselect", "prec_variants"),
+        ("radio", "prec_quantity"),
+        ("selectbox", "prec_variant"),
+        ("radio", "prec_stag_dist"),
+        ("select_slider", "prec_stag_n"),
+        ("selectbox", "prec_cmp_acc"),
+        ("selectbox", "prec_cmp_dist"),
+    ):
         assert getattr(again, kind)(key=key).value == getattr(at, kind)(key=key).value, key
     assert len(charts(again)) == 5 and charts(again) == charts(at)  # every figure the same
     assert charts(again)[0]["layout"]["title"]["text"].startswith("online_block: relative error of outputs")

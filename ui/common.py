@@ -24,8 +24,10 @@ ss = st.session_state
 log = logging.getLogger("softmax_explorer.ui")
 PROGRESS_SECONDS = 2.0  # emulated runs estimated longer than this show progress and a Stop button
 DEADLINE = 3  # a run ends past this many times its budget (the estimate can be off on a busy machine)
-STOPPED = ("Stopped before the run finished. The variants that finished are kept and your settings are unchanged: "
-           "run again, or change a setting.")
+STOPPED = (
+    "Stopped before the run finished. The variants that finished are kept and your settings are unchanged: "
+    "run again, or change a setting."
+)
 clock = time.monotonic  # tests replace it to overrun a run without waiting
 
 
@@ -40,8 +42,10 @@ def guarded(page):
             st.error(str(exc))
         except Exception as exc:  # st.stop / st.rerun are BaseExceptions and pass through
             log.exception("page %s failed", page.__name__)
-            st.error(f"This view hit an unexpected problem ({type(exc).__name__}: {str(exc)[:200]}). "
-                     "Your settings are kept; change one, or reload the page.")
+            st.error(
+                f"This view hit an unexpected problem ({type(exc).__name__}: {str(exc)[:200]}). "
+                "Your settings are kept; change one, or reload the page."
+            )
 
     return run
 
@@ -49,12 +53,19 @@ def guarded(page):
 def backend_badge(container=st) -> None:
     info = compute.backend_info()
     if info.get("backend") == "cuda":
-        container.badge(f"GPU: {info.get('gpu', '?')} · CUDA {info.get('cuda_runtime', '?')}",
-                        icon=":material/memory:", color="green")
+        container.badge(
+            f"GPU: {info.get('gpu', '?')} · CUDA {info.get('cuda_runtime', '?')}",
+            icon=":material/memory:",
+            color="green",
+        )
     else:
-        container.badge("CPU emulation — no GPU timings", icon=":material/computer:", color="orange",
-                        help=f"No GPU here: {info.get('reason', 'unknown reason')}. Outputs, traces and errors come "
-                             "from a NumPy emulation that follows each kernel's order of operations.")
+        container.badge(
+            "CPU emulation — no GPU timings",
+            icon=":material/computer:",
+            color="orange",
+            help=f"No GPU here: {info.get('reason', 'unknown reason')}. Outputs, traces and errors come "
+            "from a NumPy emulation that follows each kernel's order of operations.",
+        )
 
 
 def stamp() -> str:
@@ -76,8 +87,15 @@ def chart(fig, filename: str, key: str) -> None:
 
 
 def csv_download(df: pd.DataFrame, cfg: Config, name: str, key: str, label: str = "Download table (CSV)") -> None:
-    st.download_button(label, df.to_csv().encode(), file_name=f"{cfg.slug(name)}.csv", mime="text/csv", key=key,
-                       icon=":material/download:", on_click="ignore")
+    st.download_button(
+        label,
+        df.to_csv().encode(),
+        file_name=f"{cfg.slug(name)}.csv",
+        mime="text/csv",
+        key=key,
+        icon=":material/download:",
+        on_click="ignore",
+    )
 
 
 def run_key(cfg: Config, spec: InputSpec) -> tuple:
@@ -90,8 +108,11 @@ def estimate(cfg: Config) -> dict[str, float]:
     none for a variant that refuses the dtype or accumulator (it fails at once)."""
     if compute.backend() == "cuda":
         return {}
-    return {k: budget.emulation_seconds(v, cfg.rows, cfg.cols, cfg.dtype, cfg.acc, cfg.block_for(k))
-            for k in cfg.variants if cfg.dtype in (v := explorer.VARIANTS[k]).dtypes and cfg.acc in v.accumulators}
+    return {
+        k: budget.emulation_seconds(v, cfg.rows, cfg.cols, cfg.dtype, cfg.acc, cfg.block_for(k))
+        for k in cfg.variants
+        if cfg.dtype in (v := explorer.VARIANTS[k]).dtypes and cfg.acc in v.accumulators
+    }
 
 
 def duration(seconds: float) -> str:
@@ -173,12 +194,20 @@ def run_all(cfg: Config, spec: InputSpec) -> tuple[dict[str, VariantRun], dict[s
     total, limit = sum(seconds.values()), budget.time_budget()
     confirmed = ss.get("_confirmed") == key
     if total > limit and not confirmed:
-        st.warning(f"Not run yet: {len(cfg.variants)} variant(s) on {cfg.rows:,}×{cfg.cols:,} {cfg.dtype} would take "
-                   f"about {duration(total)} in the CPU emulation (estimated from the shape and variants), over this "
-                   f"server's budget of {duration(limit)} for one request. Make rows or cols smaller or select fewer "
-                   "variants, or run it anyway: it shows its progress and can be stopped.", icon=":material/timer:")
-        st.button(f"Run anyway (about {duration(total)})", key="run_anyway", on_click=_confirm, args=(key,),
-                  icon=":material/play_arrow:")
+        st.warning(
+            f"Not run yet: {len(cfg.variants)} variant(s) on {cfg.rows:,}×{cfg.cols:,} {cfg.dtype} would take "
+            f"about {duration(total)} in the CPU emulation (estimated from the shape and variants), over this "
+            f"server's budget of {duration(limit)} for one request. Make rows or cols smaller or select fewer "
+            "variants, or run it anyway: it shows its progress and can be stopped.",
+            icon=":material/timer:",
+        )
+        st.button(
+            f"Run anyway (about {duration(total)})",
+            key="run_anyway",
+            on_click=_confirm,
+            args=(key,),
+            icon=":material/play_arrow:",
+        )
         return None
     deadline = DEADLINE * max(limit, total if confirmed else 0.0)
     gpu = compute.backend_info().get("backend") == "cuda"
@@ -197,10 +226,13 @@ def run_all(cfg: Config, spec: InputSpec) -> tuple[dict[str, VariantRun], dict[s
                 if shown:
                     shown.end(k)
     except Overrun as exc:
-        _stop(key, f"Stopped after {duration(exc.args[0])}: this run passed {DEADLINE}× its time budget of "
-                   f"{duration(deadline / DEADLINE)} (the machine is slower or busier than the estimate assumed). "
-                   "The variants that finished are kept and your settings are unchanged: run again, or choose a "
-                   "smaller shape or fewer variants.")
+        _stop(
+            key,
+            f"Stopped after {duration(exc.args[0])}: this run passed {DEADLINE}× its time budget of "
+            f"{duration(deadline / DEADLINE)} (the machine is slower or busier than the estimate assumed). "
+            "The variants that finished are kept and your settings are unchanged: run again, or choose a "
+            "smaller shape or fewer variants.",
+        )
     finally:
         if shown:
             shown.close()
@@ -232,8 +264,9 @@ def config_and_spec() -> tuple[Config, InputSpec] | tuple[None, None]:
         st.error(problem, icon=":material/block:")
         return None, None
     if cfg.uploaded and ss.get("_upload_bytes") is None:
-        st.info("Upload a .npy or .csv file of logits in the sidebar (or pick a distribution).",
-                icon=":material/upload:")
+        st.info(
+            "Upload a .npy or .csv file of logits in the sidebar (or pick a distribution).", icon=":material/upload:"
+        )
         return None, None
     if not cfg.variants:
         st.info("Select at least one variant in the sidebar.", icon=":material/checklist:")
@@ -278,4 +311,3 @@ def clamp(key: str, low: int, high: int) -> None:
         ss[key] = min(max(int(ss.get(key, low)), low), high)
     except (TypeError, ValueError):
         ss[key] = low
-

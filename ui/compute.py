@@ -68,8 +68,13 @@ class _NotKept(Exception):
     """A run not in the cache yet (nothing is cached for an exception)."""
 
 
-def run_variant(spec: InputSpec, variant: str, acc: str, block_size: int | None,
-                progress: Callable[[int, int], object] | None = None) -> VariantRun:
+def run_variant(
+    spec: InputSpec,
+    variant: str,
+    acc: str,
+    block_size: int | None,
+    progress: Callable[[int, int], object] | None = None,
+) -> VariantRun:
     """The variant's run over the input: the cached one, else run now (outside the cache, so progress may draw
     on the page and a stop may end the run between chunks of rows) and then kept."""
     key = (spec, variant, acc, block_size, backend())
@@ -85,8 +90,9 @@ def run_variant(spec: InputSpec, variant: str, acc: str, block_size: int | None,
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
-def _kept(spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str,
-          _run: VariantRun | None = None) -> VariantRun:
+def _kept(
+    spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str, _run: VariantRun | None = None
+) -> VariantRun:
     """The run kept for these arguments; _run (not part of the key) is the one to keep on a miss."""
     if _run is None:
         raise _NotKept
@@ -100,8 +106,9 @@ def error_report(spec: InputSpec, variant: str, acc: str, block_size: int | None
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
-def _error_report(spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str,
-                  _out: np.ndarray) -> ErrorReport:
+def _error_report(
+    spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str, _out: np.ndarray
+) -> ErrorReport:
     """The errors of the variant's output _out (not part of the key: the other arguments decide it)."""
     return explorer.errors(_out, get_input(spec), ref=get_reference(spec))
 
@@ -120,14 +127,16 @@ def trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None,
-               backend: str) -> explorer.Trace:
+def _trace_row(
+    spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None, backend: str
+) -> explorer.Trace:
     x = get_input(spec)
     v = explorer.VARIANTS[variant]
     dtype = dtype_name(x.dtype)
     if v.launch(x.shape[0], x.shape[1], block_size, dtype).chunks == v.launch(1, x.shape[1], block_size, dtype).chunks:
-        return explorer.softmax(x[row:row + 1], variant, acc=acc, block_size=block_size, trace_row=0,
-                                backend=backend).trace
+        return explorer.softmax(
+            x[row : row + 1], variant, acc=acc, block_size=block_size, trace_row=0, backend=backend
+        ).trace
     return explorer.softmax(x, variant, acc=acc, block_size=block_size, trace_row=row, backend=backend).trace
 
 

@@ -36,8 +36,10 @@ def gpu_turn(lock: threading.Lock = GPU_LOCK) -> Iterator[float]:
         waited = 0.0
         if slot is not None:
             waited = time.perf_counter() - start
-            slot.caption(f"Waited {waited:.1f} s for the GPU while another session was benchmarking; this run "
-                         "had the GPU to itself.")
+            slot.caption(
+                f"Waited {waited:.1f} s for the GPU while another session was benchmarking; this run "
+                "had the GPU to itself."
+            )
         yield waited
     finally:
         lock.release()

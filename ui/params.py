@@ -119,8 +119,11 @@ class ParamTable:
             if value is not None:
                 values[key] = value
             if why is not None:
-                problems.append(f"URL parameter {key}: {why}" if p.kind == "words"
-                                else f"URL parameter {key}={query[key]!r} ignored: {why}")
+                problems.append(
+                    f"URL parameter {key}: {why}"
+                    if p.kind == "words"
+                    else f"URL parameter {key}={query[key]!r} ignored: {why}"
+                )
         return values, problems
 
     def to_query(self, values: Mapping[str, Any]) -> dict[str, str]:

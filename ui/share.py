@@ -26,28 +26,63 @@ def readable(table: pd.DataFrame, columns: Mapping[str, dict]) -> tuple[pd.DataF
     return table.rename(columns=labels), {k: f for k, f in formats.items() if "%" in f}
 
 
-def share_button(key: str, file_name: str, title: str, charts: Sequence[go.Figure], table: pd.DataFrame | None,
-                 stamp: Sequence[str], subtitle: str = "", columns: Mapping[str, dict] | None = None) -> None:
+def share_button(
+    key: str,
+    file_name: str,
+    title: str,
+    charts: Sequence[go.Figure],
+    table: pd.DataFrame | None,
+    stamp: Sequence[str],
+    subtitle: str = "",
+    columns: Mapping[str, dict] | None = None,
+) -> None:
     """A download button for the share image; file_name without extension ("_share.png" is added)."""
     shown, formats = readable(table, columns or {}) if table is not None else (None, {})
-    st.download_button(LABEL, functools.partial(share_png, title, list(charts), shown, list(stamp), subtitle, formats),
-                       file_name=f"{file_name}_share.png", mime="image/png", key=key, icon=":material/image:",
-                       on_click="ignore", help="The charts and the table above in one PNG, stamped with the GPU, "
-                                               "driver, CUDA, CuPy, shape, dtype, accumulator and date.")
+    st.download_button(
+        LABEL,
+        functools.partial(share_png, title, list(charts), shown, list(stamp), subtitle, formats),
+        file_name=f"{file_name}_share.png",
+        mime="image/png",
+        key=key,
+        icon=":material/image:",
+        on_click="ignore",
+        help="The charts and the table above in one PNG, stamped with the GPU, "
+        "driver, CUDA, CuPy, shape, dtype, accumulator and date.",
+    )
 
 
 def run_stamp(cfg: Config, info: Mapping, date: str) -> list[str]:
     """The stamp for a share image of the sidebar's run: shape, dtype and accumulator in the Timing stamp's words
     (ui/timing.share_stamp), the input (distribution and parameters, or the uploaded file) and row shown, and
     where it ran (device_line: GPU, driver, CUDA, CuPy, or CPU emulation) with the date."""
-    source = (f"uploaded {cfg.upload_name}" if cfg.uploaded else
-              f"distribution {cfg.dist}{params_text(cfg.params, ' ', '=')} · seed {cfg.seed}")
-    return [f"shape {cfg.rows}×{cfg.cols} · dtype {cfg.dtype} · accumulator {cfg.acc}", f"{source} · row {cfg.row}",
-            device_line(info, date)]
+    source = (
+        f"uploaded {cfg.upload_name}"
+        if cfg.uploaded
+        else f"distribution {cfg.dist}{params_text(cfg.params, ' ', '=')} · seed {cfg.seed}"
+    )
+    return [
+        f"shape {cfg.rows}×{cfg.cols} · dtype {cfg.dtype} · accumulator {cfg.acc}",
+        f"{source} · row {cfg.row}",
+        device_line(info, date),
+    ]
 
 
-def run_share_button(page: str, title: str, cfg: Config, charts: Sequence[go.Figure], table: pd.DataFrame,
-                     columns: Mapping[str, dict] | None = None) -> None:
+def run_share_button(
+    page: str,
+    title: str,
+    cfg: Config,
+    charts: Sequence[go.Figure],
+    table: pd.DataFrame,
+    columns: Mapping[str, dict] | None = None,
+) -> None:
     """share_button for a page over the sidebar's run (Outputs, Error): named and stamped from cfg."""
-    share_button(f"share_{page}", cfg.slug(page), title, charts, table,
-                 run_stamp(cfg, compute.backend_info(), datetime.date.today().isoformat()), cfg.describe(), columns)
+    share_button(
+        f"share_{page}",
+        cfg.slug(page),
+        title,
+        charts,
+        table,
+        run_stamp(cfg, compute.backend_info(), datetime.date.today().isoformat()),
+        cfg.describe(),
+        columns,
+    )

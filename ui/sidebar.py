@@ -39,29 +39,38 @@ def keep_widget_state() -> None:
 
 def _variants_help() -> str:
     return "One or more kernels, run on the same input:\n\n" + "\n\n".join(
-        f"**{v.key}** ({v.title}): {v.lesson}" for v in explorer.VARIANTS.values())
+        f"**{v.key}** ({v.title}): {v.lesson}" for v in explorer.VARIANTS.values()
+    )
 
 
 def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
     """(caption, refusal or None): a run's and the page's memory (explorer.budget's model) against this server's
     fixed limit for one run (a GPU run's memory against the GPU's free memory)."""
-    runs = [(explorer.VARIANTS[k], explorer.api.check_block(explorer.VARIANTS[k], cfg.block_for(k))) for k in cfg.variants]
-    per_run = max((explorer.bytes_needed(cfg.rows, cfg.cols, cfg.dtype, backend, v, b, False, cfg.acc) for v, b in runs),
-                  default=0)
+    runs = [
+        (explorer.VARIANTS[k], explorer.api.check_block(explorer.VARIANTS[k], cfg.block_for(k))) for k in cfg.variants
+    ]
+    per_run = max(
+        (explorer.bytes_needed(cfg.rows, cfg.cols, cfg.dtype, backend, v, b, False, cfg.acc) for v, b in runs),
+        default=0,
+    )
     page = budget.page_bytes(runs, cfg.rows, cfg.cols, cfg.dtype, cfg.acc)  # reference, outputs, error reports
     limit = budget.run_budget()
-    line = (f"A run needs ≈ {per_run / 2**20:,.1f} MiB and this page ≈ {page / 2**20:,.1f} MiB "
-            f"(this server's limit: {limit / 2**20:,.1f} MiB).")
+    line = (
+        f"A run needs ≈ {per_run / 2**20:,.1f} MiB and this page ≈ {page / 2**20:,.1f} MiB "
+        f"(this server's limit: {limit / 2**20:,.1f} MiB)."
+    )
     try:
         for v, b in runs:
             explorer.check_fits(cfg.rows, cfg.cols, cfg.dtype, backend, v, b, False, cfg.acc)
     except explorer.TooLarge as exc:
         return line, f"Not run: {exc}. Make rows or cols smaller."
     if backend != "cuda" and page > limit:
-        return line, (f"Not run: {cfg.rows}×{cfg.cols} {cfg.dtype} with {len(cfg.variants)} variant(s) needs about "
-                      f"{page / 2**30:.2f} GiB with the float64 reference and error reports kept beside the outputs, "
-                      f"over this server's limit of {limit / 2**30:.2f} GiB. Make rows or cols smaller, or select "
-                      "fewer variants.")
+        return line, (
+            f"Not run: {cfg.rows}×{cfg.cols} {cfg.dtype} with {len(cfg.variants)} variant(s) needs about "
+            f"{page / 2**30:.2f} GiB with the float64 reference and error reports kept beside the outputs, "
+            f"over this server's limit of {limit / 2**30:.2f} GiB. Make rows or cols smaller, or select "
+            "fewer variants."
+        )
     return line, None
 
 
@@ -71,10 +80,14 @@ def _input() -> tuple[str, tuple[tuple[str, float], ...], str]:
     if ss.get("dist") not in dist_options:
         ss["dist"] = TABLE["dist"].default_value()
     st.subheader("Input")
-    st.selectbox("Distribution", dist_options, key="dist",
-                 format_func=lambda k: "Your own logits (.npy / .csv)" if k == UPLOAD else explorer.DISTRIBUTIONS[k].title,
-                 help="Each input is chosen to show something:\n\n" + "\n\n".join(
-                     f"**{d.title}**: {d.shows}" for d in explorer.DISTRIBUTIONS.values()))
+    st.selectbox(
+        "Distribution",
+        dist_options,
+        key="dist",
+        format_func=lambda k: "Your own logits (.npy / .csv)" if k == UPLOAD else explorer.DISTRIBUTIONS[k].title,
+        help="Each input is chosen to show something:\n\n"
+        + "\n\n".join(f"**{d.title}**: {d.shows}" for d in explorer.DISTRIBUTIONS.values()),
+    )
     dist = ss["dist"]
     if dist == UPLOAD:
         return dist, (), _upload()
@@ -92,10 +105,14 @@ def _input() -> tuple[str, tuple[tuple[str, float], ...], str]:
 def _upload() -> str:
     """The uploaded file's name ("" without one); its bytes go to ss["_upload_bytes"], its shape to rows, cols."""
     limit = MAX_UPLOAD_BYTES / 2**20
-    file = st.file_uploader(f"Logits file (.npy or .csv, at most {limit:.0f} MiB)", type=["npy", "csv"],
-                            key="upload", max_upload_size=int(limit),
-                            help="A vector (one row) or a rows × cols matrix; parsed as numbers only "
-                                 "(no pickles). It is converted to the dtype chosen below.")
+    file = st.file_uploader(
+        f"Logits file (.npy or .csv, at most {limit:.0f} MiB)",
+        type=["npy", "csv"],
+        key="upload",
+        max_upload_size=int(limit),
+        help="A vector (one row) or a rows × cols matrix; parsed as numbers only "
+        "(no pickles). It is converted to the dtype chosen below.",
+    )
     ss["_upload_bytes"] = None if file is None else file.getvalue()
     if file is None:
         return ""
@@ -156,8 +173,9 @@ def _dtype() -> None:
 
 
 def _acc() -> None:
-    st.selectbox("Accumulator", TABLE.options("acc"), key="acc",
-                 help="Type in which the running max m and denominator d live.")
+    st.selectbox(
+        "Accumulator", TABLE.options("acc"), key="acc", help="Type in which the running max m and denominator d live."
+    )
 
 
 def _kernels() -> None:
@@ -174,10 +192,19 @@ def _row() -> None:
     st.number_input("Row to show and trace", min_value=0, max_value=int(ss["rows"]) - 1, step=1, key="row")
 
 
-SECTIONS = {"input": _input, "shape": _shape, "seed": _seed, "dtype": _dtype, "accumulator": _acc, "kernels": _kernels,
-            "row": _row}
+SECTIONS = {
+    "input": _input,
+    "shape": _shape,
+    "seed": _seed,
+    "dtype": _dtype,
+    "accumulator": _acc,
+    "kernels": _kernels,
+    "row": _row,
+}
 USES = {  # the sections each page reads (by url path; "" is the default page, Outputs); the rest sit folded away
-    "": tuple(SECTIONS), "step": tuple(SECTIONS), "errors": tuple(SECTIONS),
+    "": tuple(SECTIONS),
+    "step": tuple(SECTIONS),
+    "errors": tuple(SECTIONS),
     "topk": ("input", "seed", "dtype"),
     "timing": ("shape", "dtype", "accumulator", "kernels"),
     "kernels": ("shape", "dtype", "accumulator", "kernels"),
@@ -206,10 +233,19 @@ def sidebar(page: str = "") -> Config:
                 st.caption("They apply to the Outputs, Step-through and Error pages.")
                 drawn |= {name: SECTIONS[name]() for name in unused}
         dist, params, upload_name = drawn["input"]
-        cfg = Config(dist=dist, params=params, rows=int(ss["rows"]), cols=int(ss["cols"]), seed=int(ss["seed"]),
-                     dtype=ss["dtype"], acc=ss["acc"], variants=tuple(ss["variants"]),
-                     block=int(ss.get("block", TABLE["block"].default_value())), row=int(ss["row"]),
-                     upload_name=upload_name)
+        cfg = Config(
+            dist=dist,
+            params=params,
+            rows=int(ss["rows"]),
+            cols=int(ss["cols"]),
+            seed=int(ss["seed"]),
+            dtype=ss["dtype"],
+            acc=ss["acc"],
+            variants=tuple(ss["variants"]),
+            block=int(ss.get("block", TABLE["block"].default_value())),
+            row=int(ss["row"]),
+            upload_name=upload_name,
+        )
         line, problem = _memory_line(cfg, explorer.resolve_backend("auto"))
         if "shape" in uses and problem:
             st.error(problem, icon=":material/block:")

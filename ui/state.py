@@ -41,6 +41,7 @@ RUN_PARAMS = (
     Param("row", "int", 0, low=0, high=MAX_DIM),
 )
 
+
 def file_slug(*parts: object) -> str:
     """A download's file name (without extension): the parts joined by "_", × written x, and every character
     but letters, digits, "-", "_" and "." written "-"."""
@@ -64,8 +65,9 @@ class GeneratedInput:
     seed: int
 
     def load(self):
-        return explorer.make_input(self.dist, self.rows, self.cols, dtype=self.dtype, seed=self.seed,
-                                   **dict(self.params))
+        return explorer.make_input(
+            self.dist, self.rows, self.cols, dtype=self.dtype, seed=self.seed, **dict(self.params)
+        )
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,16 @@ class Config:
         """A file name for downloads, naming the configuration."""
         stem = self.upload_name.rsplit(".", 1)[0][:UPLOAD_STEM] or "file"
         source = f"upload-{stem}" if self.uploaded else self.dist + params_text(self.params)
-        return file_slug("softmax", page, source, f"{self.rows}x{self.cols}", self.dtype, f"acc-{self.acc}",
-                         f"seed{self.seed}", f"row{self.row}")
+        return file_slug(
+            "softmax",
+            page,
+            source,
+            f"{self.rows}x{self.cols}",
+            self.dtype,
+            f"acc-{self.acc}",
+            f"seed{self.seed}",
+            f"row{self.row}",
+        )
 
     def describe(self) -> str:
         source = f"upload {self.upload_name}" if self.uploaded else self.dist + params_text(self.params, " ", "=")
@@ -125,6 +135,7 @@ class Config:
 
 
 # --- the distributions' parameters ---------------------------------------------------------------------
+
 
 def param_key(dist: str, name: str) -> str:
     return f"p_{dist}_{name}"
@@ -157,5 +168,6 @@ def dist_params_query(values: Mapping) -> dict[str, str]:
     spec = explorer.DISTRIBUTIONS.get(values.get("dist", default_dist()))
     if spec is None:
         return {}
-    return {f"p_{name}": f"{float(values.get(param_key(spec.key, name), p.default)):g}"
-            for name, p in spec.params.items()}
+    return {
+        f"p_{name}": f"{float(values.get(param_key(spec.key, name), p.default)):g}" for name, p in spec.params.items()
+    }

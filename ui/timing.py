@@ -33,14 +33,38 @@ from .state import file_slug
 SCHEMA = "softmax-explorer-bench/1"
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "results"  # the bundled H200 results
 RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "median_us", "p10_us", "p90_us", "gbps")
-TABLE_COLUMNS = ["source", "name", "version", "kind", "dtype", "acc", "rows", "cols", "block_size", "median_us",
-                 "p10_us", "p90_us", "device_us", "device_p10_us", "device_p90_us", "gbps", "pct_copy",
-                 "pct_copy_device", "bytes_moved", "reads_per_element", "writes_per_element", "max_rel", "error"]
-TIMES_CAPTION = ("Two times per row. **Event** (median µs): CUDA events around each launch, what a Python loop sees, "
-                 "launch gaps included. **Device** (device µs): the kernels' own durations from CUPTI records "
-                 "(torch.profiler; only where torch was installed), summed per call, median over batches. "
-                 "On small problems a kernel lasts a few µs and issuing it from Python longer, so the two differ; "
-                 "on large ones they agree within a few percent.")
+TABLE_COLUMNS = [
+    "source",
+    "name",
+    "version",
+    "kind",
+    "dtype",
+    "acc",
+    "rows",
+    "cols",
+    "block_size",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "device_us",
+    "device_p10_us",
+    "device_p90_us",
+    "gbps",
+    "pct_copy",
+    "pct_copy_device",
+    "bytes_moved",
+    "reads_per_element",
+    "writes_per_element",
+    "max_rel",
+    "error",
+]
+TIMES_CAPTION = (
+    "Two times per row. **Event** (median µs): CUDA events around each launch, what a Python loop sees, "
+    "launch gaps included. **Device** (device µs): the kernels' own durations from CUPTI records "
+    "(torch.profiler; only where torch was installed), summed per call, median over batches. "
+    "On small problems a kernel lasts a few µs and issuing it from Python longer, so the two differ; "
+    "on large ones they agree within a few percent."
+)
 ss = st.session_state
 
 
@@ -59,7 +83,7 @@ def validate(data) -> dict:
         except (ValueError, UnicodeDecodeError) as exc:
             raise explorer.InvalidInput(f"not a JSON file: {exc}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise explorer.InvalidInput(f"not a benchmark results file (its \"schema\" must be {SCHEMA!r})")
+        raise explorer.InvalidInput(f'not a benchmark results file (its "schema" must be {SCHEMA!r})')
     results = data.get("results")
     if not isinstance(results, list) or not results:
         raise explorer.InvalidInput("the file holds no results")
@@ -73,7 +97,7 @@ def validate(data) -> dict:
             if not isinstance(r[f], (int, float)) or isinstance(r[f], bool):
                 raise explorer.InvalidInput(f"result {i}: {f} must be a number, got {r[f]!r}")
     if not isinstance(data.get("meta", {}), dict):
-        raise explorer.InvalidInput("\"meta\" must be an object")
+        raise explorer.InvalidInput('"meta" must be an object')
     return data
 
 
@@ -101,13 +125,28 @@ TIME_COLUMNS = {
 }
 
 
-TIMING_COLUMNS = {**TIME_COLUMNS,  # the Timing page's table
-                  "pct_copy": st.column_config.NumberColumn("% of copy (event)", format="%.0f"),
-                  "pct_copy_device": st.column_config.NumberColumn("% of copy (device)", format="%.0f"),
-                  "reads_per_element": st.column_config.NumberColumn("reads/elem"),
-                  "writes_per_element": st.column_config.NumberColumn("writes/elem")}
-SHARE_COLUMNS = ["source", "name", "version", "median_us", "p10_us", "p90_us", "device_us", "gbps", "pct_copy",
-                 "pct_copy_device", "bytes_moved", "max_rel", "error"]  # the table in the share image
+TIMING_COLUMNS = {
+    **TIME_COLUMNS,  # the Timing page's table
+    "pct_copy": st.column_config.NumberColumn("% of copy (event)", format="%.0f"),
+    "pct_copy_device": st.column_config.NumberColumn("% of copy (device)", format="%.0f"),
+    "reads_per_element": st.column_config.NumberColumn("reads/elem"),
+    "writes_per_element": st.column_config.NumberColumn("writes/elem"),
+}
+SHARE_COLUMNS = [
+    "source",
+    "name",
+    "version",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "device_us",
+    "gbps",
+    "pct_copy",
+    "pct_copy_device",
+    "bytes_moved",
+    "max_rel",
+    "error",
+]  # the table in the share image
 
 
 def plotly_text(text) -> str:
@@ -132,8 +171,9 @@ def failed(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["error"].notna() & (df["error"].astype(str) != "")]
 
 
-def result_sources(run: dict | None, files, download_name: str, download_key: str,
-                   bundled: dict[str, bytes] | None = None) -> tuple[dict, dict]:
+def result_sources(
+    run: dict | None, files, download_name: str, download_key: str, bundled: dict[str, bytes] | None = None
+) -> tuple[dict, dict]:
     """This session's run (offered as a JSON download), the bundled results and the uploaded files, each
     labelled by its GPU: {label: document}, {label: where it came from}. A file that is not a results file is
     refused in words; results already loaded (the same file twice) are shown once."""
@@ -150,9 +190,15 @@ def result_sources(run: dict | None, files, download_name: str, download_key: st
 
     if run:
         add(run, "this run")
-        st.download_button("Download this run's results (JSON)", json.dumps(run, indent=1),
-                           file_name=f"{download_name}_{datetime.date.today().isoformat()}.json",
-                           mime="application/json", key=download_key, on_click="ignore", icon=":material/download:")
+        st.download_button(
+            "Download this run's results (JSON)",
+            json.dumps(run, indent=1),
+            file_name=f"{download_name}_{datetime.date.today().isoformat()}.json",
+            mime="application/json",
+            key=download_key,
+            on_click="ignore",
+            icon=":material/download:",
+        )
     for name, data in (bundled or {}).items():
         add(load_results(data), name)
     for f in files or []:
@@ -189,10 +235,14 @@ def bundled_button(key: str, topk: bool) -> dict[str, bytes]:
     if not files:
         return {}
     gpus = ", ".join(sorted({str(load_results(d).get("meta", {}).get("gpu") or "?") for d in files.values()}))
-    label = (f"Remove the bundled {gpus} results" if ss.get(key) else
-             f"Load the bundled {gpus} results ({len(files)} file{'s' * (len(files) > 1)} from docs/results)")
-    st.button(label, key=f"{key}_button", on_click=_flip, args=(key,), icon=":material/folder_open:",
-              help=", ".join(files))
+    label = (
+        f"Remove the bundled {gpus} results"
+        if ss.get(key)
+        else f"Load the bundled {gpus} results ({len(files)} file{'s' * (len(files) > 1)} from docs/results)"
+    )
+    st.button(
+        label, key=f"{key}_button", on_click=_flip, args=(key,), icon=":material/folder_open:", help=", ".join(files)
+    )
     return files if ss.get(key) else {}
 
 
@@ -233,10 +283,15 @@ def _label(meta: dict, filename: str, taken: set) -> str:
 
 
 def _run_benchmark(cfg, mod) -> None:
-    peers = st.toggle("Include peers (cupyx, torch, and QuACK and Liger where installed)", value=True,
-                      key="bench_peers")
-    if not st.button(f"Run the benchmark: {len(cfg.variants)} variant(s) on {cfg.rows}×{cfg.cols} {cfg.dtype}",
-                     key="bench_run", icon=":material/timer:", type="primary"):
+    peers = st.toggle(
+        "Include peers (cupyx, torch, and QuACK and Liger where installed)", value=True, key="bench_peers"
+    )
+    if not st.button(
+        f"Run the benchmark: {len(cfg.variants)} variant(s) on {cfg.rows}×{cfg.cols} {cfg.dtype}",
+        key="bench_run",
+        icon=":material/timer:",
+        type="primary",
+    ):
         return
     with gpu_lock.gpu_turn():  # one benchmark at a time across sessions: ui/gpu_lock.py
         result = _timed_run(cfg, mod, peers)
@@ -246,9 +301,15 @@ def _run_benchmark(cfg, mod) -> None:
 def _timed_run(cfg, mod, peers: bool) -> dict:
     bar = st.progress(0.0, text="Validating, warming up and timing…")
     try:
-        return mod.run(list(cfg.variants), [(cfg.rows, cfg.cols)], [cfg.dtype], acc=cfg.acc,
-                       block_size=cfg.block if any(explorer.VARIANTS[k].takes_block_size for k in cfg.variants)
-                       else None, peers=peers, progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
+        return mod.run(
+            list(cfg.variants),
+            [(cfg.rows, cfg.cols)],
+            [cfg.dtype],
+            acc=cfg.acc,
+            block_size=cfg.block if any(explorer.VARIANTS[k].takes_block_size for k in cfg.variants) else None,
+            peers=peers,
+            progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text),
+        )
     finally:
         bar.empty()
 
@@ -258,18 +319,26 @@ def render(cfg) -> None:
     mod = bench_module()
     gpu = info.get("backend") == "cuda"
     if not gpu:
-        st.info("Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
-                "Load results files measured on a GPU (written by `explorer.bench`) to see and compare them.",
-                icon=":material/timer_off:")
+        st.info(
+            "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
+            "Load results files measured on a GPU (written by `explorer.bench`) to see and compare them.",
+            icon=":material/timer_off:",
+        )
     elif mod is None or not hasattr(mod, "run"):
         st.warning("This version of the explorer has no benchmark module (explorer.bench); load results files below.")
     elif cfg is not None and cfg.variants and not ss.get("_fit_problem"):
         _run_benchmark(cfg, mod)
 
-    files = st.file_uploader("Benchmark results (JSON, one file per GPU)", type=["json"], accept_multiple_files=True,
-                             key="bench_files", help=f"Files with schema {SCHEMA!r}; several files show side by side.")
-    sources, origins = result_sources(ss.get("_bench_results"), files, "bench", "json_bench",
-                                      bundled_button("bench_bundled", topk=False))
+    files = st.file_uploader(
+        "Benchmark results (JSON, one file per GPU)",
+        type=["json"],
+        accept_multiple_files=True,
+        key="bench_files",
+        help=f"Files with schema {SCHEMA!r}; several files show side by side.",
+    )
+    sources, origins = result_sources(
+        ss.get("_bench_results"), files, "bench", "json_bench", bundled_button("bench_bundled", topk=False)
+    )
     if not sources:
         return
     df = figures.results_frame(sources)
@@ -286,26 +355,46 @@ def render(cfg) -> None:
         chosen = part
     stamp = chart_stamp(chosen, sources)
     broken = failed(chosen)
-    t, g = figures.timing_figures(display_names(chosen.drop(index=broken.index)), plotly_text(ss["tshape"]),
-                                  stamp)
+    t, g = figures.timing_figures(display_names(chosen.drop(index=broken.index)), plotly_text(ss["tshape"]), stamp)
     stamp_below(t, g)
     slug = file_slug("softmax_timing", *ss["tshape"].split())
     st.plotly_chart(t, config=figures.chart_config(slug + "_time"), key="chart_time", width="stretch", theme=None)
-    st.plotly_chart(g, config=figures.chart_config(slug + "_bandwidth"), key="chart_bandwidth", width="stretch", theme=None)
+    st.plotly_chart(
+        g, config=figures.chart_config(slug + "_bandwidth"), key="chart_bandwidth", width="stretch", theme=None
+    )
     table = chosen[[c for c in TABLE_COLUMNS if c in chosen.columns]].reset_index(drop=True)
     shown = [c for c in table.columns if c not in ("dtype", "acc", "rows", "cols")]  # the shape is chosen above
-    st.caption("Bars: event time, p10–p90 spread. Hatched: peers (/, with their versions) and the copy baseline (.). "
-               "GB/s = bytes moved / median time; % of copy: against a device-to-device copy of the same bytes "
-               "measured in the same run, from event time and (table) from device time.")
+    st.caption(
+        "Bars: event time, p10–p90 spread. Hatched: peers (/, with their versions) and the copy baseline (.). "
+        "GB/s = bytes moved / median time; % of copy: against a device-to-device copy of the same bytes "
+        "measured in the same run, from event time and (table) from device time."
+    )
     if len(broken):
-        st.warning(f"{len(broken)} peer result(s) on this shape could not be timed: the table's error column says "
-                   "why.", icon=":material/error:")
+        st.warning(
+            f"{len(broken)} peer result(s) on this shape could not be timed: the table's error column says why.",
+            icon=":material/error:",
+        )
     st.caption(TIMES_CAPTION)
     st.dataframe(table[shown], width="stretch", hide_index=True, key="table_timing", column_config=TIMING_COLUMNS)
-    st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
-                       mime="text/csv", key="csv_timing", on_click="ignore", icon=":material/download:")
-    share_button("share_timing", slug, "Softmax timing", [t, g], table[[c for c in SHARE_COLUMNS if c in table]],
-                 share_stamp(chosen, sources, origins), ss["tshape"], TIMING_COLUMNS)
+    st.download_button(
+        "Download table (CSV)",
+        table.to_csv(index=False).encode(),
+        file_name=f"{slug}.csv",
+        mime="text/csv",
+        key="csv_timing",
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    share_button(
+        "share_timing",
+        slug,
+        "Softmax timing",
+        [t, g],
+        table[[c for c in SHARE_COLUMNS if c in table]],
+        share_stamp(chosen, sources, origins),
+        ss["tshape"],
+        TIMING_COLUMNS,
+    )
 
 
 # --- the top-k page's timing ----------------------------------------------------------------------------------
@@ -348,15 +437,30 @@ def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
         text = []
         for _, r in part.iterrows():
             speed = r["speedup_vs_torch"]
-            text.append(f"{r['MB_moved']:,.1f} MB" + _pct_floor_label(r)
-                        + (f" · {speed:.2f}× torch" if math.isfinite(speed) else ""))
-        fig.add_trace(go.Bar(
-            x=[TOPK_NAMES[n] for n in part["name"]], y=part["median_us"], name=plotly_text(source),
-            marker_color=colors[i % len(colors)], text=text, textposition="outside",
-            marker_pattern_shape=["/" if n.startswith("torch") else "" for n in part["name"]],
-            error_y=dict(type="data", symmetric=False, array=part["p90_us"] - part["median_us"],
-                         arrayminus=part["median_us"] - part["p10_us"], thickness=1.5),
-            hovertemplate="%{x}<br>median %{y:.2f} µs<br>%{text}<extra>" + plotly_text(source) + "</extra>"))
+            text.append(
+                f"{r['MB_moved']:,.1f} MB"
+                + _pct_floor_label(r)
+                + (f" · {speed:.2f}× torch" if math.isfinite(speed) else "")
+            )
+        fig.add_trace(
+            go.Bar(
+                x=[TOPK_NAMES[n] for n in part["name"]],
+                y=part["median_us"],
+                name=plotly_text(source),
+                marker_color=colors[i % len(colors)],
+                text=text,
+                textposition="outside",
+                marker_pattern_shape=["/" if n.startswith("torch") else "" for n in part["name"]],
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=part["p90_us"] - part["median_us"],
+                    arrayminus=part["median_us"] - part["p10_us"],
+                    thickness=1.5,
+                ),
+                hovertemplate="%{x}<br>median %{y:.2f} µs<br>%{text}<extra>" + plotly_text(source) + "</extra>",
+            )
+        )
     fig.update_layout(barmode="group", showlegend=True)
     fig.update_yaxes(title_text="median time per launch (µs), bars p10–p90", rangemode="tozero")
     fig.update_xaxes(title_text="pipeline (hatched: the torch baselines)")

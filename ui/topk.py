@@ -40,9 +40,12 @@ PARAMS = (
     Param("tk_bundled", "flag", False, sparse=True),
 )
 BENCH_COMMAND = "python -m explorer bench --topk 1 8 50 --json FILE"
-TIME_COLUMNS = {**timing.TIME_COLUMNS, **timing.TOPK_COLUMNS,  # the timing table's
-                "MB_moved": st.column_config.NumberColumn("MB moved", format="%.2f"),
-                "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×")}
+TIME_COLUMNS = {
+    **timing.TIME_COLUMNS,
+    **timing.TOPK_COLUMNS,  # the timing table's
+    "MB_moved": st.column_config.NumberColumn("MB moved", format="%.2f"),
+    "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×"),
+}
 
 INTRO = """
 Sampling from a language model's head, or routing tokens in a mixture of experts, needs only the **k largest
@@ -64,6 +67,7 @@ difference is.
 
 
 # --- pure helpers -------------------------------------------------------------------------------------------
+
 
 def vocab_label(vocab: int) -> str:
     return f"{vocab:,} ({VOCAB_NAMES[vocab]})" if vocab in VOCAB_NAMES else f"{vocab:,}"
@@ -101,16 +105,35 @@ def bytes_table(rows: int, cols: int, k: int, dtype: str) -> pd.DataFrame:
     out = []
     for key, v in TOPK_VARIANTS.items():
         moved = v.bytes_moved(rows, cols, k, dtype)
-        out.append({"pipeline": key, "what it does to memory": v.passes, "bytes moved": moved,
-                    "MB moved": moved / 1e6, "× fused": moved / fused})
+        out.append(
+            {
+                "pipeline": key,
+                "what it does to memory": v.passes,
+                "bytes moved": moved,
+                "MB moved": moved / 1e6,
+                "× fused": moved / fused,
+            }
+        )
     moved = TOPK_VARIANTS["topk_unfused"].bytes_moved(rows, cols, k, dtype)
-    out.append({"pipeline": "torch.softmax + torch.topk",
-                "what it does to memory": "softmax writes every probability; topk reads them again (as unfused)",
-                "bytes moved": moved, "MB moved": moved / 1e6, "× fused": moved / fused})
+    out.append(
+        {
+            "pipeline": "torch.softmax + torch.topk",
+            "what it does to memory": "softmax writes every probability; topk reads them again (as unfused)",
+            "bytes moved": moved,
+            "MB moved": moved / 1e6,
+            "× fused": moved / fused,
+        }
+    )
     moved = 2 * rows * cols * explorer.DTYPES[dtype].itemsize + rows * k * (explorer.DTYPES[dtype].itemsize + 8)
-    out.append({"pipeline": "torch.topk + logsumexp",
-                "what it does to memory": "topk reads the logits, logsumexp reads them again; int64 indices",
-                "bytes moved": moved, "MB moved": moved / 1e6, "× fused": moved / fused})
+    out.append(
+        {
+            "pipeline": "torch.topk + logsumexp",
+            "what it does to memory": "topk reads the logits, logsumexp reads them again; int64 indices",
+            "bytes moved": moved,
+            "MB moved": moved / 1e6,
+            "× fused": moved / fused,
+        }
+    )
     return pd.DataFrame(out).set_index("pipeline")
 
 
@@ -132,10 +155,16 @@ def agreement_table(runs: dict[str, TopkRun], k: int) -> pd.DataFrame:
     for key, r in runs.items():
         rep = r.report
         positions = rep.rows_checked * k
-        out[key] = {"backend": r.backend, "rows checked": rep.rows_checked, "positions": positions,
-                    "index mismatches": rep.index_mismatch, "tie swaps": rep.tie_swaps,
-                    "index agreement": 1 - rep.index_mismatch / positions if positions else math.nan,
-                    "max rel": rep.max_rel, "wall ms (not a benchmark)": 1e3 * r.seconds}
+        out[key] = {
+            "backend": r.backend,
+            "rows checked": rep.rows_checked,
+            "positions": positions,
+            "index mismatches": rep.index_mismatch,
+            "tie swaps": rep.tie_swaps,
+            "index agreement": 1 - rep.index_mismatch / positions if positions else math.nan,
+            "max rel": rep.max_rel,
+            "wall ms (not a benchmark)": 1e3 * r.seconds,
+        }
     df = pd.DataFrame.from_dict(out, orient="index")
     df.index.name = "variant"
     return df
@@ -143,8 +172,13 @@ def agreement_table(runs: dict[str, TopkRun], k: int) -> pd.DataFrame:
 
 def row_table(ref_values, ref_indices, runs_row: dict[str, tuple], status: dict[str, np.ndarray]) -> pd.DataFrame:
     """The shown row rank by rank: the reference's index and p, then each variant's index, p and status."""
-    df = pd.DataFrame({"rank": np.arange(1, len(ref_indices) + 1), "ref index": np.asarray(ref_indices),
-                       "ref p": np.asarray(ref_values, dtype=np.float64)})
+    df = pd.DataFrame(
+        {
+            "rank": np.arange(1, len(ref_indices) + 1),
+            "ref index": np.asarray(ref_indices),
+            "ref p": np.asarray(ref_values, dtype=np.float64),
+        }
+    )
     for key, (values, indices) in runs_row.items():
         df[f"{key} index"] = np.asarray(indices)
         df[f"{key} p"] = np.asarray(values, dtype=np.float64)
@@ -157,11 +191,19 @@ def input_slug(spec: InputSpec, k: int, row: int) -> str:
     if isinstance(spec, UploadedInput):
         stem = spec.filename.rsplit(".", 1)[0][:UPLOAD_STEM] or "file"
         return file_slug("softmax_topk", f"upload-{stem}", spec.dtype, f"k{k}", f"row{row}")
-    return file_slug("softmax_topk", spec.dist + params_text(spec.params), f"{spec.rows}x{spec.cols}", spec.dtype,
-                     f"seed{spec.seed}", f"k{k}", f"row{row}")
+    return file_slug(
+        "softmax_topk",
+        spec.dist + params_text(spec.params),
+        f"{spec.rows}x{spec.cols}",
+        spec.dtype,
+        f"seed{spec.seed}",
+        f"k{k}",
+        f"row{row}",
+    )
 
 
 # --- cached compute -------------------------------------------------------------------------------------------
+
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def run_topk(spec: InputSpec, k: int, variant: str) -> TopkRun:
@@ -170,19 +212,26 @@ def run_topk(spec: InputSpec, k: int, variant: str) -> TopkRun:
     start = time.perf_counter()
     r = explorer.softmax_topk(x, k, variant)
     seconds = time.perf_counter() - start
-    return TopkRun(r.values.reshape(-1, k).astype(np.float64), r.indices.reshape(-1, k), r.backend, seconds,
-                   r.launch.describe(), explorer.topk_errors(r, x))
+    return TopkRun(
+        r.values.reshape(-1, k).astype(np.float64),
+        r.indices.reshape(-1, k),
+        r.backend,
+        seconds,
+        r.launch.describe(),
+        explorer.topk_errors(r, x),
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def reference_row(spec: InputSpec, row: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The float64 softmax of one row, and its top-k (values, indices)."""
-    x = compute.get_input(spec)[row:row + 1]
+    x = compute.get_input(spec)[row : row + 1]
     values, indices = explorer.reference_topk(x, k)
     return explorer.reference(x)[0], values[0], indices[0]
 
 
 # --- the page -----------------------------------------------------------------------------------------------------
+
 
 def _input_spec(cfg, emulated: bool) -> InputSpec | None:
     """The input: the sidebar's distribution, parameters, seed and dtype at the shape chosen here, or the
@@ -191,43 +240,64 @@ def _input_spec(cfg, emulated: bool) -> InputSpec | None:
     if cfg.uploaded:
         data = ss.get("_upload_bytes")
         if data is None:
-            st.info("Upload a .npy or .csv file of logits in the sidebar (or pick a distribution).",
-                    icon=":material/upload:")
+            st.info(
+                "Upload a .npy or .csv file of logits in the sidebar (or pick a distribution).",
+                icon=":material/upload:",
+            )
             return None
         spec = cfg.input(data)
         rows, cols = compute.get_input(spec).shape
-        c1.caption(f"Your logits, {cfg.upload_name}: {rows} × {cols} (the vocabulary and batch choices below apply "
-                   "to generated inputs only).")
+        c1.caption(
+            f"Your logits, {cfg.upload_name}: {rows} × {cols} (the vocabulary and batch choices below apply "
+            "to generated inputs only)."
+        )
         if emulated and rows * cols > EMULATOR_MAX_ELEMENTS:
-            st.error(f"Not run: {rows} × {cols} is more than the CPU emulation's {EMULATOR_MAX_ELEMENTS:,} elements "
-                     "for this page. Upload fewer rows.", icon=":material/block:")
+            st.error(
+                f"Not run: {rows} × {cols} is more than the CPU emulation's {EMULATOR_MAX_ELEMENTS:,} elements "
+                "for this page. Upload fewer rows.",
+                icon=":material/block:",
+            )
             return None
         clamp("tk_k", 1, min(K_MAX, cols))
         c2.number_input(f"k (1–{min(K_MAX, cols)})", min_value=1, max_value=min(K_MAX, cols), step=1, key="tk_k")
         return spec
     ensure_choice("tk_vocab", list(VOCABS))
-    c1.selectbox("Vocabulary (cols)", list(VOCABS), key="tk_vocab", format_func=vocab_label,
-                 help="Row lengths of real LM heads: LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma.")
+    c1.selectbox(
+        "Vocabulary (cols)",
+        list(VOCABS),
+        key="tk_vocab",
+        format_func=vocab_label,
+        help="Row lengths of real LM heads: LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma.",
+    )
     options = batch_options(int(ss["tk_vocab"]), emulated)
     if ss.get("tk_batch") not in options:
         ss["tk_batch"] = max([b for b in options if b <= int(ss.get("tk_batch") or 1)] or options[:1])
-    c2.select_slider("Batch (rows)", options, key="tk_batch",
-                     help=f"The CPU emulation runs at most {EMULATOR_MAX_ELEMENTS:,} elements (8 × 262,144) "
-                          "on this page, so larger batches are offered on a GPU only." if emulated else
-                          "Rows of logits, one token each.")
+    c2.select_slider(
+        "Batch (rows)",
+        options,
+        key="tk_batch",
+        help=f"The CPU emulation runs at most {EMULATOR_MAX_ELEMENTS:,} elements (8 × 262,144) "
+        "on this page, so larger batches are offered on a GPU only."
+        if emulated
+        else "Rows of logits, one token each.",
+    )
     clamp("tk_k", 1, K_MAX)
     c3.number_input(f"k (1–{K_MAX})", min_value=1, max_value=K_MAX, step=1, key="tk_k")
     if emulated:
-        st.caption(f"CPU emulation: batch × vocabulary is capped at {EMULATOR_MAX_ELEMENTS:,} elements "
-                   "(8 × 262,144) to keep the page interactive; a GPU runs every batch.")
+        st.caption(
+            f"CPU emulation: batch × vocabulary is capped at {EMULATOR_MAX_ELEMENTS:,} elements "
+            "(8 × 262,144) to keep the page interactive; a GPU runs every batch."
+        )
     return GeneratedInput(cfg.dist, cfg.params, int(ss["tk_batch"]), int(ss["tk_vocab"]), cfg.dtype, cfg.seed)
 
 
 def _describe(spec: InputSpec) -> str:
     if isinstance(spec, UploadedInput):
         return f"upload {spec.filename} · {spec.dtype}"
-    return (spec.dist + params_text(spec.params, " ", "=") + f" · {spec.rows}×{spec.cols} {spec.dtype} · "
-            f"seed {spec.seed} (distribution, dtype and seed from the sidebar)")
+    return (
+        spec.dist + params_text(spec.params, " ", "=") + f" · {spec.rows}×{spec.cols} {spec.dtype} · "
+        f"seed {spec.seed} (distribution, dtype and seed from the sidebar)"
+    )
 
 
 @guarded
@@ -275,82 +345,140 @@ def topk_page() -> None:
         runs_row = {key: (r.values[row], r.indices[row]) for key, r in runs.items()}
         status = {key: position_status(ref_row, ref_indices, idx, dtype) for key, (_, idx) in runs_row.items()}
         backend = "GPU" if gpu else "CPU emulation"
-        fig = figures.topk_bars_figure(ref_values, ref_indices, runs_row, bool(ss["tk_log"]),
-                                       f"Top-{k} of row {row}, {rows}×{cols} {dtype}: each variant ({backend}) vs "
-                                       "float64", stamp(), status=status)
+        fig = figures.topk_bars_figure(
+            ref_values,
+            ref_indices,
+            runs_row,
+            bool(ss["tk_log"]),
+            f"Top-{k} of row {row}, {rows}×{cols} {dtype}: each variant ({backend}) vs float64",
+            stamp(),
+            status=status,
+        )
         slug = input_slug(spec, k, row)
         chart(fig, slug, "chart_topk")
         if not np.isfinite(ref_row).all():
-            st.info(f"Row {row} has a NaN or +inf logit: its float64 softmax is not finite, so it has no meaningful "
-                    "top-k and is not checked.", icon=":material/info:")
+            st.info(
+                f"Row {row} has a NaN or +inf logit: its float64 softmax is not finite, so it has no meaningful "
+                "top-k and is not checked.",
+                icon=":material/info:",
+            )
 
         st.subheader("Agreement over the whole input")
         df = agreement_table(runs, k)
-        st.dataframe(df, width="stretch", key="table_topk", column_config={
-            "index agreement": st.column_config.NumberColumn(format="%.4f"),
-            "max rel": st.column_config.NumberColumn(format="%.2e"),
-            "wall ms (not a benchmark)": st.column_config.NumberColumn(format="%.1f")})
-        st.caption("index mismatches: positions whose index differs from the float64 reference's beyond a tie; "
-                   "tie swaps: positions that differ only between probabilities the kernels cannot order "
-                   f"(within 2 ulps of {dtype} + 16 fp32 units of roundoff; not errors: see above); index agreement: 1 − mismatches / positions; max rel: the "
-                   "returned probabilities against float64 at the returned indices; rows with a NaN or +inf logit "
-                   "are not checked.")
+        st.dataframe(
+            df,
+            width="stretch",
+            key="table_topk",
+            column_config={
+                "index agreement": st.column_config.NumberColumn(format="%.4f"),
+                "max rel": st.column_config.NumberColumn(format="%.2e"),
+                "wall ms (not a benchmark)": st.column_config.NumberColumn(format="%.1f"),
+            },
+        )
+        st.caption(
+            "index mismatches: positions whose index differs from the float64 reference's beyond a tie; "
+            "tie swaps: positions that differ only between probabilities the kernels cannot order "
+            f"(within 2 ulps of {dtype} + 16 fp32 units of roundoff; not errors: see above); index agreement: 1 − mismatches / positions; max rel: the "
+            "returned probabilities against float64 at the returned indices; rows with a NaN or +inf logit "
+            "are not checked."
+        )
         table = row_table(ref_values, ref_indices, runs_row, status)
         with st.expander(f"Row {row}, rank by rank"):
             st.dataframe(table, width="stretch", key="table_topk_row")
         c1, c2 = st.columns(2)
         with c1:
-            st.download_button("Download agreement (CSV)", df.to_csv().encode(), file_name=f"{slug}_agreement.csv",
-                               mime="text/csv", key="csv_topk", icon=":material/download:", on_click="ignore")
+            st.download_button(
+                "Download agreement (CSV)",
+                df.to_csv().encode(),
+                file_name=f"{slug}_agreement.csv",
+                mime="text/csv",
+                key="csv_topk",
+                icon=":material/download:",
+                on_click="ignore",
+            )
         with c2:
-            st.download_button(f"Download row {row} (CSV)", table.to_csv().encode(), file_name=f"{slug}.csv",
-                               mime="text/csv", key="csv_topk_row", icon=":material/download:", on_click="ignore")
+            st.download_button(
+                f"Download row {row} (CSV)",
+                table.to_csv().encode(),
+                file_name=f"{slug}.csv",
+                mime="text/csv",
+                key="csv_topk_row",
+                icon=":material/download:",
+                on_click="ignore",
+            )
 
     # 2. bytes and timing --------------------------------------------------------------------------------------
     st.subheader("Bytes moved and timing: fused vs unfused vs torch")
-    st.dataframe(bytes_table(rows, cols, k, dtype), width="stretch", key="table_topk_bytes", column_config={
-        "bytes moved": st.column_config.NumberColumn(format="%d"),
-        "MB moved": st.column_config.NumberColumn(format="%.2f"),
-        "× fused": st.column_config.NumberColumn(format="%.2f")})
-    st.caption(f"For {rows}×{cols} {dtype}, top-{k}: logits read (and, unfused, probabilities written and read "
-               "again), plus k probabilities and int32 indices written per row. Top-k is memory-bound, so time "
-               "should follow these bytes.")
+    st.dataframe(
+        bytes_table(rows, cols, k, dtype),
+        width="stretch",
+        key="table_topk_bytes",
+        column_config={
+            "bytes moved": st.column_config.NumberColumn(format="%d"),
+            "MB moved": st.column_config.NumberColumn(format="%.2f"),
+            "× fused": st.column_config.NumberColumn(format="%.2f"),
+        },
+    )
+    st.caption(
+        f"For {rows}×{cols} {dtype}, top-{k}: logits read (and, unfused, probabilities written and read "
+        "again), plus k probabilities and int32 indices written per row. Top-k is memory-bound, so time "
+        "should follow these bytes."
+    )
     _timing(gpu, rows, cols, k, dtype)
 
 
 def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     mod = timing.bench_module()
     if not gpu:
-        st.info("Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
-                f"Load a top-k results file measured on a GPU (written by `{BENCH_COMMAND}`).",
-                icon=":material/timer_off:")
+        st.info(
+            "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
+            f"Load a top-k results file measured on a GPU (written by `{BENCH_COMMAND}`).",
+            icon=":material/timer_off:",
+        )
     elif mod is None or not hasattr(mod, "bench_topk"):
-        st.warning("This version of the explorer has no top-k benchmark (explorer.bench.bench_topk); load results "
-                   "files below.")
-    elif st.button(f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch baselines)", key="tk_bench_run",
-                   icon=":material/timer:", type="primary"):
+        st.warning(
+            "This version of the explorer has no top-k benchmark (explorer.bench.bench_topk); load results files below."
+        )
+    elif st.button(
+        f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch baselines)",
+        key="tk_bench_run",
+        icon=":material/timer:",
+        type="primary",
+    ):
         with gpu_lock.gpu_turn():  # one benchmark at a time across sessions: ui/gpu_lock.py
             bar = st.progress(0.0, text="Validating, warming up and timing…")
             try:
-                ss["_tk_bench"] = mod.bench_topk([(rows, cols)], [k], [dtype], peers=True,
-                                                 progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0),
-                                                                                       text=text))
+                ss["_tk_bench"] = mod.bench_topk(
+                    [(rows, cols)],
+                    [k],
+                    [dtype],
+                    peers=True,
+                    progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text),
+                )
             finally:
                 bar.empty()
         ss["tk_tshape"] = f"{rows}×{cols} {dtype} top-{k}"
         st.caption("The benchmark draws its own input (normal × 3, like `explorer bench --topk`), not the one above.")
 
-    files = st.file_uploader("Top-k results (JSON, one file per GPU)", type=["json"], accept_multiple_files=True,
-                             key="tk_bench_files", help=f"Written by `{BENCH_COMMAND}`; several files show side "
-                                                        "by side.")
-    sources, origins = timing.result_sources(ss.get("_tk_bench"), files, "topk_bench", "json_tk_bench",
-                                             timing.bundled_button("tk_bundled", topk=True))
+    files = st.file_uploader(
+        "Top-k results (JSON, one file per GPU)",
+        type=["json"],
+        accept_multiple_files=True,
+        key="tk_bench_files",
+        help=f"Written by `{BENCH_COMMAND}`; several files show side by side.",
+    )
+    sources, origins = timing.result_sources(
+        ss.get("_tk_bench"), files, "topk_bench", "json_tk_bench", timing.bundled_button("tk_bundled", topk=True)
+    )
     if not sources:
         return
     df = figures.topk_timing_frame(sources)
     if df.empty:
-        st.warning("No top-k results in the loaded file(s): they need rows named topk_fused, topk_unfused, torch or "
-                   f"torch_lse with a k, as written by `{BENCH_COMMAND}`.", icon=":material/warning:")
+        st.warning(
+            "No top-k results in the loaded file(s): they need rows named topk_fused, topk_unfused, torch or "
+            f"torch_lse with a k, as written by `{BENCH_COMMAND}`.",
+            icon=":material/warning:",
+        )
         return
     shapes = list(dict.fromkeys(df["shape"]))
     if ss.get("tk_tshape") not in shapes:
@@ -359,19 +487,37 @@ def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
     part = df[df["shape"] == ss["tk_tshape"]]
     table = timing.topk_table(part)
-    fig = timing.topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch",
-                             timing.chart_stamp(part, sources))
+    fig = timing.topk_figure(
+        table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", timing.chart_stamp(part, sources)
+    )
     slug = file_slug("softmax_topk_timing", *ss["tk_tshape"].split())
     chart(fig, slug, "chart_topk_time")
-    st.caption("Bars: median µs per launch with the p10–p90 spread (CUDA events, inputs rotated out of L2). Labels: "
-               "bytes each pipeline moves, % of the read-once floor (reading the logits once at the rate of a "
-               "device-to-device copy timed in the same run; from device time where measured) and speed-up against "
-               "torch.softmax + torch.topk in the same file. `torch.topk + logsumexp` is the best a user writes "
-               "without a fused kernel: `v, i = torch.topk(x, k)`; `p = torch.exp(v - torch.logsumexp(x, -1))`.")
+    st.caption(
+        "Bars: median µs per launch with the p10–p90 spread (CUDA events, inputs rotated out of L2). Labels: "
+        "bytes each pipeline moves, % of the read-once floor (reading the logits once at the rate of a "
+        "device-to-device copy timed in the same run; from device time where measured) and speed-up against "
+        "torch.softmax + torch.topk in the same file. `torch.topk + logsumexp` is the best a user writes "
+        "without a fused kernel: `v, i = torch.topk(x, k)`; `p = torch.exp(v - torch.logsumexp(x, -1))`."
+    )
     st.caption(timing.TIMES_CAPTION)
     shown = table.drop(columns=["rows", "cols", "dtype", "k"])  # the shape is chosen above
     st.dataframe(shown, width="stretch", hide_index=True, key="table_topk_time", column_config=TIME_COLUMNS)
-    st.download_button("Download timing table (CSV)", table.to_csv(index=False).encode(), file_name=f"{slug}.csv",
-                       mime="text/csv", key="csv_topk_time", on_click="ignore", icon=":material/download:")
-    share_button("share_topk", slug, "Softmax + top-k timing", [fig], shown, timing.share_stamp(part, sources, origins),
-                 ss["tk_tshape"], TIME_COLUMNS)
+    st.download_button(
+        "Download timing table (CSV)",
+        table.to_csv(index=False).encode(),
+        file_name=f"{slug}.csv",
+        mime="text/csv",
+        key="csv_topk_time",
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    share_button(
+        "share_topk",
+        slug,
+        "Softmax + top-k timing",
+        [fig],
+        shown,
+        timing.share_stamp(part, sources, origins),
+        ss["tk_tshape"],
+        TIME_COLUMNS,
+    )

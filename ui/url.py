@@ -10,8 +10,16 @@ from .pages import kernels, merges, outputs, precision, step, timing
 from .params import ParamTable
 from .state import RUN_PARAMS, default_dist, dist_params_query, parse_dist_params
 
-TABLE = ParamTable(RUN_PARAMS + outputs.PARAMS + step.PARAMS + merges.PARAMS + kernels.PARAMS + timing.PARAMS + topk.PARAMS
-                   + precision.PARAMS)
+TABLE = ParamTable(
+    RUN_PARAMS
+    + outputs.PARAMS
+    + step.PARAMS
+    + merges.PARAMS
+    + kernels.PARAMS
+    + timing.PARAMS
+    + topk.PARAMS
+    + precision.PARAMS
+)
 
 
 def defaults() -> dict:

@@ -23,10 +23,19 @@ KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
 C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 POISON = -1.0  # never a softmax output: any element still equal to it was not written
 # CUDA errors after which the context is unusable until the process restarts
-STICKY_ERRORS = ("cudaErrorIllegalAddress", "cudaErrorLaunchFailure", "cudaErrorIllegalInstruction",
-                 "cudaErrorMisalignedAddress", "cudaErrorHardwareStackError", "cudaErrorAssert",
-                 "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
-                 "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_ASSERT")
+STICKY_ERRORS = (
+    "cudaErrorIllegalAddress",
+    "cudaErrorLaunchFailure",
+    "cudaErrorIllegalInstruction",
+    "cudaErrorMisalignedAddress",
+    "cudaErrorHardwareStackError",
+    "cudaErrorAssert",
+    "CUDA_ERROR_ILLEGAL_ADDRESS",
+    "CUDA_ERROR_LAUNCH_FAILED",
+    "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "CUDA_ERROR_ASSERT",
+)
 
 _compile_lock = threading.Lock()
 _context_lost: str | None = None
@@ -63,7 +72,9 @@ def _require_gpu() -> None:
     if reason:
         raise GPUUnavailable(f"backend 'cuda' needs a GPU, but {reason}; use backend 'emulator' or 'auto'")
     if _context_lost:
-        raise GPUContextLost(f"the CUDA context was lost earlier ({_context_lost}); restart the server to use the GPU again")
+        raise GPUContextLost(
+            f"the CUDA context was lost earlier ({_context_lost}); restart the server to use the GPU again"
+        )
 
 
 def kernel_source(filename: str, _seen: set[str] | None = None) -> str:
@@ -137,8 +148,15 @@ def resources(variant: Variant, launch: Launch, dtype: str, acc: str) -> list[di
     rows = []
     for name in kernel_names(variant, launch, dtype, acc):
         k = _function(variant.kernel_file, dtype, acc, name)
-        rows.append({"kernel": name, "registers": k.num_regs, "shared_bytes": k.shared_size_bytes,
-                     "local_bytes": k.local_size_bytes, "max_threads_per_block": k.max_threads_per_block})
+        rows.append(
+            {
+                "kernel": name,
+                "registers": k.num_regs,
+                "shared_bytes": k.shared_size_bytes,
+                "local_bytes": k.local_size_bytes,
+                "max_threads_per_block": k.max_threads_per_block,
+            }
+        )
     return rows
 
 
@@ -155,11 +173,23 @@ def poison_value(dtype: np.dtype):
     return np.full(1, POISON, dtype).view(np.uint16 if dtype.itemsize == 2 else dtype)[0]
 
 
-def launch(variant: Variant, geometry: Launch, x_dev, y_dev, rows: int, cols: int, dtype: str, acc: str,
-           trace=None, trace_row: int = -1) -> None:
+def launch(
+    variant: Variant,
+    geometry: Launch,
+    x_dev,
+    y_dev,
+    rows: int,
+    cols: int,
+    dtype: str,
+    acc: str,
+    trace=None,
+    trace_row: int = -1,
+) -> None:
     """Launch a variant on device arrays (no checks, no sync): the path bench.py times."""
     traced = trace is not None
-    kernels = [_function(variant.kernel_file, dtype, acc, name) for name in kernel_names(variant, geometry, dtype, acc, traced)]
+    kernels = [
+        _function(variant.kernel_file, dtype, acc, name) for name in kernel_names(variant, geometry, dtype, acc, traced)
+    ]
     # kernels with the TRACE switch end their signature with TRACE_ARGS
     tail = ([np.int64(trace_row), *trace] if traced else [np.int64(-1), *_null_trace()]) if variant.traceable else []
     LAUNCHERS[geometry.protocol](kernels, geometry, x_dev, y_dev, [np.int32(rows), np.int32(cols)], tail)
@@ -184,8 +214,12 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
     if staging > kernels[0].max_dynamic_shared_size_bytes:
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
     partial, sync = _row_exchange(kernels[0], geometry, int(shape[0]), staging)
-    kernels[0]((geometry.grid,), (geometry.block,), (x_dev, y_dev, partial, sync, *shape, np.int32(geometry.chunks)),
-               shared_mem=staging)
+    kernels[0](
+        (geometry.grid,),
+        (geometry.block,),
+        (x_dev, y_dev, partial, sync, *shape, np.int32(geometry.chunks)),
+        shared_mem=staging,
+    )
 
 
 LAUNCHERS = {"rows": _launch_rows, "two_stage": _launch_two_stage, "slices": _launch_slices}
@@ -220,8 +254,13 @@ def _resident_blocks(kernel, threads: int, shared_bytes: int) -> int:
 
 @functools.lru_cache(maxsize=1)
 def _null_trace():
-    return (cp.empty(1, np.float32), cp.empty(1, np.float32), cp.empty(1, np.int32), cp.empty(1, np.float32),
-            cp.empty(1, np.float32))
+    return (
+        cp.empty(1, np.float32),
+        cp.empty(1, np.float32),
+        cp.empty(1, np.int32),
+        cp.empty(1, np.float32),
+        cp.empty(1, np.float32),
+    )
 
 
 def _fail(exc: Exception, kernel: str, shape) -> KernelFailed:
@@ -244,7 +283,9 @@ def run(variant: Variant, geometry: Launch, x: np.ndarray, dtype: str, acc: str,
         trace = None
         if trace_row is not None:
             blank = RawTrace.empty(*trace_shape(variant, geometry, cols))
-            trace = [cp.asarray(a) for a in (blank.step_m, blank.step_d, blank.step_index, blank.merge_m, blank.merge_d)]
+            trace = [
+                cp.asarray(a) for a in (blank.step_m, blank.step_d, blank.step_index, blank.merge_m, blank.merge_d)
+            ]
         launch(variant, geometry, x_dev, y_dev, rows, cols, dtype, acc, trace, -1 if trace_row is None else trace_row)
         cp.cuda.get_current_stream().synchronize()
         unwritten = int((y_dev == poison_value(x.dtype)).sum())
@@ -282,8 +323,17 @@ def run_topk(fused: bool, launch: Launch, x: np.ndarray, dtype: str, k: int, sof
     return out
 
 
-def topk_on_device(fused: bool, geometry: Launch, x_dev, rows: int, cols: int, dtype: str, k: int,
-                   softmax_launch: Launch, poison: bool = True):
+def topk_on_device(
+    fused: bool,
+    geometry: Launch,
+    x_dev,
+    rows: int,
+    cols: int,
+    dtype: str,
+    k: int,
+    softmax_launch: Launch,
+    poison: bool = True,
+):
     """Launch the fused kernel, or `fast` softmax then the selection kernel (no sync). The timed path
     passes poison=False: outputs are then allocated, not filled (validation poisons them)."""
     if poison:
@@ -300,9 +350,23 @@ def topk_on_device(fused: bool, geometry: Launch, x_dev, rows: int, cols: int, d
     kernel = _topk_kernel(dtype, geometry.template_args, fused, staging)
     chunks = geometry.chunks
     states, keys, arrivals = _topk_scratch(rows, chunks, lists)
-    kernel((geometry.grid,), (geometry.block,), (source, values, indices, states, keys, arrivals,
-                                                 np.int32(rows), np.int32(cols), np.int32(chunks), np.int32(k)),
-           shared_mem=staging)
+    kernel(
+        (geometry.grid,),
+        (geometry.block,),
+        (
+            source,
+            values,
+            indices,
+            states,
+            keys,
+            arrivals,
+            np.int32(rows),
+            np.int32(cols),
+            np.int32(chunks),
+            np.int32(k),
+        ),
+        shared_mem=staging,
+    )
     return values, indices
 
 

@@ -174,15 +174,20 @@ def _split_row(x, acc, launch, trace_row, raw):
     rec = None
     if raw is not None:
         per_chunk = (block // 32 + 1) * NODES_PER_BUTTERFLY
-        rec = _Recorder(raw, [trace_row * chunks + c for c in range(chunks)], [c * block for c in range(chunks)],
-                        [c * per_chunk for c in range(chunks)], [c * size for c in range(chunks)],
-                        [max(0, min(size, cols - c * size)) for c in range(chunks)])
+        rec = _Recorder(
+            raw,
+            [trace_row * chunks + c for c in range(chunks)],
+            [c * block for c in range(chunks)],
+            [c * per_chunk for c in range(chunks)],
+            [c * size for c in range(chunks)],
+            [max(0, min(size, cols - c * size)) for c in range(chunks)],
+        )
     m, d = _fold(acc, _chunks(x, chunks), block, rec)
     m, d = _block_merge(acc, m, d, rec)
     m, d = m.reshape(rows, chunks), d.reshape(rows, chunks)
     row_m, row_d = m[:, :1], d[:, :1]
     for k in range(1, chunks):
-        row_m, row_d = acc.merge(row_m, row_d, m[:, k:k + 1], d[:, k:k + 1])
+        row_m, row_d = acc.merge(row_m, row_d, m[:, k : k + 1], d[:, k : k + 1])
         if raw is not None:
             node = chunks * (block // 32 + 1) * NODES_PER_BUTTERFLY + k - 1
             raw.merge_m[node], raw.merge_d[node] = row_m[trace_row, 0], row_d[trace_row, 0]
@@ -194,12 +199,12 @@ def _safe_thread(x, acc, trace_row, raw):
     xa = acc.round(x.astype(F32))
     m = acc.const(-np.inf, (rows, 1))
     for j in range(cols):  # order matters only for the trace; max is exact
-        m = acc.max(m, xa[:, j:j + 1])
+        m = acc.max(m, xa[:, j : j + 1])
         if raw is not None:
             raw.step_m[0, j] = m[trace_row, 0]
     d = acc.const(0.0, (rows, 1))
     for j in range(cols):
-        d = acc.add(d, acc.exp_diff(xa[:, j:j + 1], m))
+        d = acc.add(d, acc.exp_diff(xa[:, j : j + 1], m))
         if raw is not None:
             raw.step_d[0, j], raw.step_index[0, j] = d[trace_row, 0], j
     return _normalise(x, acc, m, d)
@@ -232,12 +237,19 @@ def _naive(x, acc):
     e = acc.round(_exp_f32(x.astype(F32)))
     d = acc.const(0.0, (rows, 1))
     for j in range(cols):
-        d = acc.add(d, e[:, j:j + 1])
+        d = acc.add(d, e[:, j : j + 1])
     return _div_f32(_exp_f32(x.astype(F32)), d.astype(F32)).astype(x.dtype)
 
 
-def run(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, trace_row: int | None,
-        chunks: int = 1, progress: Callable[[int, int], object] | None = None):
+def run(
+    variant: Variant,
+    launch: Launch,
+    x: np.ndarray,
+    acc_name: str,
+    trace_row: int | None,
+    chunks: int = 1,
+    progress: Callable[[int, int], object] | None = None,
+):
     """Emulate `variant` launched as `launch` on a 2-D array x; returns (out, RawTrace or None).
 
     chunks > 1 emulates the rows that many at a time, each under the whole input's launch: every row's result
@@ -251,8 +263,9 @@ def run(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, trace_ro
     for start in range(0, rows, size):
         stop = min(start + size, rows)
         traced = trace_row if trace_row is not None and start <= trace_row < stop else None
-        out[start:stop], part = _run_rows(variant, launch, x[start:stop], acc_name,
-                                          None if traced is None else traced - start)
+        out[start:stop], part = _run_rows(
+            variant, launch, x[start:stop], acc_name, None if traced is None else traced - start
+        )
         raw = part if traced is not None else raw
         if progress is not None:
             progress(stop, rows)
@@ -270,8 +283,9 @@ def _run_rows(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, tr
 
 
 def _emulate_online(family: str) -> Callable:
-    return lambda x, acc, launch, row, raw: _online(x, acc, launch.threads_per_row, family,
-                                                    _Recorder.single(raw, row, x.shape[1]))
+    return lambda x, acc, launch, row, raw: _online(
+        x, acc, launch.threads_per_row, family, _Recorder.single(raw, row, x.shape[1])
+    )
 
 
 # Each variant's emulation, by registry key: (x, acc, launch, trace_row, raw trace or None) -> output.

@@ -124,7 +124,7 @@ def _fold_chunks(cm: np.ndarray, cd: np.ndarray):
     ld = np.zeros((rows, 32), F32)
     for k in range(0, chunks, 32):
         n = min(32, chunks - k)
-        lm[:, :n], ld[:, :n] = _fast_merge(lm[:, :n], ld[:, :n], cm[:, k:k + n], cd[:, k:k + n])
+        lm[:, :n], ld[:, :n] = _fast_merge(lm[:, :n], ld[:, :n], cm[:, k : k + n], cd[:, k : k + n])
     row_m, row_d = _group_merge(lm, ld, 32)
     return row_m[:, :1], row_d[:, :1]
 
@@ -151,13 +151,19 @@ def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
     m = np.full((rows, chunks, threads), -np.inf, F32)
     d = np.zeros((rows, chunks, threads), F32)
     for base in range(0, chunk, batch):
-        pack = (c * chunk + base)[:, None, None] + np.arange(per)[None, None, :] * threads + np.arange(threads)[None, :, None]
+        pack = (
+            (c * chunk + base)[:, None, None]
+            + np.arange(per)[None, None, :] * threads
+            + np.arange(threads)[None, :, None]
+        )
         valid = (base + np.arange(per)[None, None, :] * threads + np.arange(threads)[None, :, None] < chunk) & (
-            pack < packs)  # (chunks, threads, per)
+            pack < packs
+        )  # (chunks, threads, per)
         element = (np.where(valid, pack, 0)[..., None] * vec + np.arange(vec)).reshape(chunks, threads, per * vec)
         slots = np.broadcast_to(np.repeat(valid, vec, axis=2)[None], (rows, chunks, threads, per * vec))
-        bm, bd, _ = _exps_in_place(x32[:, element].reshape(rows * chunks, threads, per * vec),
-                                   slots.reshape(rows * chunks, threads, per * vec))
+        bm, bd, _ = _exps_in_place(
+            x32[:, element].reshape(rows * chunks, threads, per * vec), slots.reshape(rows * chunks, threads, per * vec)
+        )
         m, d = _fast_merge(m, d, bm.reshape(rows, chunks, threads), bd.reshape(rows, chunks, threads))
     cm, cd = _fast_block_merge(m.reshape(rows * chunks, threads), d.reshape(rows * chunks, threads))
     return _fold_chunks(cm.reshape(rows, chunks), cd.reshape(rows, chunks))

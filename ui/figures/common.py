@@ -11,14 +11,21 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
-          "#7f7f7f", "#bcbd22"]
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 REF_COLOR = "#222222"
 EXACT_COLOR = "#ff7f0e"
 KERNEL_COLOR = "#1f77b4"
 ERR_FLOOR = 1e-10  # an exact value (error 0) is drawn here on log axes, and the axis title says so
-SYMBOLS = ["circle-open", "square-open", "diamond-open", "cross-thin-open", "x-thin-open", "triangle-up-open",
-           "star-open", "hexagon-open"]
+SYMBOLS = [
+    "circle-open",
+    "square-open",
+    "diamond-open",
+    "cross-thin-open",
+    "x-thin-open",
+    "triangle-up-open",
+    "star-open",
+    "hexagon-open",
+]
 GL_POINTS = 5000  # above this many points per trace, use WebGL traces
 FONT = dict(size=13)
 
@@ -26,8 +33,11 @@ FONT = dict(size=13)
 def stamp_text(info: dict, date: str) -> str:
     """'GPU NAME · CUDA 12.4 · CuPy 13.3 · 2025-01-31' or 'CPU emulation (no GPU) · NumPy 2.1 · date'."""
     if info.get("backend") == "cuda":
-        parts = [f"GPU {info.get('gpu', '?')}", f"CUDA {info.get('cuda_runtime', '?')}",
-                 f"CuPy {info.get('cupy', '?')}"]
+        parts = [
+            f"GPU {info.get('gpu', '?')}",
+            f"CUDA {info.get('cuda_runtime', '?')}",
+            f"CuPy {info.get('cupy', '?')}",
+        ]
     else:
         parts = ["CPU emulation (no GPU)", f"NumPy {np.__version__}"]
     return " · ".join([*parts, date])
@@ -35,20 +45,31 @@ def stamp_text(info: dict, date: str) -> str:
 
 def chart_config(filename: str) -> dict:
     """plotly config: the modebar camera downloads a PNG named after the configuration."""
-    return {"displaylogo": False,
-            "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}}
+    return {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}}
 
 
 def finish(fig: go.Figure, title: str, stamp: str, height: int = 480) -> go.Figure:
     fig.update_layout(
         title=dict(text=title, x=0.0, xanchor="left", font=dict(size=16)),
-        template="plotly_white", height=height, font=FONT,
+        template="plotly_white",
+        height=height,
+        font=FONT,
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0),
         margin=dict(l=70, r=30, t=110, b=60),
     )
-    fig.add_annotation(text=stamp, xref="paper", yref="paper", x=1.0, y=-0.02, xanchor="right",
-                       yanchor="top", yshift=-28, showarrow=False, font=dict(size=10, color="#777"),
-                       name="stamp")
+    fig.add_annotation(
+        text=stamp,
+        xref="paper",
+        yref="paper",
+        x=1.0,
+        y=-0.02,
+        xanchor="right",
+        yanchor="top",
+        yshift=-28,
+        showarrow=False,
+        font=dict(size=10, color="#777"),
+        name="stamp",
+    )
     return fig
 
 
@@ -67,8 +88,11 @@ def format_value(v: float) -> str:
 def nonfinite_marks(values: np.ndarray, log: bool = False) -> dict[str, np.ndarray]:
     """Indices of NaN, +inf, -inf (and zeros, which a log axis cannot show) in a 1-D array."""
     v = np.asarray(values, dtype=np.float64)
-    marks = {"NaN": np.flatnonzero(np.isnan(v)), "+inf": np.flatnonzero(v == np.inf),
-             "−inf": np.flatnonzero(v == -np.inf)}
+    marks = {
+        "NaN": np.flatnonzero(np.isnan(v)),
+        "+inf": np.flatnonzero(v == np.inf),
+        "−inf": np.flatnonzero(v == -np.inf),
+    }
     if log:
         marks["0"] = np.flatnonzero(v == 0)  # off the log axis
     return {k: idx for k, idx in marks.items() if idx.size}
@@ -83,18 +107,40 @@ def strip(fig: go.Figure, series: dict[str, np.ndarray], log: bool, row: int, co
     names = list(series)
     n = max((np.size(v) for v in series.values()), default=1)
     # an invisible frame so the strip's axes are drawn even when nothing is marked
-    fig.add_trace(go.Scatter(x=[0, max(n - 1, 1)], y=[names[0], names[-1]], mode="markers", opacity=0,
-                             hoverinfo="skip", showlegend=False), row=row, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=[0, max(n - 1, 1)], y=[names[0], names[-1]], mode="markers", opacity=0, hoverinfo="skip", showlegend=False
+        ),
+        row=row,
+        col=1,
+    )
     for name, values in series.items():
         for kind, idx in nonfinite_marks(values, log).items():
             count += idx.size
             shown = thin_marks(idx, n)
-            fig.add_trace(scatter_type(shown.size)(
-                x=shown, y=[name] * shown.size, mode="markers", name=f"{name}: {kind} ({idx.size})",
-                marker=dict(symbol=MARK_SYMBOLS[kind], size=9, color=colors.get(name, REF_COLOR)),
-                hovertemplate=f"{name}<br>element %{{x}}: {kind}<extra></extra>"), row=row, col=1)
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=list(series), row=row, col=1,
-                     title_text="", tickfont=dict(size=11), dtick=1, showgrid=True)
+            fig.add_trace(
+                scatter_type(shown.size)(
+                    x=shown,
+                    y=[name] * shown.size,
+                    mode="markers",
+                    name=f"{name}: {kind} ({idx.size})",
+                    marker=dict(symbol=MARK_SYMBOLS[kind], size=9, color=colors.get(name, REF_COLOR)),
+                    hovertemplate=f"{name}<br>element %{{x}}: {kind}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+    fig.update_yaxes(
+        type="category",
+        categoryorder="array",
+        categoryarray=list(series),
+        row=row,
+        col=1,
+        title_text="",
+        tickfont=dict(size=11),
+        dtick=1,
+        showgrid=True,
+    )
     return count
 
 
@@ -136,9 +182,11 @@ def sampled_note(n: int, shown: int) -> str:
     if shown >= n:
         return ""
     size = -(-n // (MAX_POINTS // 2))
-    return (f"{n:,} elements drawn as at most {shown:,} points a series: the smallest and largest value of every "
-            f"{size:,} elements, the largest element, and the NaN/inf marks (one per {-(-n // MAX_POINTS):,} "
-            "elements at most)")
+    return (
+        f"{n:,} elements drawn as at most {shown:,} points a series: the smallest and largest value of every "
+        f"{size:,} elements, the largest element, and the NaN/inf marks (one per {-(-n // MAX_POINTS):,} "
+        "elements at most)"
+    )
 
 
 def integer_ticks(fig: go.Figure, count: int, axis: str = "x", **where) -> None:
@@ -156,8 +204,11 @@ def nan_row_reason(x_row: np.ndarray) -> str | None:
     bad = np.flatnonzero(np.isnan(x) | (x == np.inf))
     if bad.size:
         i = int(bad[0])
-        why = ("e^(x − m) is NaN, so d and every output are NaN" if np.isnan(x[i])
-               else "m becomes ∞ and e^(x − m) = e^(∞ − ∞) is undefined, so d is NaN")
+        why = (
+            "e^(x − m) is NaN, so d and every output are NaN"
+            if np.isnan(x[i])
+            else "m becomes ∞ and e^(x − m) = e^(∞ − ∞) is undefined, so d is NaN"
+        )
         return f"x[{i}] = {format_value(float(x[i]))} ({bad.size:,} NaN/+∞ input(s) in the row): {why}"
     if x.size and np.all(x == -np.inf):
         return "every input is −∞: m stays −∞ and d stays 0, so every output e^(x − m) / d is 0/0 = NaN"
@@ -172,8 +223,10 @@ def stamp_below(fig: go.Figure) -> go.Figure:
 
 def legend_right(fig: go.Figure) -> go.Figure:
     """The legend beside the plots, top-aligned (never over the title or a subplot's title)."""
-    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.01, font=dict(size=11)),
-                      margin=dict(r=40, t=90))
+    fig.update_layout(
+        legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.01, font=dict(size=11)),
+        margin=dict(r=40, t=90),
+    )
     return fig
 
 
@@ -189,5 +242,4 @@ def log_ticks(fig: go.Figure, values: np.ndarray, **where) -> None:
         ends = sorted({float(f"{v.min():.2g}"), float(f"{v.max():.2g}")})
         fig.update_yaxes(type="log", tickmode="array", tickvals=ends, ticktext=[f"{e:g}" for e in ends], **where)
         return
-    fig.update_yaxes(type="log", exponentformat="power", dtick=max(1, math.ceil((high - low) / 3)), tick0=0,
-                     **where)
+    fig.update_yaxes(type="log", exponentformat="power", dtick=max(1, math.ceil((high - low) / 3)), tick0=0, **where)

@@ -77,60 +77,118 @@ def equal_groups(outputs: dict[str, np.ndarray]) -> list[list[str]]:
 
 def _same_outputs(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """One row per group of equal rows, named by its first variant ("a +2" for three equal rows)."""
-    return {names[0] + (f" +{len(names) - 1}" if len(names) > 1 else ""): outputs[names[0]]
-            for names in equal_groups(outputs)}
+    return {
+        names[0] + (f" +{len(names) - 1}" if len(names) > 1 else ""): outputs[names[0]]
+        for names in equal_groups(outputs)
+    }
 
 
-def _mark_row(fig: go.Figure, series: dict[str, np.ndarray], log: bool, colors: dict[str, str], row: int,
-              empty: str) -> None:
+def _mark_row(
+    fig: go.Figure, series: dict[str, np.ndarray], log: bool, colors: dict[str, str], row: int, empty: str
+) -> None:
     """The strip of non-finite marks in the figure's last row, or the words for none."""
     if not strip(fig, series, log, row, colors):
-        fig.add_annotation(text=empty, xref=f"x{row} domain", yref=f"y{row} domain", x=0.5, y=0.5, showarrow=False,
-                           font=dict(color="#777"))
+        fig.add_annotation(
+            text=empty,
+            xref=f"x{row} domain",
+            yref=f"y{row} domain",
+            x=0.5,
+            y=0.5,
+            showarrow=False,
+            font=dict(color="#777"),
+        )
 
 
-def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: bool, title: str,
-                   stamp: str) -> go.Figure:
+def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: bool, title: str, stamp: str) -> go.Figure:
     """The chosen row's float64 reference, and each variant's deviation from it (in ulps of its type), variants
     with equal rows drawn once ("a +2": a and two more, see equal_groups); NaN and ±inf (and zeros on a log axis) are marked in a strip under the plots.
     Long rows are drawn as an envelope (at most ~10k points a series, extremes and the argmax kept)."""
     groups = _same_outputs(outputs)
     heights, _ = _strip_rows(len(groups) + 1)
     strip_share = heights[1] * 0.8
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.05,
-                        row_heights=[(1 - strip_share) * 0.55, (1 - strip_share) * 0.45, strip_share])
+    fig = make_subplots(
+        rows=3,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.05,
+        row_heights=[(1 - strip_share) * 0.55, (1 - strip_share) * 0.45, strip_share],
+    )
     colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(groups)}
     colors["float64 reference"] = REF_COLOR
     ref = np.asarray(ref_row, dtype=np.float64)
     keep = envelope_index(ref)
-    fig.add_trace(scatter_type(keep.size)(x=keep, y=np.where(np.isfinite(ref), ref, np.nan)[keep],
-                                          mode="lines+markers" if keep.size <= 200 else "lines",
-                                          name="float64 reference", line=dict(color=REF_COLOR, width=1.5),
-                                          marker=dict(size=4),
-                                          hovertemplate="reference<br>element %{x}<br>p = %{y:.10g}<extra></extra>"),
-                  row=1, col=1)
+    fig.add_trace(
+        scatter_type(keep.size)(
+            x=keep,
+            y=np.where(np.isfinite(ref), ref, np.nan)[keep],
+            mode="lines+markers" if keep.size <= 200 else "lines",
+            name="float64 reference",
+            line=dict(color=REF_COLOR, width=1.5),
+            marker=dict(size=4),
+            hovertemplate="reference<br>element %{x}<br>p = %{y:.10g}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     unit = "ulp"
     for i, (name, y) in enumerate(groups.items()):
         dev, unit = deviation(y, ref)
         idx = envelope_index(dev)
-        fig.add_trace(scatter_type(idx.size)(
-            x=idx, y=dev[idx], mode="markers", name=name,
-            marker=dict(size=6, color=colors[name], symbol=SYMBOLS[i % len(SYMBOLS)], opacity=0.75,
-                        line=dict(width=1.2)),
-            hovertemplate=f"{name}<br>element %{{x}}<br>%{{y:.3g}} {unit}<extra></extra>"), row=2, col=1)
-    _mark_row(fig, {"float64 reference": ref, **groups}, log, colors, 3,
-              "no NaN / inf" + (" / zero" if log else "") + " outputs")
-    fig.add_annotation(text="marked: NaN ×, +inf ▲, −inf ▼" + (", 0 ○ (off the log axis)" if log else ""),
-                       xref="x3 domain", yref="y3 domain", x=0, y=1.0, xanchor="left", yanchor="bottom",
-                       showarrow=False, font=dict(size=11, color="#555"))
-    empty = {"": "no finite reference value in this row: its NaNs are marked below",
-             "2": "no element where an output and the reference are both finite"}
+        fig.add_trace(
+            scatter_type(idx.size)(
+                x=idx,
+                y=dev[idx],
+                mode="markers",
+                name=name,
+                marker=dict(
+                    size=6, color=colors[name], symbol=SYMBOLS[i % len(SYMBOLS)], opacity=0.75, line=dict(width=1.2)
+                ),
+                hovertemplate=f"{name}<br>element %{{x}}<br>%{{y:.3g}} {unit}<extra></extra>",
+            ),
+            row=2,
+            col=1,
+        )
+    _mark_row(
+        fig,
+        {"float64 reference": ref, **groups},
+        log,
+        colors,
+        3,
+        "no NaN / inf" + (" / zero" if log else "") + " outputs",
+    )
+    fig.add_annotation(
+        text="marked: NaN ×, +inf ▲, −inf ▼" + (", 0 ○ (off the log axis)" if log else ""),
+        xref="x3 domain",
+        yref="y3 domain",
+        x=0,
+        y=1.0,
+        xanchor="left",
+        yanchor="bottom",
+        showarrow=False,
+        font=dict(size=11, color="#555"),
+    )
+    empty = {
+        "": "no finite reference value in this row: its NaNs are marked below",
+        "2": "no element where an output and the reference are both finite",
+    }
     for axis, text in empty.items():
         if not any(np.isfinite(np.asarray(t.y, dtype=np.float64)).any() for t in fig.data if t.yaxis == f"y{axis}"):
-            fig.add_annotation(text=text, xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.5, y=0.5,
-                               showarrow=False, font=dict(color="#b22222"))
-    fig.update_yaxes(type="log" if log else "linear", title_text="p (float64)" + (", log" if log else ""),
-                     exponentformat="power", row=1, col=1)
+            fig.add_annotation(
+                text=text,
+                xref=f"x{axis} domain",
+                yref=f"y{axis} domain",
+                x=0.5,
+                y=0.5,
+                showarrow=False,
+                font=dict(color="#b22222"),
+            )
+    fig.update_yaxes(
+        type="log" if log else "linear",
+        title_text="p (float64)" + (", log" if log else ""),
+        exponentformat="power",
+        row=1,
+        col=1,
+    )
     if log:
         log_ticks(fig, ref, row=1, col=1)
     fig.update_yaxes(title_text=f"y − ref ({unit})", zeroline=True, zerolinecolor="#999", row=2, col=1)
@@ -138,8 +196,9 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
     return stamp_below(legend_right(finish(fig, title, stamp, height=560 + 24 * (len(groups) + 1))))
 
 
-def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str, stamp: str,
-                 bounds: dict[str, float] | None = None) -> go.Figure:
+def error_figure(
+    ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str, stamp: str, bounds: dict[str, float] | None = None
+) -> go.Figure:
     """Per-element relative error of each variant on one row (log axis, explorer.errors' definition), each
     variant's bound as a dashed line (a bound ≥ 1 says nothing and is marked vacuous), the points above their
     bound ringed, and non-finite mismatches marked in a strip. Long rows are drawn as an envelope."""
@@ -154,44 +213,98 @@ def error_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], title: str
         bound = bounds.get(name)
         above = np.flatnonzero(rel > bound) if bound is not None else np.zeros(0, np.int64)
         idx = np.union1d(envelope_index(rel), thin_marks(above, rel.size))
-        fig.add_trace(scatter_type(idx.size)(
-            x=idx, y=np.maximum(rel[idx], ERR_FLOOR), mode="markers", name=name, legendgroup=name,
-            marker=dict(size=7, color=colors[name], opacity=0.8, symbol=SYMBOLS[i % len(SYMBOLS)],
-                        line=dict(width=1, color=colors[name])),
-            customdata=rel[idx], hovertemplate=f"{name}<br>element %{{x}}<br>rel. error %{{customdata:.3g}}"
-                                              "<extra></extra>"), row=1, col=1)
+        fig.add_trace(
+            scatter_type(idx.size)(
+                x=idx,
+                y=np.maximum(rel[idx], ERR_FLOOR),
+                mode="markers",
+                name=name,
+                legendgroup=name,
+                marker=dict(
+                    size=7,
+                    color=colors[name],
+                    opacity=0.8,
+                    symbol=SYMBOLS[i % len(SYMBOLS)],
+                    line=dict(width=1, color=colors[name]),
+                ),
+                customdata=rel[idx],
+                hovertemplate=f"{name}<br>element %{{x}}<br>rel. error %{{customdata:.3g}}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
         if bound is not None:
-            fig.add_trace(go.Scatter(x=[0, max(rel.size - 1, 1)], y=[bound, bound], mode="lines", legendgroup=name,
-                                     name=f"{name} bound", showlegend=False, hovertemplate=f"{name}: bound {bound:.3g}"
-                                     "<extra></extra>", line=dict(color=colors[name], width=1.5, dash="dash")),
-                          row=1, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=[0, max(rel.size - 1, 1)],
+                    y=[bound, bound],
+                    mode="lines",
+                    legendgroup=name,
+                    name=f"{name} bound",
+                    showlegend=False,
+                    hovertemplate=f"{name}: bound {bound:.3g}<extra></extra>",
+                    line=dict(color=colors[name], width=1.5, dash="dash"),
+                ),
+                row=1,
+                col=1,
+            )
             vacuous += [name] if bound >= 1 else []
         if above.size:
             shown = thin_marks(above, rel.size)
-            fig.add_trace(go.Scatter(x=shown, y=rel[shown], mode="markers", name=f"{name}: above bound ({above.size})",
-                                     legendgroup=name, marker=dict(symbol="circle-open", size=14, color="#d62728",
-                                                                   line=dict(width=2))), row=1, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=shown,
+                    y=rel[shown],
+                    mode="markers",
+                    name=f"{name}: above bound ({above.size})",
+                    legendgroup=name,
+                    marker=dict(symbol="circle-open", size=14, color="#d62728", line=dict(width=2)),
+                ),
+                row=1,
+                col=1,
+            )
         y64 = np.asarray(y, dtype=np.float64)
         bad = (np.isnan(y64) != np.isnan(ref)) | (np.isinf(y64) != np.isinf(ref))
         mismatch[name] = np.where(bad, y64, 1.0)  # only the mismatching elements are non-finite here
     _mark_row(fig, mismatch, False, colors, 2, "no NaN / inf mismatch with the reference")
     if vacuous:
-        fig.add_annotation(text=f"bound ≥ 1, vacuous (says nothing): {', '.join(vacuous)}", xref="x domain",
-                           yref="y domain", x=0.0, y=1.0, xanchor="left", yanchor="bottom", showarrow=False,
-                           font=dict(size=11, color="#b22222"))
-    fig.update_yaxes(type="log", exponentformat="power", row=1, col=1,
-                     title_text=f"|y − ref| / max(|ref|, smallest normal)<br><sup>exact results drawn at {ERR_FLOOR:g}; "
-                                "dashed: each variant's bound</sup>")
+        fig.add_annotation(
+            text=f"bound ≥ 1, vacuous (says nothing): {', '.join(vacuous)}",
+            xref="x domain",
+            yref="y domain",
+            x=0.0,
+            y=1.0,
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
+            font=dict(size=11, color="#b22222"),
+        )
+    fig.update_yaxes(
+        type="log",
+        exponentformat="power",
+        row=1,
+        col=1,
+        title_text=f"|y − ref| / max(|ref|, smallest normal)<br><sup>exact results drawn at {ERR_FLOOR:g}; "
+        "dashed: each variant's bound</sup>",
+    )
     fig.update_xaxes(title_text="element j of the row", row=2, col=1)
     return stamp_below(legend_right(finish(fig, title, stamp, height=height)))
 
 
 def error_table(reports: dict[str, ErrorReport]) -> pd.DataFrame:
     """One row per variant from its ErrorReport."""
-    columns = {"max_rel": "max rel", "mean_rel": "mean rel", "max_ulp": "max ULP", "max_abs": "max abs",
-               "row_sum_dev": "max |Σ−1|", "nan_count": "NaN", "inf_count": "inf",
-               "nonfinite_mismatch": "NaN/inf ≠ ref", "underflow_count": "flushed to 0",
-               "argmax_agreement": "argmax agree"}
+    columns = {
+        "max_rel": "max rel",
+        "mean_rel": "mean rel",
+        "max_ulp": "max ULP",
+        "max_abs": "max abs",
+        "row_sum_dev": "max |Σ−1|",
+        "nan_count": "NaN",
+        "inf_count": "inf",
+        "nonfinite_mismatch": "NaN/inf ≠ ref",
+        "underflow_count": "flushed to 0",
+        "argmax_agreement": "argmax agree",
+    }
     df = pd.DataFrame.from_dict({k: dataclasses.asdict(r) for k, r in reports.items()}, orient="index")
     df = df[[c for c in columns if c in df.columns]].rename(columns=columns)
     df.index.name = "variant"

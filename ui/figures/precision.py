@@ -20,8 +20,12 @@ from .common import ERR_FLOOR, finish
 
 ACC_COLORS = {"float16": "#d62728", "bfloat16": "#9467bd", "float32": "#1f77b4"}
 DIST_COLORS = {"decreasing": "#d62728", "increasing": "#2ca02c", "normal": "#1f77b4", "constant": "#ff7f0e"}
-VARIANT_COLORS = {"online_thread": "#d62728", "online_warp": "#ff7f0e", "online_block": "#1f77b4",
-                  "split_row": "#2ca02c"}
+VARIANT_COLORS = {
+    "online_thread": "#d62728",
+    "online_warp": "#ff7f0e",
+    "online_block": "#1f77b4",
+    "split_row": "#2ca02c",
+}
 OVERFLOW_Y = 100.0  # where an infinite error (d overflowed) is drawn on the error axes
 QUANTITIES = {"d": "final denominator d_n", "out": "outputs (max over the row)"}
 FP16_MAX = explorer.FORMATS["float16"].max_value
@@ -42,18 +46,32 @@ def _bound(r: Measurement, quantity: str, with_input: bool) -> float:
 def _pow2_axis(fig: go.Figure, title: str, row: int | None = None, col: int | None = None, high: int = 20) -> None:
     """A log x axis ticked at even powers of two, written 2^k."""
     ks = list(range(0, high + 1, 2))
-    fig.update_xaxes(type="log", tickvals=[2**k for k in ks], ticktext=[f"2<sup>{k}</sup>" for k in ks],
-                     title_text=title, row=row, col=col)
+    fig.update_xaxes(
+        type="log",
+        tickvals=[2**k for k in ks],
+        ticktext=[f"2<sup>{k}</sup>" for k in ks],
+        title_text=title,
+        row=row,
+        col=col,
+    )
 
 
-def _level(fig: go.Figure, y: float, text: str, color: str, dash: str = "dot", position: str = "left",
-           above: bool = True) -> None:
+def _level(
+    fig: go.Figure, y: float, text: str, color: str, dash: str = "dot", position: str = "left", above: bool = True
+) -> None:
     """A horizontal line on a log y axis with its label (add_hline's own label lands at 10^y on log axes)."""
     fig.add_hline(y=y, line=dict(color=color, width=1.2, dash=dash))
-    fig.add_annotation(text=text, xref="paper", x=0.0 if position == "left" else 1.0, y=math.log10(y), yref="y",
-                       xanchor="left" if position == "left" else "right", yanchor="bottom" if above else "top",
-                       showarrow=False,
-                       font=dict(size=11, color=color))
+    fig.add_annotation(
+        text=text,
+        xref="paper",
+        x=0.0 if position == "left" else 1.0,
+        y=math.log10(y),
+        yref="y",
+        xanchor="left" if position == "left" else "right",
+        yanchor="bottom" if above else "top",
+        showarrow=False,
+        font=dict(size=11, color=color),
+    )
 
 
 def _layout(fig: go.Figure, width_px: int = 450, subplot_titles: bool = False) -> go.Figure:
@@ -68,25 +86,53 @@ def _layout(fig: go.Figure, width_px: int = 450, subplot_titles: bool = False) -
     legend_px = 21 * rows + 6
     extra = 30 if subplot_titles else 0
     top = title_px + legend_px + extra + 12
-    fig.update_layout(title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=14)),
-                      legend=dict(orientation="h", traceorder="normal", xanchor="left", x=0.0, yanchor="top",
-                                  yref="container", y=1.0 - title_px / fig.layout.height),  # grows away from the title
-                      margin=dict(t=top, b=105))
+    fig.update_layout(
+        title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=14)),
+        legend=dict(
+            orientation="h",
+            traceorder="normal",
+            xanchor="left",
+            x=0.0,
+            yanchor="top",
+            yref="container",
+            y=1.0 - title_px / fig.layout.height,
+        ),  # grows away from the title
+        margin=dict(t=top, b=105),
+    )
     fig.update_annotations(selector=dict(name="stamp"), yshift=-50)
     return fig
 
 
 def _error_axis(fig: go.Figure, quantity: str, row: int = 1, col: int = 1, title: bool = True) -> None:
     _pow2_axis(fig, "n (elements in the row)", row=row, col=col)
-    fig.update_yaxes(type="log", exponentformat="power", range=[math.log10(ERR_FLOOR) - 0.3, math.log10(OVERFLOW_Y) + 0.4],
-                     row=row, col=col, title_text=(
-                         f"relative error of {'d_n' if quantity == 'd' else 'the outputs'}<br>"
-                         f"<sup>exact: drawn at {ERR_FLOOR:g}; overflow (inf): at {OVERFLOW_Y:g}</sup>") if title else None)
+    fig.update_yaxes(
+        type="log",
+        exponentformat="power",
+        range=[math.log10(ERR_FLOOR) - 0.3, math.log10(OVERFLOW_Y) + 0.4],
+        row=row,
+        col=col,
+        title_text=(
+            f"relative error of {'d_n' if quantity == 'd' else 'the outputs'}<br>"
+            f"<sup>exact: drawn at {ERR_FLOOR:g}; overflow (inf): at {OVERFLOW_Y:g}</sup>"
+        )
+        if title
+        else None,
+    )
     fig.add_hline(y=1.0, line=dict(color="#999", width=1, dash="dot"), row=row, col=col)
 
 
-def _measured(fig, recs: list[Measurement], quantity: str, name: str, color: str, symbol: str = "circle",
-              row: int = 1, col: int = 1, legendgroup: str | None = None, showlegend: bool = True) -> None:
+def _measured(
+    fig,
+    recs: list[Measurement],
+    quantity: str,
+    name: str,
+    color: str,
+    symbol: str = "circle",
+    row: int = 1,
+    col: int = 1,
+    legendgroup: str | None = None,
+    showlegend: bool = True,
+) -> None:
     recs = sorted(recs, key=lambda r: r.n)
     if not recs:
         return
@@ -95,28 +141,58 @@ def _measured(fig, recs: list[Measurement], quantity: str, name: str, color: str
     over = np.array([r.overflow for r in recs])
     y = np.where(over, OVERFLOW_Y, np.maximum(np.nan_to_num(err, nan=ERR_FLOOR), ERR_FLOOR))
     text = ["d overflowed to inf" if o else f"{e:.3g}" for o, e in zip(over, err)]
-    fig.add_trace(go.Scatter(
-        x=n, y=y, mode="lines+markers", name=name, legendgroup=legendgroup or name, showlegend=showlegend,
-        line=dict(color=color, width=2), marker=dict(color=color, size=7, symbol=np.where(over, "x", symbol).tolist()),
-        customdata=np.array([[r.d, r.exact_d, _bound(r, quantity, True)] for r in recs]), text=text,
-        hovertemplate=f"{name}<br>n = %{{x}}<br>relative error %{{text}}<br>d = %{{customdata[0]:.7g}} "
-                      "(exact %{customdata[1]:.9g})<br>bound %{customdata[2]:.3g}<extra></extra>"),
-        row=row, col=col)
+    fig.add_trace(
+        go.Scatter(
+            x=n,
+            y=y,
+            mode="lines+markers",
+            name=name,
+            legendgroup=legendgroup or name,
+            showlegend=showlegend,
+            line=dict(color=color, width=2),
+            marker=dict(color=color, size=7, symbol=np.where(over, "x", symbol).tolist()),
+            customdata=np.array([[r.d, r.exact_d, _bound(r, quantity, True)] for r in recs]),
+            text=text,
+            hovertemplate=f"{name}<br>n = %{{x}}<br>relative error %{{text}}<br>d = %{{customdata[0]:.7g}} "
+            "(exact %{customdata[1]:.9g})<br>bound %{customdata[2]:.3g}<extra></extra>",
+        ),
+        row=row,
+        col=col,
+    )
 
 
-def _bound_line(fig, recs: list[Measurement], quantity: str, name: str, color: str, dash: str = "dash",
-                with_input: bool = False, row: int = 1, col: int = 1, showlegend: bool = True,
-                legendgroup: str | None = None) -> None:
+def _bound_line(
+    fig,
+    recs: list[Measurement],
+    quantity: str,
+    name: str,
+    color: str,
+    dash: str = "dash",
+    with_input: bool = False,
+    row: int = 1,
+    col: int = 1,
+    showlegend: bool = True,
+    legendgroup: str | None = None,
+) -> None:
     """The bound where it is below 1 (a relative error bound of 1 or more says nothing)."""
     pts = sorted({r.n: _bound(r, quantity, with_input) for r in recs}.items())
     pts = [(n, b) for n, b in pts if b < 1]
     if not pts:
         return
-    fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines", name=name,
-                             line=dict(color=color, width=1.5, dash=dash), showlegend=showlegend,
-                             legendgroup=legendgroup or name, hovertemplate=f"{name}<br>n = %{{x}}<br>bound %{{y:.3g}}"
-                                                                            "<extra></extra>"),
-                  row=row, col=col)
+    fig.add_trace(
+        go.Scatter(
+            x=[p[0] for p in pts],
+            y=[p[1] for p in pts],
+            mode="lines",
+            name=name,
+            line=dict(color=color, width=1.5, dash=dash),
+            showlegend=showlegend,
+            legendgroup=legendgroup or name,
+            hovertemplate=f"{name}<br>n = %{{x}}<br>bound %{{y:.3g}}<extra></extra>",
+        ),
+        row=row,
+        col=col,
+    )
 
 
 def bound_label(quantity: str, dtype: str, variant: str) -> str:
@@ -133,22 +209,51 @@ def error_vs_n_figure(records: list[Measurement], variant: str, quantity: str, t
     """Measured error vs n, log-log, one panel per accumulator, a line per input class; the seed's bound dashed."""
     accs = [a for a in precision.ACCUMULATORS if any(r.acc == a and r.variant == variant for r in records)]
     accs = accs or list(precision.ACCUMULATORS)
-    fig = make_subplots(rows=1, cols=len(accs), shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=[
-        f"accumulator {a} (u = 2<sup>-{explorer.FORMATS[a].significand_bits}</sup>)" for a in accs])
+    fig = make_subplots(
+        rows=1,
+        cols=len(accs),
+        shared_yaxes=True,
+        horizontal_spacing=0.03,
+        subplot_titles=[f"accumulator {a} (u = 2<sup>-{explorer.FORMATS[a].significand_bits}</sup>)" for a in accs],
+    )
     dtype = next((r.dtype for r in records), "float32")
     for c, acc in enumerate(accs, start=1):
         recs = [r for r in records if r.acc == acc and r.variant == variant]
         for dist in precision.INPUT_CLASSES:
-            _measured(fig, [r for r in recs if r.dist == dist], quantity, precision.INPUT_TITLES[dist],
-                      DIST_COLORS[dist], col=c, showlegend=c == 1, legendgroup=dist)
-        _bound_line(fig, recs, quantity, bound_label(quantity, dtype, variant), "#222", col=c, showlegend=c == 1,
-                    legendgroup="bound")
+            _measured(
+                fig,
+                [r for r in recs if r.dist == dist],
+                quantity,
+                precision.INPUT_TITLES[dist],
+                DIST_COLORS[dist],
+                col=c,
+                showlegend=c == 1,
+                legendgroup=dist,
+            )
+        _bound_line(
+            fig,
+            recs,
+            quantity,
+            bound_label(quantity, dtype, variant),
+            "#222",
+            col=c,
+            showlegend=c == 1,
+            legendgroup="bound",
+        )
         if any(explorer.rounds_input(r.dtype, r.acc) for r in recs):
             worst = max(recs, key=lambda r: r.max_abs_x)
-            _bound_line(fig, [r for r in recs if r.dist == worst.dist], quantity,
-                        "bound + 2·max|x|·u<sub>acc</sub> (x rounded into acc; largest |x| of the classes)", "#777",
-                        dash="dot", with_input=True, col=c, showlegend=c == 1 or not any(
-                            explorer.rounds_input(dtype, a) for a in accs[:c - 1]), legendgroup="bound_in")
+            _bound_line(
+                fig,
+                [r for r in recs if r.dist == worst.dist],
+                quantity,
+                "bound + 2·max|x|·u<sub>acc</sub> (x rounded into acc; largest |x| of the classes)",
+                "#777",
+                dash="dot",
+                with_input=True,
+                col=c,
+                showlegend=c == 1 or not any(explorer.rounds_input(dtype, a) for a in accs[: c - 1]),
+                legendgroup="bound_in",
+            )
         _error_axis(fig, quantity, col=c, title=c == 1)
     return _layout(finish(fig, title, stamp_, height=600), width_px=600, subplot_titles=True)
 
@@ -159,28 +264,57 @@ def stagnation_figure(trajectories: list[Trajectory], title: str, stamp_: str, m
     for t in trajectories:
         steps = t.steps
         pick = np.unique(np.geomspace(1, steps.size, min(max_points, steps.size)).astype(int) - 1)
-        fig.add_trace(go.Scatter(x=steps[pick], y=t.d[pick], mode="lines", name=f"kernel d_j, acc {t.acc}",
-                                 line=dict(color=ACC_COLORS[t.acc], width=2.5),
-                                 hovertemplate=f"acc {t.acc}<br>j = %{{x}}<br>d_j = %{{y:.7g}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=steps[pick],
+                y=t.d[pick],
+                mode="lines",
+                name=f"kernel d_j, acc {t.acc}",
+                line=dict(color=ACC_COLORS[t.acc], width=2.5),
+                hovertemplate=f"acc {t.acc}<br>j = %{{x}}<br>d_j = %{{y:.7g}}<extra></extra>",
+            )
+        )
         if t.stagnated_at is not None:
             j = t.stagnated_at
-            fig.add_trace(go.Scatter(x=[j], y=[t.d[j - 1]], mode="markers+text", showlegend=False,
-                                     marker=dict(color=ACC_COLORS[t.acc], size=11, symbol="diamond"),
-                                     text=[f"{t.acc}: frozen at {t.d[j - 1]:g} from j = {j}"],
-                                     textposition="top left", hoverinfo="skip"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[j],
+                    y=[t.d[j - 1]],
+                    mode="markers+text",
+                    showlegend=False,
+                    marker=dict(color=ACC_COLORS[t.acc], size=11, symbol="diamond"),
+                    text=[f"{t.acc}: frozen at {t.d[j - 1]:g} from j = {j}"],
+                    textposition="top left",
+                    hoverinfo="skip",
+                )
+            )
     if trajectories:
         t = trajectories[0]
         pick = np.unique(np.geomspace(1, t.steps.size, min(max_points, t.steps.size)).astype(int) - 1)
-        fig.add_trace(go.Scatter(x=t.steps[pick], y=t.exact_d[pick], mode="lines", name="exact d_j (float64)",
-                                 line=dict(color="#222", width=1.5, dash="dash")))
+        fig.add_trace(
+            go.Scatter(
+                x=t.steps[pick],
+                y=t.exact_d[pick],
+                mode="lines",
+                name="exact d_j (float64)",
+                line=dict(color="#222", width=1.5, dash="dash"),
+            )
+        )
     for acc, level in precision.STAGNATION.items():
         if acc != "float32" and any(t.acc == acc for t in trajectories):
-            _level(fig, level, f"{level:g} = 2<sup>{int(math.log2(level))}</sup>: above it {acc} numbers are 2 apart",
-                   ACC_COLORS[acc], position="right", above=False)  # under the line: the frozen label is above
+            _level(
+                fig,
+                level,
+                f"{level:g} = 2<sup>{int(math.log2(level))}</sup>: above it {acc} numbers are 2 apart",
+                ACC_COLORS[acc],
+                position="right",
+                above=False,
+            )  # under the line: the frozen label is above
     top = max((float(np.nanmax(t.exact_d)) for t in trajectories), default=10.0)
     _pow2_axis(fig, "j (elements the lane has folded)")
-    fig.update_yaxes(type="log", exponentformat="power", title_text="running denominator d_j",
-                     range=[-0.4, math.log10(top) + 0.3])  # the "1" tick clear of the x axis's "2^0"
+    fig.update_yaxes(
+        type="log", exponentformat="power", title_text="running denominator d_j", range=[-0.4, math.log10(top) + 0.3]
+    )  # the "1" tick clear of the x axis's "2^0"
     return _layout(finish(fig, title, stamp_, height=500))
 
 
@@ -188,17 +322,26 @@ def overflow_figure(records: list[Measurement], title: str, stamp_: str) -> go.F
     """Final fp16 d vs n per variant on constant input (d_n = n exactly), with fp16's largest value."""
     fig = go.Figure()
     top = FP16_MAX * 4
-    for variant, width, size in zip(precision.ONLINE_VARIANTS, (2, 7, 2.5), (9, 15, 8)):  # coinciding lines stay visible
+    for variant, width, size in zip(
+        precision.ONLINE_VARIANTS, (2, 7, 2.5), (9, 15, 8)
+    ):  # coinciding lines stay visible
         recs = sorted((r for r in records if r.variant == variant), key=lambda r: r.n)
         if not recs:
             continue
         over = [r.overflow for r in recs]
-        fig.add_trace(go.Scatter(
-            x=[r.n for r in recs], y=[top if o else r.d for r, o in zip(recs, over)], mode="lines+markers",
-            name=variant, line=dict(color=VARIANT_COLORS[variant], width=width), opacity=0.6 if width > 3 else 1.0,
-            marker=dict(size=size, color=VARIANT_COLORS[variant], symbol=["x" if o else "circle" for o in over]),
-            text=["inf (overflow)" if o else f"{r.d:g}" for r, o in zip(recs, over)],
-            hovertemplate=f"{variant}<br>n = %{{x}}<br>d = %{{text}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[r.n for r in recs],
+                y=[top if o else r.d for r, o in zip(recs, over)],
+                mode="lines+markers",
+                name=variant,
+                line=dict(color=VARIANT_COLORS[variant], width=width),
+                opacity=0.6 if width > 3 else 1.0,
+                marker=dict(size=size, color=VARIANT_COLORS[variant], symbol=["x" if o else "circle" for o in over]),
+                text=["inf (overflow)" if o else f"{r.d:g}" for r, o in zip(recs, over)],
+                hovertemplate=f"{variant}<br>n = %{{x}}<br>d = %{{text}}<extra></extra>",
+            )
+        )
     ns = sorted({r.n for r in records})
     if ns:
         fig.add_trace(go.Scatter(x=ns, y=ns, mode="lines", name="exact d_n = n", line=dict(color="#222", dash="dash")))
@@ -206,7 +349,9 @@ def overflow_figure(records: list[Measurement], title: str, stamp_: str) -> go.F
     _level(fig, top, "× = inf: d overflowed", "#777", dash="solid")
     _level(fig, 2048, "2048: one lane's ceiling (stagnation)", "#555", position="right")
     _pow2_axis(fig, "n (elements in the row)")
-    fig.update_yaxes(type="log", exponentformat="power", title_text="final d_n in fp16", range=[0.5, math.log10(top) + 0.4])
+    fig.update_yaxes(
+        type="log", exponentformat="power", title_text="final d_n in fp16", range=[0.5, math.log10(top) + 0.4]
+    )
     return _layout(finish(fig, title, stamp_, height=500))
 
 

@@ -84,8 +84,9 @@ class Pen:
             lines.append(line.strip())
         return lines
 
-    def paragraph(self, x: float, y: float, text: str, size: int, width: float, fill: str = INK,
-                  bold: bool = False) -> float:
+    def paragraph(
+        self, x: float, y: float, text: str, size: int, width: float, fill: str = INK, bold: bool = False
+    ) -> float:
         """Wrapped text from (x, y) down; the y under it."""
         for line in self.wrap(text, size, width, bold):
             self.text((x, y), line, size, fill, bold=bold)
@@ -106,6 +107,7 @@ def line_height(size: int) -> int:
 
 
 # --- one chart ----------------------------------------------------------------------------------------------
+
 
 def _values(v) -> np.ndarray:
     if v is None:
@@ -200,8 +202,13 @@ def chart_image(fig: go.Figure, width: int, height: int = PANEL_HEIGHT) -> Image
     pen = Pen(img)
     inner = width - 2 * PAD
     y = pen.paragraph(PAD, 8, plain(fig.layout.title.text), 20, inner, bold=True)
-    traces = [t for t in fig.data if t.type in ("bar", "scatter", "scattergl")
-              and getattr(t, "xaxis", None) in (None, "x") and getattr(t, "yaxis", None) in (None, "y")]
+    traces = [
+        t
+        for t in fig.data
+        if t.type in ("bar", "scatter", "scattergl")
+        and getattr(t, "xaxis", None) in (None, "x")
+        and getattr(t, "yaxis", None) in (None, "y")
+    ]
     y = _legend(pen, traces, y + 4, inner)
     for a in fig.layout.annotations:
         if a.name != "stamp" and a.text:
@@ -229,11 +236,21 @@ def chart_image(fig: go.Figure, width: int, height: int = PANEL_HEIGHT) -> Image
                 pen.text((left + (i + 0.5) * slot, bottom + 6 + j * line_height(13)), line, 13, SOFT, "ma")
     _draw_lines(pen, [t for t in traces if t.type != "bar"], fig, cats, left, right, yaxis)
     pen.draw.line([(left, top), (left, bottom), (right, bottom)], fill=AXIS, width=1)
-    pen.text(((left + right) / 2, height - below + line_height(13) * max((len(t) for t in tick_lines), default=1)
-              + 12), plain(xaxis.title.text), 14, SOFT, "ma")
+    pen.text(
+        ((left + right) / 2, height - below + line_height(13) * max((len(t) for t in tick_lines), default=1) + 12),
+        plain(xaxis.title.text),
+        14,
+        SOFT,
+        "ma",
+    )
     if len(traces) < len(fig.data):
-        pen.text((right, height - 4), f"{len(fig.data) - len(traces)} trace(s) of this chart are not drawn here: "
-                 "see the app.", 12, FAINT, "rd")
+        pen.text(
+            (right, height - 4),
+            f"{len(fig.data) - len(traces)} trace(s) of this chart are not drawn here: see the app.",
+            12,
+            FAINT,
+            "rd",
+        )
     return img
 
 
@@ -325,8 +342,9 @@ def _draw_bars(pen: Pen, bars: list, cats: list[str], left: float, slot: float, 
                 pen.text((mid, label_y + j * line_height(12)), line, 12, SOFT, "ma")
 
 
-def _draw_lines(pen: Pen, traces: list, fig: go.Figure, cats: list[str], left: float, right: float,
-                yaxis: Axis) -> None:
+def _draw_lines(
+    pen: Pen, traces: list, fig: go.Figure, cats: list[str], left: float, right: float, yaxis: Axis
+) -> None:
     """Scatter traces: at the categories' centres where bars set the x axis, else on a numeric x axis."""
     if not traces:
         return
@@ -346,8 +364,9 @@ def _draw_lines(pen: Pen, traces: list, fig: go.Figure, cats: list[str], left: f
     for i, (t, px) in enumerate(zip(traces, xpix)):
         color = _color(t, i)
         ys = _floats(t.y, len(px))
-        points = [(x, yaxis(v)) for x, v in zip(px, ys) if math.isfinite(x) and math.isfinite(v)
-                  and (v > 0 or not yaxis.log)]
+        points = [
+            (x, yaxis(v)) for x, v in zip(px, ys) if math.isfinite(x) and math.isfinite(v) and (v > 0 or not yaxis.log)
+        ]
         if "lines" in (t.mode or "lines") and len(points) > 1:
             pen.draw.line(points, fill=color, width=2)
         if "markers" in (t.mode or ""):

@@ -34,8 +34,12 @@ def device_line(meta: Mapping, date: str = "", source: str = "") -> str:
     if meta.get("backend", "cuda") != "cuda":
         parts = ["CPU emulation (no GPU)", f"NumPy {np.__version__}"]
     else:
-        parts = [f"GPU {meta.get('gpu') or '?'}", f"driver {meta.get('cuda_driver') or '?'}",
-                 f"CUDA {meta.get('cuda_runtime') or '?'}", f"CuPy {meta.get('cupy') or '?'}"]
+        parts = [
+            f"GPU {meta.get('gpu') or '?'}",
+            f"driver {meta.get('cuda_driver') or '?'}",
+            f"CUDA {meta.get('cuda_runtime') or '?'}",
+            f"CuPy {meta.get('cupy') or '?'}",
+        ]
     if source and source != meta.get("gpu"):
         parts.append(f"from {source}")
     return " · ".join([*parts[:4], date, *parts[4:]] if date else parts)
@@ -54,7 +58,7 @@ def cell(v, fmt: str = "") -> str:
             return f"{int(v):,}"
         return f"{v:,.0f}" if 1e5 <= abs(v) < 1e15 else f"{v:.4g}"
     text = str(v).replace("\n", " ")
-    return text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…"
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
 
 
 def table_image(table: pd.DataFrame, formats: Mapping[str, str] | None = None) -> Image.Image:
@@ -66,8 +70,9 @@ def table_image(table: pd.DataFrame, formats: Mapping[str, str] | None = None) -
     columns = [str(c) for c in shown.columns]
     cells = [[cell(v, (formats or {}).get(c, "")) for v in shown[c]] for c in shown.columns]
     numeric = [pd.api.types.is_numeric_dtype(shown[c]) for c in shown.columns]
-    widths = [int(max([pen.width(h, size, True)] + [pen.width(v, size) for v in col])) + 18
-              for h, col in zip(columns, cells)]
+    widths = [
+        int(max([pen.width(h, size, True)] + [pen.width(v, size) for v in col])) + 18 for h, col in zip(columns, cells)
+    ]
     more = len(table) - len(shown)
     height = row_h * (len(shown) + 1) + (line_height(13) + 6 if more else 0) + 4
     img = Image.new("RGB", (sum(widths) + 2, height), "white")
@@ -83,8 +88,9 @@ def table_image(table: pd.DataFrame, formats: Mapping[str, str] | None = None) -
     for r in range(len(shown) + 2):
         pen.draw.line([(0, r * row_h), (img.width, r * row_h)], fill=GRID)
     if more:
-        pen.text((4, row_h * (len(shown) + 1) + 6), f"… and {more} more row(s): download the table (CSV) for all.",
-                 13, FAINT)
+        pen.text(
+            (4, row_h * (len(shown) + 1) + 6), f"… and {more} more row(s): download the table (CSV) for all.", 13, FAINT
+        )
     return img
 
 
@@ -108,8 +114,11 @@ def _text_block(width: int, lines: Sequence[tuple[str, int, str, bool]], rule: b
 
 def _axis(layout: go.Layout, name: str, title: str) -> dict:
     """An axis's settings on the first axes: where it sat among the subplots dropped, title replaced."""
-    settings = {k: v for k, v in layout[name].to_plotly_json().items()
-                if k not in ("anchor", "domain", "matches", "showticklabels")}
+    settings = {
+        k: v
+        for k, v in layout[name].to_plotly_json().items()
+        if k not in ("anchor", "domain", "matches", "showticklabels")
+    }
     return {**settings, "title": {"text": title}}
 
 
@@ -121,8 +130,9 @@ def panels(fig: go.Figure) -> list[go.Figure]:
     ids = sorted({t.yaxis or "y" for t in fig.data} | {"y"}, key=lambda a: int(a[1:] or 1))
     if len(ids) == 1 and "<br>" not in (fig.layout.yaxis.title.text or ""):
         return [fig]
-    xtitle = next((fig.layout[f"xaxis{a[1:]}"].title.text for a in reversed(ids)
-                   if fig.layout[f"xaxis{a[1:]}"].title.text), "")
+    xtitle = next(
+        (fig.layout[f"xaxis{a[1:]}"].title.text for a in reversed(ids) if fig.layout[f"xaxis{a[1:]}"].title.text), ""
+    )
     notes: dict[str, list[str]] = {a: [] for a in ids}
     for a in fig.layout.annotations:
         if a.name != "stamp" and a.text:
@@ -136,10 +146,15 @@ def panels(fig: go.Figure) -> list[go.Figure]:
             out[-1].add_annotation(text="; ".join(notes[a] + marks))
             continue
         head, *rest = (yaxis.title.text or "").split("<br>")
-        panel = go.Figure([type(t)(t).update(xaxis="x", yaxis="y") for t in traces],
-                          layout=dict(title_text=fig.layout.title.text if not out else "",
-                                      xaxis=_axis(fig.layout, f"xaxis{a[1:]}", xtitle),
-                                      yaxis=_axis(fig.layout, f"yaxis{a[1:]}", head), barmode=fig.layout.barmode))
+        panel = go.Figure(
+            [type(t)(t).update(xaxis="x", yaxis="y") for t in traces],
+            layout=dict(
+                title_text=fig.layout.title.text if not out else "",
+                xaxis=_axis(fig.layout, f"xaxis{a[1:]}", xtitle),
+                yaxis=_axis(fig.layout, f"yaxis{a[1:]}", head),
+                barmode=fig.layout.barmode,
+            ),
+        )
         floored = _floor_log(panel)
         for text in rest + notes[a] + floored:
             panel.add_annotation(text=text)
@@ -161,8 +176,14 @@ def _floor_log(panel: go.Figure) -> list[str]:
     return [f"{low} value(s) below {LOG_FLOOR:g} drawn at {LOG_FLOOR:g}"] if low else []
 
 
-def share_png(title: str, charts: Sequence[go.Figure], table: pd.DataFrame | None, stamp: Sequence[str],
-              subtitle: str = "", formats: Mapping[str, str] | None = None) -> bytes:
+def share_png(
+    title: str,
+    charts: Sequence[go.Figure],
+    table: pd.DataFrame | None,
+    stamp: Sequence[str],
+    subtitle: str = "",
+    formats: Mapping[str, str] | None = None,
+) -> bytes:
     """The PNG: title and subtitle, each chart, the table (formats: printf formats by column), and the stamp
     (one line each, wrapped to the image's width) under a rule; the stamp again as the PNG's Description."""
     grid = table_image(table, formats) if table is not None and len(table.columns) else None

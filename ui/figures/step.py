@@ -76,9 +76,22 @@ def step_numbers(trace: Trace, lane: int, step: int) -> StepNumbers:
             term = 0.0 if x == -math.inf else float(np.exp(x - m))
     exact_d = float(trace.exact_d[lane, step])
     rel = float(trace.d_rel_error[lane, step]) if math.isfinite(d) and math.isfinite(exact_d) else math.nan
-    return StepNumbers(step=step, element=idx, x=x, prev_m=prev_m, prev_d=prev_d, m=m, d=d, scale=scale, term=term,
-                       row_max=row_max, exact_m=float(trace.exact_m[lane, step]), exact_d=exact_d, rel_err=rel,
-                       kind=trace.kind)
+    return StepNumbers(
+        step=step,
+        element=idx,
+        x=x,
+        prev_m=prev_m,
+        prev_d=prev_d,
+        m=m,
+        d=d,
+        scale=scale,
+        term=term,
+        row_max=row_max,
+        exact_m=float(trace.exact_m[lane, step]),
+        exact_d=exact_d,
+        rel_err=rel,
+        kind=trace.kind,
+    )
 
 
 def lane_steps(trace: Trace, lane: int) -> np.ndarray:
@@ -109,8 +122,10 @@ def nonfinite_cause(trace: Trace, lane: int, step: int) -> str:
     if math.isnan(n.x):
         return f"at {where} x_j is NaN: the term e^(x_j − m_j) is NaN, and NaN stays in every later d"
     if n.x == math.inf:
-        return (f"at {where} x_j = +∞: m_j = ∞ and the term e^(x_j − m_j) = e^(∞ − ∞) is undefined (NaN); "
-                "every later d is NaN")
+        return (
+            f"at {where} x_j = +∞: m_j = ∞ and the term e^(x_j − m_j) = e^(∞ − ∞) is undefined (NaN); "
+            "every later d is NaN"
+        )
     if math.isinf(n.d):
         return f"at {where} d_j overflowed the {trace.acc} accumulator (d_(j−1)·factor + term > its largest value)"
     return f"at {where} the update gave {format_value(n.d)} (m_(j−1) = {format_value(n.prev_m)}, x_j = {format_value(n.x)})"
@@ -119,12 +134,15 @@ def nonfinite_cause(trace: Trace, lane: int, step: int) -> str:
 def _sampled(trace: Trace, lane: int, current: int) -> np.ndarray:
     """The lane's steps to draw: an envelope of x, m and d, the rescales, the first non-finite d and `current`."""
     steps = lane_steps(trace, lane)
-    keep = [steps[envelope_index(series)] for series in
-            (trace.x[trace.index[lane, steps]], trace.m[lane, steps], trace.d[lane, steps])]
+    keep = [
+        steps[envelope_index(series)]
+        for series in (trace.x[trace.index[lane, steps]], trace.m[lane, steps], trace.d[lane, steps])
+    ]
     bad = first_nonfinite(trace, lane)
     extra = [s for s in (current, bad) if s is not None and trace.index[lane, s] >= 0]
-    return np.unique(np.concatenate([*keep, thin_marks(rescale_steps(trace, lane), steps.size),
-                                     np.asarray(extra, np.int64)]))
+    return np.unique(
+        np.concatenate([*keep, thin_marks(rescale_steps(trace, lane), steps.size), np.asarray(extra, np.int64)])
+    )
 
 
 def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -> go.Figure:
@@ -142,49 +160,125 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
     fin = lambda a: np.where(np.isfinite(a), a, np.nan)  # noqa: E731
     with np.errstate(all="ignore"):
         err = np.where(np.isfinite(d) & np.isfinite(ed), np.maximum(trace.d_rel_error[lane, steps], ERR_FLOOR), np.nan)
-    titles = ["x<sub>j</sub> and the running max m<sub>j</sub> (▲: m grows, d is rescaled)",
-              "running denominator d<sub>j</sub>"]
+    titles = [
+        "x<sub>j</sub> and the running max m<sub>j</sub> (▲: m grows, d is rescaled)",
+        "running denominator d<sub>j</sub>",
+    ]
     titles += ["rescale factor e<sup>m<sub>j−1</sub>−m<sub>j</sub></sup> where m grows"] if online else []
     titles += [f"relative error of d<sub>j</sub> vs float64 (exact: drawn at {ERR_FLOOR:g})"]
     rows = len(titles)
-    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=titles,
-                        row_heights=[0.32, 0.26, 0.2, 0.22] if online else [0.38, 0.34, 0.28])
+    fig = make_subplots(
+        rows=rows,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.07,
+        subplot_titles=titles,
+        row_heights=[0.32, 0.26, 0.2, 0.22] if online else [0.38, 0.34, 0.28],
+    )
     line = lambda color, **kw: dict(mode="lines", line=dict(color=color, width=2, **kw))  # noqa: E731
-    fig.add_trace(go.Scatter(x=steps, y=fin(xs), mode="markers", name="x<sub>j</sub> (input)",
-                             marker=dict(color="#999", size=5)), row=1, col=1)
-    fig.add_trace(go.Scatter(x=steps, y=fin(m), line_shape="hv", name=f"kernel (acc {trace.acc})", legendgroup="k",
-                             **line(KERNEL_COLOR)), row=1, col=1)
-    fig.add_trace(go.Scatter(x=steps, y=fin(em), line_shape="hv", name="exact (float64)", legendgroup="e",
-                             **line(EXACT_COLOR, dash="dash")), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(x=steps, y=fin(xs), mode="markers", name="x<sub>j</sub> (input)", marker=dict(color="#999", size=5)),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=steps, y=fin(m), line_shape="hv", name=f"kernel (acc {trace.acc})", legendgroup="k", **line(KERNEL_COLOR)
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=steps,
+            y=fin(em),
+            line_shape="hv",
+            name="exact (float64)",
+            legendgroup="e",
+            **line(EXACT_COLOR, dash="dash"),
+        ),
+        row=1,
+        col=1,
+    )
     fig.add_trace(go.Scatter(x=steps, y=fin(d), showlegend=False, legendgroup="k", **line(KERNEL_COLOR)), row=2, col=1)
-    fig.add_trace(go.Scatter(x=steps, y=fin(ed), showlegend=False, legendgroup="e", **line(EXACT_COLOR, dash="dash")),
-                  row=2, col=1)
+    fig.add_trace(
+        go.Scatter(x=steps, y=fin(ed), showlegend=False, legendgroup="e", **line(EXACT_COLOR, dash="dash")),
+        row=2,
+        col=1,
+    )
     if online:
         grow = thin_marks(rescale_steps(trace, lane), lane_steps(trace, lane).size)
         with np.errstate(all="ignore"):
             factor = np.exp(trace.m[lane, grow - 1] - trace.m[lane, grow])
-        fig.add_trace(go.Scatter(x=grow, y=fin(trace.m[lane, grow]), mode="markers", name="m grows (rescale)",
-                                 marker=dict(symbol="triangle-up", size=9, color=RESCALE_COLOR)), row=1, col=1)
-        fig.add_trace(go.Scatter(x=grow, y=np.where(factor > 0, factor, np.nan), mode="markers", showlegend=False,
-                                 marker=dict(symbol="triangle-up", size=8, color=RESCALE_COLOR),
-                                 hovertemplate="step %{x}<br>factor %{y:.4g}<extra></extra>"), row=3, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=grow,
+                y=fin(trace.m[lane, grow]),
+                mode="markers",
+                name="m grows (rescale)",
+                marker=dict(symbol="triangle-up", size=9, color=RESCALE_COLOR),
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=grow,
+                y=np.where(factor > 0, factor, np.nan),
+                mode="markers",
+                showlegend=False,
+                marker=dict(symbol="triangle-up", size=8, color=RESCALE_COLOR),
+                hovertemplate="step %{x}<br>factor %{y:.4g}<extra></extra>",
+            ),
+            row=3,
+            col=1,
+        )
         log_ticks(fig, factor, row=3, col=1)
         fig.update_yaxes(title_text="factor", row=3, col=1)
-    fig.add_trace(go.Scatter(x=steps, y=err, mode="lines+markers", showlegend=False, marker=dict(size=3),
-                             line=dict(color="#d62728", width=1)), row=rows, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=steps,
+            y=err,
+            mode="lines+markers",
+            showlegend=False,
+            marker=dict(size=3),
+            line=dict(color="#d62728", width=1),
+        ),
+        row=rows,
+        col=1,
+    )
     n = step_numbers(trace, lane, current)
     dot = dict(color="#d62728", size=11, line=dict(color="white", width=1))
     for row, y in ((1, n.m), (2, n.d)):
-        fig.add_trace(go.Scatter(x=[current], y=[y if math.isfinite(y) else None], mode="markers", marker=dot,
-                                 showlegend=row == 1, name="step j", hoverinfo="skip"), row=row, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=[current],
+                y=[y if math.isfinite(y) else None],
+                mode="markers",
+                marker=dot,
+                showlegend=row == 1,
+                name="step j",
+                hoverinfo="skip",
+            ),
+            row=row,
+            col=1,
+        )
     fig.add_vline(x=current, line=dict(color="#d62728", width=1, dash="dot"))
     bad = first_nonfinite(trace, lane)
     last = int(lane_steps(trace, lane)[-1])
     if bad is not None:
         what = "NaN" if math.isnan(trace.d[lane, bad]) else "±∞"
         fig.add_vrect(x0=bad - 0.5, x1=last + 0.5, fillcolor=NAN_FILL, line_width=0, layer="below")
-        fig.add_annotation(text=f"d<sub>j</sub> = {what} from step {bad}", x=bad, xref="x", yref="y2 domain", y=0.5,
-                           xanchor="left", showarrow=False, font=dict(color="#b22222", size=12))
+        fig.add_annotation(
+            text=f"d<sub>j</sub> = {what} from step {bad}",
+            x=bad,
+            xref="x",
+            yref="y2 domain",
+            y=0.5,
+            xanchor="left",
+            showarrow=False,
+            font=dict(color="#b22222", size=12),
+        )
     fig.update_yaxes(title_text="value", row=1, col=1)
     fig.update_yaxes(title_text="d<sub>j</sub>", row=2, col=1)
     log_ticks(fig, np.append(err, ERR_FLOOR), row=rows, col=1)
@@ -210,14 +304,23 @@ def lanes_heatmap(trace: Trace, quantity: str, title: str, stamp: str) -> go.Fig
     stride = max(1, -(-steps // MAX_HEAT_STEPS))
     cols = np.arange(0, steps, stride)
     z = np.where(trace.index[:, cols] >= 0, z[:, cols], np.nan)
-    hover = np.dstack([trace.index[:, cols], trace.m[:, cols], trace.d[:, cols], trace.exact_d[:, cols],
-                       trace.d_rel_error[:, cols]])
-    fig = go.Figure(go.Heatmap(
-        z=z, x=cols, y=np.arange(z.shape[0]), colorscale="Viridis", colorbar=dict(title=dict(text=label, side="right")),
-        customdata=hover, hoverongaps=False,
-        hovertemplate="lane %{y}, step %{x}<br>element %{customdata[0]}<br>m = %{customdata[1]:.7g}"
-                      "<br>d = %{customdata[2]:.7g} (exact %{customdata[3]:.9g})<br>rel. error of d %{customdata[4]:.2g}"
-                      "<extra></extra>"))
+    hover = np.dstack(
+        [trace.index[:, cols], trace.m[:, cols], trace.d[:, cols], trace.exact_d[:, cols], trace.d_rel_error[:, cols]]
+    )
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=cols,
+            y=np.arange(z.shape[0]),
+            colorscale="Viridis",
+            colorbar=dict(title=dict(text=label, side="right")),
+            customdata=hover,
+            hoverongaps=False,
+            hovertemplate="lane %{y}, step %{x}<br>element %{customdata[0]}<br>m = %{customdata[1]:.7g}"
+            "<br>d = %{customdata[2]:.7g} (exact %{customdata[3]:.9g})<br>rel. error of d %{customdata[4]:.2g}"
+            "<extra></extra>",
+        )
+    )
     fig.update_yaxes(title_text="lane (thread of the row)", autorange="reversed")
     fig.update_xaxes(title_text="step j" + (f" (every {stride}th step shown)" if stride > 1 else ""))
     integer_ticks(fig, steps)

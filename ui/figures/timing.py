@@ -35,15 +35,36 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure,
         color = COLORS[i % len(COLORS)]
         names = [f"{n} ({k})" if k not in ("variant", n) else n for n, k in zip(part["name"], part["kind"])]
         patterns = [{"peer": "/", "copy": "."}.get(k, "") for k in part["kind"]]
-        t.add_trace(go.Bar(x=names, y=part["median_us"], name=source, marker_color=color,
-                           marker_pattern_shape=patterns,
-                           error_y=dict(type="data", symmetric=False, array=part["p90_us"] - part["median_us"],
-                                        arrayminus=part["median_us"] - part["p10_us"], thickness=1.5),
-                           hovertemplate="%{x}<br>median %{y:.2f} µs<extra>" + source + "</extra>"))
+        t.add_trace(
+            go.Bar(
+                x=names,
+                y=part["median_us"],
+                name=source,
+                marker_color=color,
+                marker_pattern_shape=patterns,
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=part["p90_us"] - part["median_us"],
+                    arrayminus=part["median_us"] - part["p10_us"],
+                    thickness=1.5,
+                ),
+                hovertemplate="%{x}<br>median %{y:.2f} µs<extra>" + source + "</extra>",
+            )
+        )
         pct = part["pct_copy"].astype(float)
-        g.add_trace(go.Bar(x=names, y=part["gbps"], name=source, marker_color=color, marker_pattern_shape=patterns,
-                           text=[f"{p:.0f}% of copy" if np.isfinite(p) else "" for p in pct], textposition="outside",
-                           hovertemplate="%{x}<br>%{y:.1f} GB/s<extra>" + source + "</extra>"))
+        g.add_trace(
+            go.Bar(
+                x=names,
+                y=part["gbps"],
+                name=source,
+                marker_color=color,
+                marker_pattern_shape=patterns,
+                text=[f"{p:.0f}% of copy" if np.isfinite(p) else "" for p in pct],
+                textposition="outside",
+                hovertemplate="%{x}<br>%{y:.1f} GB/s<extra>" + source + "</extra>",
+            )
+        )
     t.update_yaxes(title_text="median time per launch (µs), bars p10–p90")
     g.update_yaxes(title_text="effective bandwidth (GB/s)")
     for f in (t, g):
@@ -52,14 +73,24 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure,
     return (finish(t, f"{title}: time", stamp, height=460), finish(g, f"{title}: bandwidth", stamp, height=460))
 
 
-
-TOPK_NAMES = {"topk_fused": "topk_fused", "topk_unfused": "topk_unfused", "torch": "torch.softmax + torch.topk",
-              "torch_lse": "torch.topk + logsumexp"}
+TOPK_NAMES = {
+    "topk_fused": "topk_fused",
+    "topk_unfused": "topk_unfused",
+    "torch": "torch.softmax + torch.topk",
+    "torch_lse": "torch.topk + logsumexp",
+}
 TOPK_STATUS_PATTERN = {"same": "", "tie": ".", "wrong": "x"}
 
 
-def topk_bars_figure(ref_values: np.ndarray, ref_indices: np.ndarray, outputs: dict[str, tuple], log: bool,
-                     title: str, stamp: str, status: dict[str, np.ndarray] | None = None) -> go.Figure:
+def topk_bars_figure(
+    ref_values: np.ndarray,
+    ref_indices: np.ndarray,
+    outputs: dict[str, tuple],
+    log: bool,
+    title: str,
+    stamp: str,
+    status: dict[str, np.ndarray] | None = None,
+) -> go.Figure:
     """One row's top-k: the float64 reference's bars beside each variant's, rank by rank.
 
     outputs: name -> (values, indices), each of length k. status: name -> per rank "same", "tie" (the index
@@ -73,33 +104,60 @@ def topk_bars_figure(ref_values: np.ndarray, ref_indices: np.ndarray, outputs: d
     ranks = [str(r) for r in range(1, k + 1)]
     ticks = [f"{r}<br>#{i}" for r, i in zip(ranks, ref_indices)]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=ranks, y=ref_values, name="float64 reference", marker_color=REF_COLOR,
-                         customdata=ref_indices,
-                         hovertemplate="reference, rank %{x}<br>index %{customdata}<br>p = %{y:.10g}<extra></extra>"))
+    fig.add_trace(
+        go.Bar(
+            x=ranks,
+            y=ref_values,
+            name="float64 reference",
+            marker_color=REF_COLOR,
+            customdata=ref_indices,
+            hovertemplate="reference, rank %{x}<br>index %{customdata}<br>p = %{y:.10g}<extra></extra>",
+        )
+    )
     for n, (name, (values, indices)) in enumerate(outputs.items()):
         values = np.asarray(values, dtype=np.float64)
         indices = np.asarray(indices, dtype=np.int64)
         st_ = np.asarray(status.get(name) if status else ["same"] * k)
         text = [f"#{i}" if s != "same" else "" for i, s in zip(indices, st_)]
         color = COLORS[n % len(COLORS)]
-        fig.add_trace(go.Bar(
-            x=ranks, y=values, name=name, marker_color=color, text=text, textposition="outside",
-            marker_pattern_shape=[TOPK_STATUS_PATTERN.get(str(s), "") for s in st_],
-            marker_line=dict(color=["#d62728" if s == "wrong" else color for s in st_],
-                             width=[3 if s == "wrong" else 0.5 for s in st_]),
-            customdata=np.column_stack([indices, np.asarray(st_, dtype=object)]),
-            hovertemplate=f"{name}, rank %{{x}}<br>index %{{customdata[0]}} (%{{customdata[1]}})<br>"
-                          "p = %{y:.7g}<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=ranks,
+                y=values,
+                name=name,
+                marker_color=color,
+                text=text,
+                textposition="outside",
+                marker_pattern_shape=[TOPK_STATUS_PATTERN.get(str(s), "") for s in st_],
+                marker_line=dict(
+                    color=["#d62728" if s == "wrong" else color for s in st_],
+                    width=[3 if s == "wrong" else 0.5 for s in st_],
+                ),
+                customdata=np.column_stack([indices, np.asarray(st_, dtype=object)]),
+                hovertemplate=f"{name}, rank %{{x}}<br>index %{{customdata[0]}} (%{{customdata[1]}})<br>"
+                "p = %{y:.7g}<extra></extra>",
+            )
+        )
     fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_xaxes(title_text="rank (the reference's index under it)", tickvals=ranks, ticktext=ticks,
-                     type="category")
-    fig.update_yaxes(type="log" if log else "linear", exponentformat="power",
-                     title_text="probability" + (" (log)" if log else ""))
+    fig.update_xaxes(
+        title_text="rank (the reference's index under it)", tickvals=ranks, ticktext=ticks, type="category"
+    )
+    fig.update_yaxes(
+        type="log" if log else "linear", exponentformat="power", title_text="probability" + (" (log)" if log else "")
+    )
     counts = {s: sum(int(np.sum(np.asarray(v) == s)) for v in (status or {}).values()) for s in ("tie", "wrong")}
-    fig.add_annotation(text=f"dotted: tie swapped within rounding ({counts['tie']}) · crossed, red edge: index "
-                            f"differs beyond rounding ({counts['wrong']}) · ties go to the lower index",
-                       xref="paper", yref="paper", x=0, y=1.0, xanchor="left", yanchor="bottom", showarrow=False,
-                       font=dict(size=11, color="#555"))
+    fig.add_annotation(
+        text=f"dotted: tie swapped within rounding ({counts['tie']}) · crossed, red edge: index "
+        f"differs beyond rounding ({counts['wrong']}) · ties go to the lower index",
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=1.0,
+        xanchor="left",
+        yanchor="bottom",
+        showarrow=False,
+        font=dict(size=11, color="#555"),
+    )
     fig = legend_right(finish(fig, title, stamp, height=520))  # the key above the plot has the top to itself
     fig.update_layout(margin=dict(b=115))  # two-line ticks (rank, index) push the axis title down: the stamp under it
     return fig.update_annotations(selector=dict(name="stamp"), yshift=-88)
@@ -123,9 +181,24 @@ def topk_timing_table(df: pd.DataFrame) -> pd.DataFrame:
     out = df.copy()
     torch = out[out["name"] == "torch"].set_index(["source", "shape"])["median_us"]
     key = list(zip(out["source"], out["shape"]))
-    out["speedup_vs_torch"] = [float(torch.get(kk, math.nan)) / m if m else math.nan
-                               for kk, m in zip(key, out["median_us"].astype(float))]
+    out["speedup_vs_torch"] = [
+        float(torch.get(kk, math.nan)) / m if m else math.nan for kk, m in zip(key, out["median_us"].astype(float))
+    ]
     out["MB_moved"] = out["bytes_moved"].astype(float) / 1e6
-    columns = ["source", "name", "rows", "cols", "dtype", "k", "median_us", "p10_us", "p90_us", "bytes_moved",
-               "MB_moved", "gbps", "speedup_vs_torch", "max_rel"]
+    columns = [
+        "source",
+        "name",
+        "rows",
+        "cols",
+        "dtype",
+        "k",
+        "median_us",
+        "p10_us",
+        "p90_us",
+        "bytes_moved",
+        "MB_moved",
+        "gbps",
+        "speedup_vs_torch",
+        "max_rel",
+    ]
     return out[[c for c in columns if c in out.columns]].reset_index(drop=True)

@@ -21,8 +21,10 @@ def _chunk(level) -> int:
 
 def tree_stages(trace) -> dict[str, tuple]:
     """Label -> (stage, chunk, warp) of every butterfly (or chain) in the trace, lanes first."""
-    keys = sorted({(lv.stage, _chunk(lv), lv.warp) for lv in trace.merges},
-                  key=lambda k: ({"lanes": 0, "warps": 1}.get(k[0], 2), k[1], k[2]))
+    keys = sorted(
+        {(lv.stage, _chunk(lv), lv.warp) for lv in trace.merges},
+        key=lambda k: ({"lanes": 0, "warps": 1}.get(k[0], 2), k[1], k[2]),
+    )
     out = {}
     for stage, chunk, warp in keys:
         where = f"chunk {chunk}, " if chunk >= 0 else ""
@@ -41,7 +43,9 @@ def tree_choices(trace) -> list[str]:
 
 
 def _levels(trace, stage: str, chunk: int, warp: int = -1) -> list:
-    return [lv for lv in trace.merges if lv.stage == stage and _chunk(lv) == chunk and (stage != "lanes" or lv.warp == warp)]
+    return [
+        lv for lv in trace.merges if lv.stage == stage and _chunk(lv) == chunk and (stage != "lanes" or lv.warp == warp)
+    ]
 
 
 def _top(levels) -> tuple | None:
@@ -62,8 +66,16 @@ def _tree_leaves(trace, stage: str, chunk: int, warp: int) -> tuple[dict, str, i
         for local in range(warp * 32, min(warp * 32 + 32, per_chunk)):
             t = max(chunk, 0) * per_chunk + local
             c = count[t]
-            leaves[local] = ((float(trace.m[t, c - 1]), float(trace.d[t, c - 1]), float(trace.exact_m[t, c - 1]),
-                              float(trace.exact_d[t, c - 1])) if c else (-math.inf, 0.0, -math.inf, 0.0))
+            leaves[local] = (
+                (
+                    float(trace.m[t, c - 1]),
+                    float(trace.d[t, c - 1]),
+                    float(trace.exact_m[t, c - 1]),
+                    float(trace.exact_d[t, c - 1]),
+                )
+                if c
+                else (-math.inf, 0.0, -math.inf, 0.0)
+            )
         return leaves, "lane", 32
     if stage == "warps":
         warps = sorted({lv.warp for lv in trace.merges if lv.stage == "lanes" and _chunk(lv) == chunk})
@@ -106,8 +118,18 @@ def _tree_nodes(trace, choice: str) -> tuple[list, list, list, str, bool]:
                 edges_y += [pos[child][1], depth, None]
             pos[a] = (x, depth)
             what = f"offset {lv.offset}" if butterfly else f"merge {k + 1}"
-            nodes.append((a, x, depth, float(lv.m[k]), float(lv.d[k]), float(lv.exact_m[k]),
-                          float(lv.exact_d[k]), f"{what}: {leaf_label} {a} ⊕ {leaf_label} {b}"))
+            nodes.append(
+                (
+                    a,
+                    x,
+                    depth,
+                    float(lv.m[k]),
+                    float(lv.d[k]),
+                    float(lv.exact_m[k]),
+                    float(lv.exact_d[k]),
+                    f"{what}: {leaf_label} {a} ⊕ {leaf_label} {b}",
+                )
+            )
     return nodes, edges_x, edges_y, leaf_label, butterfly
 
 
@@ -129,28 +151,60 @@ def merge_tree_figure(trace, choice: str, title: str, stamp: str, level: int | N
     fig = go.Figure()
     for faded in (False, True):  # edges up to the current level, then the rest faded
         keep = [v if v is None or (ey[i - i % 3 + 1] <= level) != faded else None for i, v in enumerate(edges_x)]
-        fig.add_trace(go.Scatter(x=keep, y=edges_y, mode="lines", hoverinfo="skip", showlegend=False,
-                                 line=dict(color="#eee" if faded else "#aaa", width=1)))
+        fig.add_trace(
+            go.Scatter(
+                x=keep,
+                y=edges_y,
+                mode="lines",
+                hoverinfo="skip",
+                showlegend=False,
+                line=dict(color="#eee" if faded else "#aaa", width=1),
+            )
+        )
     crowded = {y: (arr[:, 1] == y).sum() > 8 for y in np.unique(arr[:, 1])}
-    fig.add_trace(go.Scatter(
-        x=arr[:, 0], y=arr[:, 1], mode="markers+text", showlegend=False,
-        text=[f"m={format_value(m)}<br>d={format_value(d)}" if y > 0 and s and not crowded[y] else ""
-              for m, d, y, s in zip(arr[:, 2], arr[:, 3], arr[:, 1], shown)],
-        textposition="top center", textfont=dict(size=10),
-        marker=dict(size=13, color=np.where(shown, color, np.nan), colorscale="YlOrRd", cmin=math.log10(ERR_FLOOR),
-                    cmax=-2, showscale=True, colorbar=dict(title=dict(text="log10 rel. err of d", side="right")),
-                    opacity=np.where(shown, 1.0, 0.25).tolist(), line=dict(color="#333", width=1)),
-        customdata=np.column_stack([arr[:, 2:6], rel]), hovertext=[n[7] for n in nodes],
-        hovertemplate="%{hovertext}<br>m = %{customdata[0]:.7g}, d = %{customdata[1]:.7g}"
-                      "<br>exact m = %{customdata[2]:.9g}, d = %{customdata[3]:.9g}"
-                      "<br>rel. error of d %{customdata[4]:.2g}<extra></extra>"))
-    ticks = ["leaves", *level_names(trace, choice)][:top + 1]
-    fig.update_yaxes(tickvals=list(range(len(ticks))), ticktext=ticks, title_text="merge level",
-                     range=[-0.6, len(ticks) - 0.2])
+    fig.add_trace(
+        go.Scatter(
+            x=arr[:, 0],
+            y=arr[:, 1],
+            mode="markers+text",
+            showlegend=False,
+            text=[
+                f"m={format_value(m)}<br>d={format_value(d)}" if y > 0 and s and not crowded[y] else ""
+                for m, d, y, s in zip(arr[:, 2], arr[:, 3], arr[:, 1], shown)
+            ],
+            textposition="top center",
+            textfont=dict(size=10),
+            marker=dict(
+                size=13,
+                color=np.where(shown, color, np.nan),
+                colorscale="YlOrRd",
+                cmin=math.log10(ERR_FLOOR),
+                cmax=-2,
+                showscale=True,
+                colorbar=dict(title=dict(text="log10 rel. err of d", side="right")),
+                opacity=np.where(shown, 1.0, 0.25).tolist(),
+                line=dict(color="#333", width=1),
+            ),
+            customdata=np.column_stack([arr[:, 2:6], rel]),
+            hovertext=[n[7] for n in nodes],
+            hovertemplate="%{hovertext}<br>m = %{customdata[0]:.7g}, d = %{customdata[1]:.7g}"
+            "<br>exact m = %{customdata[2]:.9g}, d = %{customdata[3]:.9g}"
+            "<br>rel. error of d %{customdata[4]:.2g}<extra></extra>",
+        )
+    )
+    ticks = ["leaves", *level_names(trace, choice)][: top + 1]
+    fig.update_yaxes(
+        tickvals=list(range(len(ticks))), ticktext=ticks, title_text="merge level", range=[-0.6, len(ticks) - 0.2]
+    )
     leaves = [n for n in nodes if n[2] == 0]
-    fig.update_xaxes(title_text=f"{leaf_label}s" + (", in butterfly order" if butterfly else ""), showgrid=False,
-                     tickmode="array", tickvals=[n[1] for n in leaves], ticktext=[str(n[0]) for n in leaves],
-                     tickfont=dict(size=10))
+    fig.update_xaxes(
+        title_text=f"{leaf_label}s" + (", in butterfly order" if butterfly else ""),
+        showgrid=False,
+        tickmode="array",
+        tickvals=[n[1] for n in leaves],
+        ticktext=[str(n[0]) for n in leaves],
+        tickfont=dict(size=10),
+    )
     return stamp_below(finish(fig, title, stamp, height=560))
 
 
@@ -158,8 +212,12 @@ def level_table(trace, choice: str, level: int) -> pd.DataFrame:
     """The merges of one level (1 = the first above the leaves) of a butterfly or chain, with their (m, d)."""
     nodes = [n for n in _tree_nodes(trace, choice)[0] if n[2] == level]
     with np.errstate(all="ignore"):
-        return pd.DataFrame([{"merge": n[7], "m": n[3], "d": n[4], "exact d": n[6],
-                              "rel. error of d": abs(n[4] - n[6]) / abs(n[6])} for n in nodes])
+        return pd.DataFrame(
+            [
+                {"merge": n[7], "m": n[3], "d": n[4], "exact d": n[6], "rel. error of d": abs(n[4] - n[6]) / abs(n[6])}
+                for n in nodes
+            ]
+        )
 
 
 def merge_table(trace) -> pd.DataFrame:
@@ -168,10 +226,21 @@ def merge_table(trace) -> pd.DataFrame:
         for k in range(lv.left.size):
             with np.errstate(all="ignore"):
                 rel = abs(lv.d[k] - lv.exact_d[k]) / abs(lv.exact_d[k])
-            rows.append({"stage": lv.stage, "chunk": _chunk(lv) if _chunk(lv) >= 0 else None,
-                         "warp": lv.warp if lv.stage == "lanes" else None, "offset": lv.offset,
-                         "left": int(lv.left[k]), "right": int(lv.right[k]), "m": float(lv.m[k]), "d": float(lv.d[k]),
-                         "exact m": float(lv.exact_m[k]), "exact d": float(lv.exact_d[k]), "rel. error of d": rel})
+            rows.append(
+                {
+                    "stage": lv.stage,
+                    "chunk": _chunk(lv) if _chunk(lv) >= 0 else None,
+                    "warp": lv.warp if lv.stage == "lanes" else None,
+                    "offset": lv.offset,
+                    "left": int(lv.left[k]),
+                    "right": int(lv.right[k]),
+                    "m": float(lv.m[k]),
+                    "d": float(lv.d[k]),
+                    "exact m": float(lv.exact_m[k]),
+                    "exact d": float(lv.exact_d[k]),
+                    "rel. error of d": rel,
+                }
+            )
     df = pd.DataFrame(rows)
     for column in ("chunk", "warp"):
         if column in df:

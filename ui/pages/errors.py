@@ -15,7 +15,8 @@ from ..share import run_share_button
 FORMAT_2E = ("max rel", "mean rel", "max abs", "max |Σ−1|", "bound")
 COLUMNS = {c: st.column_config.NumberColumn(format="%.2e") for c in FORMAT_2E} | {  # the page's and the share image's
     "max ULP": st.column_config.NumberColumn(format="%.1f"),
-    "argmax agree": st.column_config.NumberColumn(format="%.3f")}
+    "argmax agree": st.column_config.NumberColumn(format="%.3f"),
+}
 
 
 @guarded
@@ -29,23 +30,31 @@ def errors_page() -> None:
         bounds = {k: compute.bound(spec, r.launch, cfg.acc) for k, r in results.items()}
     df = figures.error_table(reports)
     df["bound"] = pd.Series(bounds)
-    df["bound says"] = ["vacuous (≥ 1)" if b >= 1 else "holds" if r <= b else
-                        "exceeded (outputs flushed to 0)" if z else "exceeded"
-                        for r, b, z in zip(df["max rel"], df["bound"], df["flushed to 0"])]
+    df["bound says"] = [
+        "vacuous (≥ 1)" if b >= 1 else "holds" if r <= b else "exceeded (outputs flushed to 0)" if z else "exceeded"
+        for r, b, z in zip(df["max rel"], df["bound"], df["flushed to 0"])
+    ]
     st.subheader("Over the whole input")
     st.dataframe(df, width="stretch", key="table_errors", column_config=COLUMNS)
-    st.caption(f"rel: |y − ref| / max(|ref|, smallest normal); ULP: units in the last place of {cfg.dtype} "
-               f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}); |Σ−1|: worst row sum; NaN, inf: counts of "
-               "outputs; NaN/inf ≠ ref: elements whose non-finite pattern differs from float64's; argmax agree: "
-               "fraction of rows whose largest probability sits where the reference's does; flushed to 0: outputs 0 where the reference is not (below the type's range; each has relative error up to 1); bound: the seed's "
-               "3·n·u_acc + u_out with n = terms one accumulator folds in sequence (its share of the row, plus one "
-               "per merge level), plus 2·max|x|·u_acc where x is rounded on entering the accumulator "
-               "(explorer.numerics.softmax_bound); a bound ≥ 1 is vacuous: it allows any probability.")
+    st.caption(
+        f"rel: |y − ref| / max(|ref|, smallest normal); ULP: units in the last place of {cfg.dtype} "
+        f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}); |Σ−1|: worst row sum; NaN, inf: counts of "
+        "outputs; NaN/inf ≠ ref: elements whose non-finite pattern differs from float64's; argmax agree: "
+        "fraction of rows whose largest probability sits where the reference's does; flushed to 0: outputs 0 where the reference is not (below the type's range; each has relative error up to 1); bound: the seed's "
+        "3·n·u_acc + u_out with n = terms one accumulator folds in sequence (its share of the row, plus one "
+        "per merge level), plus 2·max|x|·u_acc where x is rounded on entering the accumulator "
+        "(explorer.numerics.softmax_bound); a bound ≥ 1 is vacuous: it allows any probability."
+    )
     csv_download(df, cfg, "errors", "csv_errors")
     ref = compute.get_reference(spec)[cfg.row]
     outputs = {k: r.out[cfg.row] for k, r in results.items()}
-    fig = figures.error_figure(ref, outputs, f"Relative error per element, row {cfg.row}, {cfg.describe()}", stamp(),
-                               {k: bounds[k] for k in outputs})
+    fig = figures.error_figure(
+        ref,
+        outputs,
+        f"Relative error per element, row {cfg.row}, {cfg.describe()}",
+        stamp(),
+        {k: bounds[k] for k in outputs},
+    )
     chart(fig, cfg.slug("errors"), "chart_errors")
     if ref.size > figures.MAX_POINTS:
         st.caption(figures.sampled_note(ref.size, figures.MAX_POINTS) + "; every point above its bound is ringed.")

@@ -18,8 +18,12 @@ from ..state import Config
 
 ss = st.session_state
 PARAMS = (Param("kv", "word", "", choices=lambda: tuple(explorer.VARIANTS), hint="unknown variant"),)
-LAUNCH_NAMES = {"grid": "grid (blocks)", "block": "block (threads)", "shared_bytes": "shared bytes",
-                "threads_per_row": "threads per row"}
+LAUNCH_NAMES = {
+    "grid": "grid (blocks)",
+    "block": "block (threads)",
+    "shared_bytes": "shared bytes",
+    "threads_per_row": "threads per row",
+}
 
 
 GLOBAL = re.compile(r"__global__\s+void\s+(?:__\w+__\s*\([^)]*\)\s*)*(\w+)\s*\(")
@@ -47,7 +51,7 @@ def kernel_excerpt(source: str, kernel: str) -> str | None:
                 depth -= 1
                 if opened and depth == 0:
                     break
-        pieces.append(source[offsets[first]:end + 1])
+        pieces.append(source[offsets[first] : end + 1])
     return "\n\n".join(pieces) if pieces else None
 
 
@@ -57,16 +61,21 @@ def value_table(fields: dict) -> pd.DataFrame:
 
 def registry_entry(v: explorer.Variant) -> dict:
     """The variant's registry fields, tuples joined, as the page lists them."""
-    entry = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)
-             if f.name not in ("launch_rule", "lesson", "title", "kernel_functions")}
+    entry = {
+        f.name: getattr(v, f.name)
+        for f in dataclasses.fields(v)
+        if f.name not in ("launch_rule", "lesson", "title", "kernel_functions")
+    }
     entry["kernel functions"] = v.functions
     return {k: ", ".join(val) if isinstance(val, tuple) else val for k, val in entry.items()}
 
 
 def launch_fields(v: explorer.Variant, launch: explorer.Launch) -> dict:
     """The launch's fields named for people, the kernel with its template arguments, the global traffic."""
-    fields = {LAUNCH_NAMES.get(k, k.replace("_", " ")): (", ".join(map(str, val)) or "–") if isinstance(val, tuple)
-              else val for k, val in dataclasses.asdict(launch).items()}
+    fields = {
+        LAUNCH_NAMES.get(k, k.replace("_", " ")): (", ".join(map(str, val)) or "–") if isinstance(val, tuple) else val
+        for k, val in dataclasses.asdict(launch).items()
+    }
     kernel = launch.kernel or v.kernel
     fields["kernel"] = f"{kernel}<{', '.join(map(str, launch.template_args))}>" if launch.template_args else kernel
     fields["global reads per element"] = v.reads_per_element
@@ -84,14 +93,18 @@ def _launch_and_resources(v: explorer.Variant, cfg: Config) -> None:
     with st.spinner("Compiling the kernel to read its resources…"):
         res = explorer.kernel_resources(v.key, dtype, acc, cfg.rows, cfg.cols, block)
     if res is None:
-        st.info("Registers, shared and spill (local) bytes come from the compiled kernel, which needs a GPU; "
-                "this server runs the CPU emulation.", icon=":material/memory:")
+        st.info(
+            "Registers, shared and spill (local) bytes come from the compiled kernel, which needs a GPU; "
+            "this server runs the CPU emulation.",
+            icon=":material/memory:",
+        )
         return
     st.dataframe(pd.DataFrame(res).set_index("kernel"), width="stretch")
     for kernel in res:
         if kernel["local_bytes"]:
-            st.warning(f"{kernel['kernel']}: {kernel['local_bytes']} bytes of local memory per thread "
-                       "(registers spill).")
+            st.warning(
+                f"{kernel['kernel']}: {kernel['local_bytes']} bytes of local memory per thread (registers spill)."
+            )
 
 
 @guarded

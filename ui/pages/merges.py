@@ -21,10 +21,12 @@ PARAMS = (
 
 def merges_section(trace: Trace, cfg: Config, key: str) -> None:
     st.subheader("Merge tree")
-    st.caption("(m, d) pairs merge like single elements: m = max(m₁, m₂), d = d₁·e^(m₁−m) + d₂·e^(m₂−m). "
-               "Within a warp, lanes exchange states by shuffles; a block's warps then merge through shared memory, "
-               "and a split row's blocks one after another. Each butterfly level halves the partial states; node "
-               "colour is the relative error of its d against float64.")
+    st.caption(
+        "(m, d) pairs merge like single elements: m = max(m₁, m₂), d = d₁·e^(m₁−m) + d₂·e^(m₂−m). "
+        "Within a warp, lanes exchange states by shuffles; a block's warps then merge through shared memory, "
+        "and a split row's blocks one after another. Each butterfly level halves the partial states; node "
+        "colour is the relative error of its d against float64."
+    )
     choices = figures.tree_choices(trace)
     ensure_choice("tree", choices, "across warps")
     c1, c2 = st.columns([2, 3])
@@ -32,17 +34,25 @@ def merges_section(trace: Trace, cfg: Config, key: str) -> None:
     names = figures.level_names(trace, ss["tree"])
     options = [*range(len(names)), ALL_LEVELS]  # the last one shows the whole tree
     ensure_choice("mlevel", options, ALL_LEVELS)
-    c2.select_slider("Merge levels shown", options, key="mlevel",
-                     format_func=lambda k: "leaves" if k == 0 else names[min(k, len(names)) - 1],
-                     help="Step through the tree: levels above this one are faded.")
+    c2.select_slider(
+        "Merge levels shown",
+        options,
+        key="mlevel",
+        format_func=lambda k: "leaves" if k == 0 else names[min(k, len(names)) - 1],
+        help="Step through the tree: levels above this one are faded.",
+    )
     level = min(int(ss["mlevel"]), len(names))
-    tree = figures.merge_tree_figure(trace, ss["tree"], f"{key}, row {cfg.row}: merge tree, {ss['tree']}", stamp(),
-                                     level)
+    tree = figures.merge_tree_figure(
+        trace, ss["tree"], f"{key}, row {cfg.row}: merge tree, {ss['tree']}", stamp(), level
+    )
     chart(tree, cfg.slug(f"merge_{key}"), "chart_tree")
     if level > 0:
         st.caption(f"Level {level}, {names[level - 1]}: each merge and the (m, d) it gives.")
-        st.table(figures.level_table(trace, ss["tree"], level).style.format(
-            {"m": "{:.7g}", "d": "{:.7g}", "exact d": "{:.9g}", "rel. error of d": "{:.2e}"}).hide(axis="index"))
+        st.table(
+            figures.level_table(trace, ss["tree"], level)
+            .style.format({"m": "{:.7g}", "d": "{:.7g}", "exact d": "{:.9g}", "rel. error of d": "{:.2e}"})
+            .hide(axis="index")
+        )
     table = figures.merge_table(trace)
     with st.expander(f"Every merge, level by level ({len(table)} nodes)"):
         st.dataframe(table, width="stretch", hide_index=True, key="table_merges")

@@ -18,18 +18,25 @@ from ..share import run_share_button
 
 ss = st.session_state
 PARAMS = (Param("log", "flag", True, hint="1 (log scale) or 0 (linear) is needed"),)
-COLUMNS = {"sum of row": st.column_config.NumberColumn(format="%.9f"),  # a float32 sum's deviation from 1 shows
-           "max p": st.column_config.NumberColumn(format="%.6g"),
-           "wall ms (not a benchmark)": st.column_config.NumberColumn(format="%.1f")}
+COLUMNS = {
+    "sum of row": st.column_config.NumberColumn(format="%.9f"),  # a float32 sum's deviation from 1 shows
+    "max p": st.column_config.NumberColumn(format="%.6g"),
+    "wall ms (not a benchmark)": st.column_config.NumberColumn(format="%.1f"),
+}
 
 
 def row_summary(y: np.ndarray) -> dict:
     """Sum, largest probability and where, and the counts of NaN, inf and zero outputs of one row."""
     y64 = np.asarray(y, dtype=np.float64)
     finite = np.isfinite(y64)
-    return {"sum of row": float(y64[finite].sum()), "max p": float(y64[finite].max()) if finite.any() else math.nan,
-            "argmax": int(np.nanargmax(np.where(finite, y64, -np.inf))) if finite.any() else -1,
-            "NaN": int(np.isnan(y64).sum()), "inf": int(np.isinf(y64).sum()), "zeros": int((y64 == 0).sum())}
+    return {
+        "sum of row": float(y64[finite].sum()),
+        "max p": float(y64[finite].max()) if finite.any() else math.nan,
+        "argmax": int(np.nanargmax(np.where(finite, y64, -np.inf))) if finite.any() else -1,
+        "NaN": int(np.isnan(y64).sum()),
+        "inf": int(np.isinf(y64).sum()),
+        "zeros": int((y64 == 0).sum()),
+    }
 
 
 @guarded
@@ -39,27 +46,47 @@ def outputs_page() -> None:
         return
     cfg, results = ran.cfg, ran.results
     ref = compute.get_reference(ran.spec)[cfg.row]
-    st.toggle("Log scale", key="log", help="Probabilities span many decades; zeros cannot sit on a log axis "
-                                          "and are marked in the strip under the plot instead.")
+    st.toggle(
+        "Log scale",
+        key="log",
+        help="Probabilities span many decades; zeros cannot sit on a log axis "
+        "and are marked in the strip under the plot instead.",
+    )
     outputs = {k: r.out[cfg.row] for k, r in results.items()}
-    fig = figures.outputs_figure(ref, outputs, bool(ss["log"]), f"Softmax of row {cfg.row}, {cfg.describe()}<br>"
-                                 "<sup>the float64 reference, and each variant's deviation from it (variants with "
-                                 "equal rows drawn once)</sup>", stamp())
+    fig = figures.outputs_figure(
+        ref,
+        outputs,
+        bool(ss["log"]),
+        f"Softmax of row {cfg.row}, {cfg.describe()}<br>"
+        "<sup>the float64 reference, and each variant's deviation from it (variants with "
+        "equal rows drawn once)</sup>",
+        stamp(),
+    )
     chart(fig, cfg.slug("outputs"), "chart_outputs")
     same = [" = ".join(g) for g in figures.equal_groups(outputs) if len(g) > 1]
-    notes = [f"Bitwise equal rows, drawn once under the first name (\"+n\": n more): {'; '.join(same)}."] if same else []
+    notes = [f'Bitwise equal rows, drawn once under the first name ("+n": n more): {"; ".join(same)}.'] if same else []
     notes += [figures.sampled_note(ref.size, figures.MAX_POINTS) + "."] if ref.size > figures.MAX_POINTS else []
     if notes:
         st.caption(" ".join(notes))
     reason = figures.nan_row_reason(compute.get_input(ran.spec)[cfg.row])
     if reason:
-        st.warning(f"Row {cfg.row}'s softmax is NaN, in float64 too: {reason}. Its outputs are marked in the strip.",
-                   icon=":material/error:")
+        st.warning(
+            f"Row {cfg.row}'s softmax is NaN, in float64 too: {reason}. Its outputs are marked in the strip.",
+            icon=":material/error:",
+        )
 
-    rows = [{"variant": k, "backend": results[k].backend, **row_summary(y),
-             "wall ms (not a benchmark)": 1e3 * results[k].seconds} for k, y in outputs.items()]
-    rows.append({"variant": "float64 reference", "backend": "numpy", **row_summary(ref),
-                 "wall ms (not a benchmark)": math.nan})
+    rows = [
+        {
+            "variant": k,
+            "backend": results[k].backend,
+            **row_summary(y),
+            "wall ms (not a benchmark)": 1e3 * results[k].seconds,
+        }
+        for k, y in outputs.items()
+    ]
+    rows.append(
+        {"variant": "float64 reference", "backend": "numpy", **row_summary(ref), "wall ms (not a benchmark)": math.nan}
+    )
     df = pd.DataFrame(rows).set_index("variant")
     st.subheader(f"Row {cfg.row} at a glance")
     st.dataframe(df, width="stretch", key="table_outputs", column_config=COLUMNS)
@@ -68,12 +95,19 @@ def outputs_page() -> None:
         csv_download(df, cfg, "outputs", "csv_outputs")
     with c2:
         # built when clicked: a long row's JSON takes seconds, and every rerun would pay for it
-        st.download_button("Download this run (JSON)", functools.partial(run_json, ran),
-                           file_name=f"{cfg.slug('run')}.json",
-                           mime="application/json", key="json_run", icon=":material/data_object:", on_click="ignore")
+        st.download_button(
+            "Download this run (JSON)",
+            functools.partial(run_json, ran),
+            file_name=f"{cfg.slug('run')}.json",
+            mime="application/json",
+            key="json_run",
+            icon=":material/data_object:",
+            on_click="ignore",
+        )
     with c3:
-        run_share_button("outputs", f"Softmax outputs against float64, row {cfg.row}", cfg, [fig], df.reset_index(),
-                         COLUMNS)
+        run_share_button(
+            "outputs", f"Softmax outputs against float64, row {cfg.row}", cfg, [fig], df.reset_index(), COLUMNS
+        )
 
 
 def _finite_or_none(values: np.ndarray) -> list[float | None]:
@@ -83,13 +117,21 @@ def _finite_or_none(values: np.ndarray) -> list[float | None]:
 def run_json(ran: Ran) -> str:
     """A run's results: configuration, backend, and per variant its launch, errors and the shown row."""
     cfg = ran.cfg
-    out = {"schema": "softmax-explorer-run/1", "config": {**dataclasses.asdict(cfg), "params": dict(cfg.params)},
-           "backend": compute.backend_info(), "stamp": stamp(), "variants": {}, "failed": ran.failed,
-           "reference_row": _finite_or_none(compute.get_reference(ran.spec)[cfg.row])}
+    out = {
+        "schema": "softmax-explorer-run/1",
+        "config": {**dataclasses.asdict(cfg), "params": dict(cfg.params)},
+        "backend": compute.backend_info(),
+        "stamp": stamp(),
+        "variants": {},
+        "failed": ran.failed,
+        "reference_row": _finite_or_none(compute.get_reference(ran.spec)[cfg.row]),
+    }
     for k, r in ran.results.items():
         y = np.asarray(r.out[cfg.row], dtype=np.float64)
         out["variants"][k] = {
-            "backend": r.backend, "block_size": r.block_size, "launch": dataclasses.asdict(r.launch),
+            "backend": r.backend,
+            "block_size": r.block_size,
+            "launch": dataclasses.asdict(r.launch),
             "errors": dataclasses.asdict(compute.error_report(ran.spec, k, cfg.acc, cfg.block_for(k))),
             "row": _finite_or_none(y),
             "row_nonfinite": {str(i): str(v) for i, v in enumerate(y.tolist()) if not math.isfinite(v)},

@@ -48,8 +48,25 @@ PARAMS = (
     Param("prec_stag_dist", "word", "constant", choices=STAGNATION_DISTS, sparse=True),
     Param("prec_stag_n", "int", 2**13, choices=STAGNATION_NS, sparse=True),
 )
-RECORD_COLUMNS = ["variant", "acc", "dist", "n", "dtype", "backend", "d", "exact_d", "d_rel_error", "d_bound",
-                  "out_max_rel", "bound", "bound_applies", "overflow", "stagnated_at", "sequential_terms", "seconds"]
+RECORD_COLUMNS = [
+    "variant",
+    "acc",
+    "dist",
+    "n",
+    "dtype",
+    "backend",
+    "d",
+    "exact_d",
+    "d_rel_error",
+    "d_bound",
+    "out_max_rel",
+    "bound",
+    "bound_applies",
+    "overflow",
+    "stagnated_at",
+    "sequential_terms",
+    "seconds",
+]
 
 
 def records_frame(records: list[Measurement]) -> pd.DataFrame:
@@ -65,6 +82,7 @@ def _chart(fig, name: str, key: str) -> None:
 
 
 # --- cached computations -----------------------------------------------------------------------------------
+
 
 @st.cache_data(show_spinner=False, max_entries=8192)
 def _point(variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str) -> Measurement:
@@ -82,8 +100,9 @@ def run_points(points: list[tuple], dtype: str, block: int, backend: str) -> lis
     out, start = [], time.perf_counter()
     for i, (v, a, d, n) in enumerate(points):
         if i % 8 == 0:
-            bar.progress(i / max(len(points), 1), text=f"Measuring {v}, acc {a}, {d}, n = {n:,} "
-                                                       f"({i + 1} of {len(points)})…")
+            bar.progress(
+                i / max(len(points), 1), text=f"Measuring {v}, acc {a}, {d}, n = {n:,} ({i + 1} of {len(points)})…"
+            )
         out.append(_point(v, a, d, n, dtype, block if explorer.VARIANTS[v].takes_block_size else None, backend))
     bar.empty()
     ss["_prec_seconds"] = time.perf_counter() - start
@@ -166,38 +185,64 @@ def precision_page() -> None:
 
 def _controls() -> None:
     c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
-    c1.select_slider("Largest n (rows of 2^4, 2^5, … elements up to this)", EXPONENTS, key="prec_max",
-                     format_func=_pow2)
-    c2.selectbox("Input and output type", list(explorer.DTYPES), key="prec_dtype",
-                 help="float16 with the float32 accumulator is the mixed-precision case: bound 3·n·u32 + u16.")
+    c1.select_slider(
+        "Largest n (rows of 2^4, 2^5, … elements up to this)", EXPONENTS, key="prec_max", format_func=_pow2
+    )
+    c2.selectbox(
+        "Input and output type",
+        list(explorer.DTYPES),
+        key="prec_dtype",
+        help="float16 with the float32 accumulator is the mixed-precision case: bound 3·n·u32 + u16.",
+    )
     c3.select_slider("Block size B (online_block)", BLOCKS, key="prec_block")
-    c4.select_slider("Steps per lane at most", STEP_CAPS, key="prec_cap", format_func=lambda v: f"{v:,}",
-                     help="Every run is traced, and its float64 replay walks a lane's steps in a Python loop "
-                          "(about 15 µs a step; the emulator's own fold about 25 µs more), so online_thread at "
-                          "n = 2^20 costs ~15 s a point even on the GPU and ~40 s on the emulator. Points above this "
-                          "cap are left out here; explorer.precision.sweep has no cap.")
-    st.multiselect("Variants in the lab", list(precision.ONLINE_VARIANTS), key="prec_variants",
-                   format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
+    c4.select_slider(
+        "Steps per lane at most",
+        STEP_CAPS,
+        key="prec_cap",
+        format_func=lambda v: f"{v:,}",
+        help="Every run is traced, and its float64 replay walks a lane's steps in a Python loop "
+        "(about 15 µs a step; the emulator's own fold about 25 µs more), so online_thread at "
+        "n = 2^20 costs ~15 s a point even on the GPU and ~40 s on the emulator. Points above this "
+        "cap are left out here; explorer.precision.sweep has no cap.",
+    )
+    st.multiselect(
+        "Variants in the lab",
+        list(precision.ONLINE_VARIANTS),
+        key="prec_variants",
+        format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}",
+    )
 
 
 def _measure(variants: list[str], dtype: str, block: int, cap: int, backend: str) -> list[Measurement]:
     """Every point within the cap, measured (cached), with a note on what the cap left out."""
     on_gpu = backend == "cuda"
     ns = precision.powers_of_two(EXPONENTS[0], int(ss["prec_max"]))
-    points = [(v, a, d, n) for v in variants for a in precision.ACCUMULATORS for d in precision.INPUT_CLASSES
-              for n in ns if precision.lane_steps(v, n, block) <= cap]
+    points = [
+        (v, a, d, n)
+        for v in variants
+        for a in precision.ACCUMULATORS
+        for d in precision.INPUT_CLASSES
+        for n in ns
+        if precision.lane_steps(v, n, block) <= cap
+    ]
     largest = {v: max((n for n in ns if precision.lane_steps(v, n, block) <= cap), default=None) for v in variants}
     if any(m != ns[-1] for m in largest.values()):
-        st.info(("GPU" if on_gpu else "CPU emulation") + ": " + "; ".join(
-            f"{v} up to n = {m:,}" if m else f"{v}: no n within the cap" for v, m in largest.items())
-                + f" (at most {cap:,} steps per lane). Raise the cap to go further, at "
-                + ("~15" if on_gpu else "~40") + " µs a step per point.",
-                icon=":material/speed:")
+        st.info(
+            ("GPU" if on_gpu else "CPU emulation")
+            + ": "
+            + "; ".join(f"{v} up to n = {m:,}" if m else f"{v}: no n within the cap" for v, m in largest.items())
+            + f" (at most {cap:,} steps per lane). Raise the cap to go further, at "
+            + ("~15" if on_gpu else "~40")
+            + " µs a step per point.",
+            icon=":material/speed:",
+        )
     records = run_points(points, dtype, block, backend)
     if records:
         src = "the GPU kernels" if on_gpu else "the CPU emulation of the kernels"
-        st.caption(f"{len(records)} runs of {src} ({ss.get('_prec_seconds', 0):.1f} s, cached); each a 1 × n row, "
-                   "seed 0, traced for its final d.")
+        st.caption(
+            f"{len(records)} runs of {src} ({ss.get('_prec_seconds', 0):.1f} s, cached); each a 1 × n row, "
+            "seed 0, traced for its final d."
+        )
     return records
 
 
@@ -210,21 +255,33 @@ def _error_vs_n(records: list[Measurement], variants: list[str], dtype: str) -> 
         ss["prec_variant"] = variants[0]
     c2.selectbox("Variant", variants, key="prec_variant")
     quantity, variant = ss["prec_quantity"], ss["prec_variant"]
-    fig = error_vs_n_figure(records, variant, quantity,
-                            f"{variant}: relative error of {QUANTITIES[quantity]} vs float64, {dtype} in and out",
-                            stamp())
+    fig = error_vs_n_figure(
+        records,
+        variant,
+        quantity,
+        f"{variant}: relative error of {QUANTITIES[quantity]} vs float64, {dtype} in and out",
+        stamp(),
+    )
     _chart(fig, f"error_vs_n_{variant}_{quantity}_{dtype}", "chart_prec_main")
     applies = [r for r in records if r.bound_applies]
     within = sum(r.d_rel_error <= r.d_bound and r.out_max_rel <= r.bound for r in applies)
-    st.caption(f"Dashed: the seed's bound, drawn while below 1. Where it is below 1, {within} of {len(applies)} "
-               "measured points lie within it (d and outputs, input-rounding term included). Zero errors sit on the "
-               "floor; × marks d = inf.")
+    st.caption(
+        f"Dashed: the seed's bound, drawn while below 1. Where it is below 1, {within} of {len(applies)} "
+        "measured points lie within it (d and outputs, input-rounding term included). Zero errors sit on the "
+        "floor; × marks d = inf."
+    )
     df = records_frame(records)
     with st.expander(f"Every measurement ({len(df)} runs)"):
         st.dataframe(df, width="stretch", hide_index=True, key="table_prec")
-        st.download_button("Download table (CSV)", df.to_csv(index=False).encode(),
-                           file_name=f"{file_slug('softmax_precision', dtype)}.csv", mime="text/csv", key="csv_prec",
-                           icon=":material/download:", on_click="ignore")
+        st.download_button(
+            "Download table (CSV)",
+            df.to_csv(index=False).encode(),
+            file_name=f"{file_slug('softmax_precision', dtype)}.csv",
+            mime="text/csv",
+            key="csv_prec",
+            icon=":material/download:",
+            on_click="ignore",
+        )
     return quantity, variant
 
 
@@ -232,8 +289,13 @@ def _stagnation(cap: int, dtype: str, backend: str) -> None:
     st.subheader("fp16 stagnation: the traced d_j flattens")
     left, right = st.columns([3, 2])
     with right:
-        st.radio("Stagnation input", list(STAGNATION_DISTS), key="prec_stag_dist", horizontal=True,
-                 format_func=precision.INPUT_TITLES.get)
+        st.radio(
+            "Stagnation input",
+            list(STAGNATION_DISTS),
+            key="prec_stag_dist",
+            horizontal=True,
+            format_func=precision.INPUT_TITLES.get,
+        )
         caps = [n for n in STAGNATION_NS if n <= max(cap, 2**13)]
         if ss.get("prec_stag_n") not in caps:
             ss["prec_stag_n"] = caps[min(2, len(caps) - 1)]
@@ -244,10 +306,20 @@ def _stagnation(cap: int, dtype: str, backend: str) -> None:
         dist = ss["prec_stag_dist"]
         with st.spinner("Tracing online_thread…"):
             trajectories = [_trajectory("online_thread", a, dist, n, dtype, backend) for a in precision.ACCUMULATORS]
-        _chart(stagnation_figure(trajectories, f"online_thread, {precision.INPUT_TITLES[dist]} row of {n:,}: traced "
-                                               "d_j per accumulator", stamp()), "stagnation", "chart_prec_stag")
-        frozen = [f"{t.acc} at d = {t.d[t.stagnated_at - 1]:g} from j = {t.stagnated_at:,}"
-                  for t in trajectories if t.stagnated_at is not None]
+        _chart(
+            stagnation_figure(
+                trajectories,
+                f"online_thread, {precision.INPUT_TITLES[dist]} row of {n:,}: traced d_j per accumulator",
+                stamp(),
+            ),
+            "stagnation",
+            "chart_prec_stag",
+        )
+        frozen = [
+            f"{t.acc} at d = {t.d[t.stagnated_at - 1]:g} from j = {t.stagnated_at:,}"
+            for t in trajectories
+            if t.stagnated_at is not None
+        ]
         st.caption("Frozen: " + ("; ".join(frozen) if frozen else "none at this n") + ".")
 
 
@@ -258,11 +330,17 @@ def _overflow(records: list[Measurement], variants: list[str]) -> None:
         st.markdown(TEXT_OVERFLOW)
     with left:
         recs = [r for r in records if r.acc == "float16" and r.dist == "constant"]
-        _chart(overflow_figure(recs, "final d_n in fp16 on a constant row (exact d_n = n)", stamp()), "overflow",
-               "chart_prec_overflow")
+        _chart(
+            overflow_figure(recs, "final d_n in fp16 on a constant row (exact d_n = n)", stamp()),
+            "overflow",
+            "chart_prec_overflow",
+        )
         first = {v: min((r.n for r in recs if r.variant == v and r.overflow), default=None) for v in variants}
-        st.caption("First overflow: " + "; ".join(f"{v}: n = {m:,}" if m else f"{v}: none up to the largest n run"
-                                                  for v, m in first.items()) + ".")
+        st.caption(
+            "First overflow: "
+            + "; ".join(f"{v}: n = {m:,}" if m else f"{v}: none up to the largest n run" for v, m in first.items())
+            + "."
+        )
 
 
 def _bf16(records: list[Measurement], variant: str, quantity: str) -> None:
@@ -272,9 +350,18 @@ def _bf16(records: list[Measurement], variant: str, quantity: str) -> None:
         st.markdown(TEXT_BF16)
     with left:
         recs = [r for r in records if r.variant == variant and r.dist == "decreasing"]
-        _chart(compare_figure(recs, "acc", quantity, f"{variant}, monotone decreasing row:<br>error of "
-                                                     f"{QUANTITIES[quantity]} per accumulator, bounds dashed", stamp()),
-               "bf16", "chart_prec_bf16")
+        _chart(
+            compare_figure(
+                recs,
+                "acc",
+                quantity,
+                f"{variant}, monotone decreasing row:<br>error of "
+                f"{QUANTITIES[quantity]} per accumulator, bounds dashed",
+                stamp(),
+            ),
+            "bf16",
+            "chart_prec_bf16",
+        )
 
 
 def _tree(records: list[Measurement], quantity: str) -> None:
@@ -282,11 +369,22 @@ def _tree(records: list[Measurement], quantity: str) -> None:
     left, right = st.columns([3, 2])
     with right:
         st.selectbox("Accumulator compared", list(precision.ACCUMULATORS), key="prec_cmp_acc")
-        st.selectbox("Input compared", list(precision.INPUT_CLASSES), key="prec_cmp_dist", format_func=precision.INPUT_TITLES.get)
+        st.selectbox(
+            "Input compared", list(precision.INPUT_CLASSES), key="prec_cmp_dist", format_func=precision.INPUT_TITLES.get
+        )
         st.markdown(TEXT_TREE)
     with left:
         acc, dist = ss["prec_cmp_acc"], ss["prec_cmp_dist"]
         recs = [r for r in records if r.acc == acc and r.dist == dist]
-        _chart(compare_figure(recs, "variant", quantity, f"{precision.INPUT_TITLES[dist]} row, acc {acc}:<br>error "
-                                                         f"of {QUANTITIES[quantity]} per variant, bounds dashed",
-                              stamp()), "variants", "chart_prec_tree")
+        _chart(
+            compare_figure(
+                recs,
+                "variant",
+                quantity,
+                f"{precision.INPUT_TITLES[dist]} row, acc {acc}:<br>error "
+                f"of {QUANTITIES[quantity]} per variant, bounds dashed",
+                stamp(),
+            ),
+            "variants",
+            "chart_prec_tree",
+        )

@@ -51,8 +51,11 @@ def step_page() -> None:
         return
     traceable = [k for k in cfg.variants if explorer.VARIANTS[k].traceable]
     if not traceable:
-        st.info("None of the selected variants records a trace. Traceable: "
-                + ", ".join(k for k, v in explorer.VARIANTS.items() if v.traceable) + ".")
+        st.info(
+            "None of the selected variants records a trace. Traceable: "
+            + ", ".join(k for k, v in explorer.VARIANTS.items() if v.traceable)
+            + "."
+        )
         return
     online = [k for k in traceable if explorer.VARIANTS[k].method == "online"]
     ensure_choice("tv", traceable, online[0] if online else None)
@@ -84,9 +87,14 @@ def _choose_lane(trace: Trace, column) -> int:
     if trace.threads == 1:
         return 0
     clamp("lane", 0, trace.threads - 1)
-    column.number_input(f"Lane (0–{trace.threads - 1}) to step through", min_value=0, max_value=trace.threads - 1,
-                        step=1, key="lane", help="Each lane folds a strided share of the row: elements lane, "
-                                                 "lane + lanes, lane + 2·lanes, …")
+    column.number_input(
+        f"Lane (0–{trace.threads - 1}) to step through",
+        min_value=0,
+        max_value=trace.threads - 1,
+        step=1,
+        key="lane",
+        help="Each lane folds a strided share of the row: elements lane, lane + lanes, lane + 2·lanes, …",
+    )
     return int(ss["lane"])
 
 
@@ -127,8 +135,9 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
     with right:
         _update(n, trace)
     lane_title = f", lane {lane}" if trace.threads > 1 else ""
-    fig = figures.step_figure(trace, lane, step, f"{key}, row {cfg.row}{lane_title}: running (m, d), acc {cfg.acc}",
-                              stamp())
+    fig = figures.step_figure(
+        trace, lane, step, f"{key}, row {cfg.row}{lane_title}: running (m, d), acc {cfg.acc}", stamp()
+    )
     chart(fig, cfg.slug(f"step_{key}_lane{lane}"), "chart_step")
     if len(steps) > figures.MAX_POINTS:
         st.caption(f"{figures.sampled_note(len(steps), figures.MAX_POINTS)}; step j is always drawn.")
@@ -141,30 +150,68 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
 def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
     first, last = int(steps[0]), int(steps[-1])
     if last > first:
-        st.slider("Step j", first, last, key="step",
-                  help="Drives everything below: the update, the chart's marker, the bits. Play moves it one step "
-                       "at a time.")
+        st.slider(
+            "Step j",
+            first,
+            last,
+            key="step",
+            help="Drives everything below: the update, the chart's marker, the bits. Play moves it one step at a time.",
+        )
     step = int(ss["step"])
     grows = figures.rescale_steps(trace, lane)
     later = grows[grows > step]
     bad = figures.first_nonfinite(trace, lane)
     playing = bool(ss.get("_playing"))
     b = st.columns([1, 1, 1.6])
-    b[0].button("◀", key="step_prev", on_click=_set_step, args=(max(step - 1, first),), disabled=step <= first,
-                width="stretch", help="Previous step")
-    b[1].button("▶", key="step_next", on_click=_set_step, args=(min(step + 1, last),), disabled=step >= last,
-                width="stretch", help="Next step")
-    b[2].button("❚❚ Pause" if playing else "▶ Play", key="step_play", disabled=step >= last and not playing,
-                width="stretch", on_click=_toggle_play, help=f"One step every {PLAY_SECONDS:g} s, run on the server")
+    b[0].button(
+        "◀",
+        key="step_prev",
+        on_click=_set_step,
+        args=(max(step - 1, first),),
+        disabled=step <= first,
+        width="stretch",
+        help="Previous step",
+    )
+    b[1].button(
+        "▶",
+        key="step_next",
+        on_click=_set_step,
+        args=(min(step + 1, last),),
+        disabled=step >= last,
+        width="stretch",
+        help="Next step",
+    )
+    b[2].button(
+        "❚❚ Pause" if playing else "▶ Play",
+        key="step_play",
+        disabled=step >= last and not playing,
+        width="stretch",
+        on_click=_toggle_play,
+        help=f"One step every {PLAY_SECONDS:g} s, run on the server",
+    )
     j = st.columns(2)
-    j[0].button("Next rescale", key="step_rescale", icon=":material/trending_up:", width="stretch",
-                on_click=_set_step, args=(int(later[0]) if later.size else step,), disabled=not later.size,
-                help=f"The next step where m grows ({grows.size:,} in this lane)" if trace.kind == "online"
-                else "Safe softmax never rescales")
-    j[1].button("First non-finite", key="step_nan", icon=":material/error:", width="stretch",
-                on_click=_set_step, args=(bad if bad is not None else step,), disabled=bad is None,
-                help="The first step where d_j is NaN or ±∞" if bad is not None
-                else "d_j stays finite in this lane")
+    j[0].button(
+        "Next rescale",
+        key="step_rescale",
+        icon=":material/trending_up:",
+        width="stretch",
+        on_click=_set_step,
+        args=(int(later[0]) if later.size else step,),
+        disabled=not later.size,
+        help=f"The next step where m grows ({grows.size:,} in this lane)"
+        if trace.kind == "online"
+        else "Safe softmax never rescales",
+    )
+    j[1].button(
+        "First non-finite",
+        key="step_nan",
+        icon=":material/error:",
+        width="stretch",
+        on_click=_set_step,
+        args=(bad if bad is not None else step,),
+        disabled=bad is None,
+        help="The first step where d_j is NaN or ±∞" if bad is not None else "d_j stays finite in this lane",
+    )
     if bad is not None and step >= bad:
         st.caption(f"d is not finite: {figures.nonfinite_cause(trace, lane, bad)}.")
     return step
@@ -175,22 +222,32 @@ def _update(n: StepNumbers, trace: Trace) -> None:
     f = latex_number
     st.markdown(f"##### The update at step j = {n.step} (element {n.element})")
     if n.kind == "safe":
-        st.latex(rf"m_j = \max(m_{{j-1}}, x_j) = {f(n.m)} \quad\text{{(pass 1; pass 2 uses the row max }}"
-                 rf"m = {f(n.row_max)})")
-        st.latex(rf"d_j = d_{{j-1}} + e^{{x_j - m}} = {f(n.prev_d)} + e^{{{f(n.x)} - ({f(n.row_max)})}}"
-                 rf" = {f(n.prev_d)} + {f(n.term)} = {f(n.d)}")
+        st.latex(
+            rf"m_j = \max(m_{{j-1}}, x_j) = {f(n.m)} \quad\text{{(pass 1; pass 2 uses the row max }}"
+            rf"m = {f(n.row_max)})"
+        )
+        st.latex(
+            rf"d_j = d_{{j-1}} + e^{{x_j - m}} = {f(n.prev_d)} + e^{{{f(n.x)} - ({f(n.row_max)})}}"
+            rf" = {f(n.prev_d)} + {f(n.term)} = {f(n.d)}"
+        )
     else:
         st.latex(rf"m_j = \max(m_{{j-1}}, x_j) = \max({f(n.prev_m)},\ {f(n.x)}) = {f(n.m)}")
         st.latex(_factor(n))
-        st.latex(rf"d_{{j-1}} = {f(n.prev_d)} \;\xrightarrow{{\times\,{_factor_value(n)}}}\; {f(n.product)}"
-                 rf" \;\xrightarrow{{+\,e^{{x_j - m_j}} = {f(n.term)}}}\; d_j = {f(n.d)}")
+        st.latex(
+            rf"d_{{j-1}} = {f(n.prev_d)} \;\xrightarrow{{\times\,{_factor_value(n)}}}\; {f(n.product)}"
+            rf" \;\xrightarrow{{+\,e^{{x_j - m_j}} = {f(n.term)}}}\; d_j = {f(n.d)}"
+        )
     rel = "NaN" if math.isnan(n.rel_err) else f"{n.rel_err:.3g}"
     st.markdown(f"kernel d_j = **{_nine(n.d)}** · float64 d_j = **{_nine(n.exact_d)}** · relative error **{rel}**")
     if n.kind == "online" and n.prev_m == n.m and not math.isfinite(n.m):
-        st.caption(f"m_j−1 = m_j = {format_value(n.m)}: the kernel's guard keeps d as it is when the maxima are "
-                   "equal; e^(m_j−1 − m_j) itself would be e^(∞ − ∞), which is undefined.")
-    st.caption(f"Final state of the row: kernel (m, d) = ({_nine(trace.final_m)}, {_nine(trace.final_d)}); "
-               f"float64 ({_nine(trace.exact_final_m)}, {_nine(trace.exact_final_d)}).")
+        st.caption(
+            f"m_j−1 = m_j = {format_value(n.m)}: the kernel's guard keeps d as it is when the maxima are "
+            "equal; e^(m_j−1 − m_j) itself would be e^(∞ − ∞), which is undefined."
+        )
+    st.caption(
+        f"Final state of the row: kernel (m, d) = ({_nine(trace.final_m)}, {_nine(trace.final_d)}); "
+        f"float64 ({_nine(trace.exact_final_m)}, {_nine(trace.exact_final_d)})."
+    )
 
 
 def _nine(v: float) -> str:
@@ -221,14 +278,18 @@ def bits_section(trace: Trace, n: StepNumbers) -> None:
     st.subheader(f"The bits of d_j at step {n.step}, in {trace.acc}")
     st.markdown(figures.bits_html(parts, trace.acc, n.prev_d, n.exact_d), unsafe_allow_html=True)
     same = parts.d == n.d or (math.isnan(parts.d) and math.isnan(n.d))
-    note = (f"The kernel adds {parts.product:.9g} and {parts.term:.9g}; the exact sum {parts.sum:.9g} needs "
-            f"bits below d_j's last {trace.acc} place, and rounding to {trace.acc} gives {parts.d:.9g} "
-            f"(lost {parts.sum - parts.d:+.3g}).")
+    note = (
+        f"The kernel adds {parts.product:.9g} and {parts.term:.9g}; the exact sum {parts.sum:.9g} needs "
+        f"bits below d_j's last {trace.acc} place, and rounding to {trace.acc} gives {parts.d:.9g} "
+        f"(lost {parts.sum - parts.d:+.3g})."
+    )
     if parts.term != 0 and parts.d == parts.product:
         note += " The whole term rounded away: d did not move (stagnation)."
     if not same:
-        note += (f" (The product and term are recomputed in the accumulator model of kernels/common.cuh; the traced "
-                 f"d_j is {n.d:.9g}, one of expf's last-place differences on the GPU.)")
+        note += (
+            f" (The product and term are recomputed in the accumulator model of kernels/common.cuh; the traced "
+            f"d_j is {n.d:.9g}, one of expf's last-place differences on the GPU.)"
+        )
     st.caption(note)
 
 
@@ -236,6 +297,7 @@ def _lanes(trace: Trace, cfg: Config, key: str) -> None:
     st.subheader(f"All {trace.threads} lanes' partial states")
     ensure_choice("heat", list(HEAT_CHOICES), "d")
     st.radio("Colour by", list(HEAT_CHOICES), key="heat", format_func=HEAT_CHOICES.get, horizontal=True)
-    heat = figures.lanes_heatmap(trace, ss["heat"], f"{key}, row {cfg.row}: {HEAT_CHOICES[ss['heat']]} per lane "
-                                 "and step", stamp())
+    heat = figures.lanes_heatmap(
+        trace, ss["heat"], f"{key}, row {cfg.row}: {HEAT_CHOICES[ss['heat']]} per lane and step", stamp()
+    )
     chart(heat, cfg.slug(f"lanes_{key}"), "chart_lanes")
