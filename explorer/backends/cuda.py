@@ -379,6 +379,7 @@ def _topk_kernel(dtype: str, template_args: tuple[int, ...], fused: bool, stagin
 
 
 _topk_scratch_of: dict[int, tuple] = {}
+TOPK_MAX_LIST = 64  # keys per chunk list at most (k <= 64)
 
 
 def _topk_scratch(rows: int, chunks: int, lists: int):
@@ -389,9 +390,9 @@ def _topk_scratch(rows: int, chunks: int, lists: int):
     stream = cp.cuda.get_current_stream().ptr
     states, keys, arrivals = _topk_scratch_of.get(stream, (None, None, None))
     chunk_states = rows * chunks if chunks > 1 else 0
-    if keys is None or keys.size < chunk_states * lists:
+    if keys is None or states.size < 2 * chunk_states or keys.size < chunk_states * lists:
         size = max(chunk_states, 1024)
-        states, keys = cp.empty(2 * size, np.float32), cp.empty(size * 64, np.uint64)
+        states, keys = cp.empty(2 * size, np.float32), cp.empty(size * TOPK_MAX_LIST, np.uint64)
     if arrivals is None or arrivals.size < rows:
         arrivals = cp.zeros(max(rows, 1024), np.uint32)
     _topk_scratch_of[stream] = states, keys, arrivals
