@@ -8,7 +8,6 @@ True
 """
 
 from .api import (
-    BACKENDS,
     SoftmaxResult,
     bytes_needed,
     check_fits,
@@ -18,10 +17,10 @@ from .api import (
     kernel_resources,
     kernel_source,
     reference,
-    resolve_backend,
     rounds_input,
     softmax,
 )
+from .checks import BACKENDS, resolve_backend
 from .errors import ExplorerError, GPUContextLost, GPUUnavailable, InvalidInput, KernelFailed, TooLarge
 from .inputs import DISTRIBUTIONS, load_logits, make_input
 from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, ErrorReport

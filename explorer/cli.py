@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from . import api, bench
+from . import api, bench, checks
 from .errors import ExplorerError, InvalidInput
 from .inputs import DISTRIBUTIONS, make_input
 from .numerics import DTYPES
@@ -73,7 +73,7 @@ def _block_sizes(variants: list[str], block_size: int | None) -> dict[str, int |
 
 def cmd_run(args) -> int:
     blocks = _block_sizes(args.variant, args.block_size)
-    backend = api.resolve_backend(args.backend)
+    backend = checks.resolve_backend(args.backend)
     for key, block_size in blocks.items():  # from the shape, before the input is made
         api.check_fits(args.rows, args.cols, args.dtype, backend, VARIANTS[key], block_size)
     x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed, **dict(args.param or []))
@@ -202,7 +202,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--acc", default="float32", choices=list(DTYPES))
     r.add_argument("--block-size", type=int, help="threads per row for the variants that take one")
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--backend", default="auto", choices=api.BACKENDS)
+    r.add_argument("--backend", default="auto", choices=checks.BACKENDS)
     r.set_defaults(fn=cmd_run)
 
     t = sub.add_parser("topk", help="softmax + top-k: print the index agreement and error against float64")
@@ -213,7 +213,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--cols", type=int, default=32000)
     t.add_argument("--dtype", default="float32", choices=list(DTYPES))
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--backend", default="auto", choices=api.BACKENDS)
+    t.add_argument("--backend", default="auto", choices=checks.BACKENDS)
     t.set_defaults(fn=cmd_topk)
 
     b = sub.add_parser("bench", help="time variants and peers on the GPU, write a results JSON")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .api import check_dtype, check_memory, check_shape, sizes, whole
+from .checks import check_dtype, check_memory, check_shape, sizes, whole
 from .errors import ExplorerError, InvalidInput
 from .numerics import DTYPES
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import budget
-from .api import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
 from .backends import cuda, fast_emulation
+from .checks import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
 from .errors import InvalidInput
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
 from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer import api
+from explorer import checks
 from explorer.backends import cuda
 
 DT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
@@ -252,18 +252,18 @@ def test_too_large_counts_a_one_dimensional_input(monkeypatch):
 @pytest.mark.parametrize("raw", ["lots", "1e6", "1.5", "-5", "0", "-1"])
 def test_malformed_cap_is_refused_and_the_default_used(monkeypatch, caplog, raw):
     monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", raw)
-    problems = api.settings_problems()
+    problems = checks.settings_problems()
     assert len(problems) == 1 and repr(raw) in problems[0] and "default" in problems[0]
     with caplog.at_level("WARNING", logger="explorer"):
-        assert api.max_elements() == api.DEFAULT_MAX_ELEMENTS
+        assert checks.max_elements() == checks.DEFAULT_MAX_ELEMENTS
     assert explorer.softmax(X, "online_warp", backend="emulator").out.shape == X.shape
 
 
 @pytest.mark.parametrize("raw", ["", " ", "1", "1000", " 4096 "])
 def test_valid_cap_settings(monkeypatch, raw):
     monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", raw)
-    assert api.settings_problems() == []
-    assert api.max_elements() == (int(raw) if raw.strip() else api.DEFAULT_MAX_ELEMENTS)
+    assert checks.settings_problems() == []
+    assert checks.max_elements() == (int(raw) if raw.strip() else checks.DEFAULT_MAX_ELEMENTS)
 
 
 def test_malformed_cap_is_reported_when_the_package_loads():

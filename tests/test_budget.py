@@ -5,7 +5,7 @@ import threading
 import pytest
 
 import explorer
-from explorer import api, budget
+from explorer import api, budget, checks
 
 WAIT_S = 30  # generous: the threads below hand over through events, never through timing
 
@@ -98,12 +98,12 @@ def test_the_limit_is_the_setting_else_a_quarter_of_the_machine(monkeypatch):
     for bad in ("lots", "-5", "0", "1.5e9"):
         monkeypatch.setenv(budget.SETTING, bad)
         assert budget.run_budget() == budget.DEFAULT_RUN_BUDGET
-        assert any(budget.SETTING in p for p in api.settings_problems())
+        assert any(budget.SETTING in p for p in checks.settings_problems())
 
 
 def test_refusal_is_fixed_by_the_limit_and_names_a_gpu_where_one_would_fit(monkeypatch):
     need = explorer.bytes_needed(64, 4096, "float32", "emulator", explorer.VARIANTS["online_warp"])
-    monkeypatch.setattr(api, "free_bytes", lambda backend: pytest.fail("momentary free memory was read"))
+    monkeypatch.setattr(checks, "free_bytes", lambda backend: pytest.fail("momentary free memory was read"))
     monkeypatch.setenv(budget.SETTING, str(need))
     explorer.check_fits(64, 4096, "float32", "emulator", explorer.VARIANTS["online_warp"])
     monkeypatch.setenv(budget.SETTING, str(need - 1))

@@ -167,7 +167,7 @@ def test_the_time_budget_setting(monkeypatch):
         monkeypatch.setenv(budget.TIME_SETTING, bad)
         assert budget.time_budget() == budget.DEFAULT_RUN_SECONDS
         assert [
-            p for p in explorer.api.settings_problems() if p.startswith(f"{budget.TIME_SETTING}={bad!r} is refused")
+            p for p in explorer.checks.settings_problems() if p.startswith(f"{budget.TIME_SETTING}={bad!r} is refused")
         ]
 
 

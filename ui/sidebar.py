@@ -47,7 +47,8 @@ def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
     """(caption, refusal or None): a run's and the page's memory (explorer.budget's model) against this server's
     fixed limit for one run (a GPU run's memory against the GPU's free memory)."""
     runs = [
-        (explorer.VARIANTS[k], explorer.api.check_block(explorer.VARIANTS[k], cfg.block_for(k))) for k in cfg.variants
+        (explorer.VARIANTS[k], explorer.checks.check_block(explorer.VARIANTS[k], cfg.block_for(k)))
+        for k in cfg.variants
     ]
     per_run = max(
         (explorer.bytes_needed(cfg.rows, cfg.cols, cfg.dtype, backend, v, b, False, cfg.acc) for v, b in runs),

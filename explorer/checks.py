@@ -1,0 +1,235 @@
+"""Every check the public functions share, in one place: the operator's settings, the backend, argument
+types and ranges, and memory (refused before anything is allocated). Each raises InvalidInput or TooLarge."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+
+import numpy as np
+
+from . import budget
+from .backends import cuda
+from .errors import InvalidInput, TooLarge
+from .numerics import DTYPES, dtype_name
+from .registry import VARIANTS, Variant
+
+BACKENDS = ("auto", "cuda", "emulator")
+# Operator cap on elements per run (a shared box sets it lower): EXPLORER_MAX_ELEMENTS.
+DEFAULT_MAX_ELEMENTS = 2**31 - 1
+MAX_DIM = 2**31 - 1  # rows and cols are 32-bit ints in the kernels
+log = logging.getLogger("explorer")
+
+
+def settings_problems() -> list[str]:
+    """What is wrong with the operator's settings (each refused setting falls back to its default)."""
+    raw = os.environ.get("EXPLORER_MAX_ELEMENTS", "").strip()
+    try:
+        ok = not raw or int(raw) >= 1
+    except ValueError:
+        ok = False
+    problems = budget.settings_problems()
+    if ok:
+        return problems
+    return [
+        f"EXPLORER_MAX_ELEMENTS={raw!r} is refused: it must be a whole number of elements >= 1; "
+        f"using the default limit of {DEFAULT_MAX_ELEMENTS:,} elements",
+        *problems,
+    ]
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    log.warning(message)
+
+
+def max_elements() -> int:
+    """This server's limit on the elements of one run; a malformed EXPLORER_MAX_ELEMENTS is logged and ignored."""
+    problems = settings_problems()
+    for problem in problems:
+        _warn_once(problem)
+    raw = os.environ.get("EXPLORER_MAX_ELEMENTS", "").strip()
+    return DEFAULT_MAX_ELEMENTS if problems or not raw else int(raw)
+
+
+max_elements()  # a malformed setting is reported when the explorer loads (the app's or the CLI's start)
+
+
+def forced_backend() -> str | None:
+    """The operator's choice for "auto" (EXPLORER_BACKEND=emulator keeps a shared box off its GPU)."""
+    forced = os.environ.get("EXPLORER_BACKEND", "").strip()
+    if forced and forced not in ("cuda", "emulator"):
+        raise InvalidInput(f"EXPLORER_BACKEND must be cuda or emulator, got {forced!r}")
+    return forced or None
+
+
+def resolve_backend(backend: str) -> str:
+    """ "auto" is EXPLORER_BACKEND if set, else CUDA where a GPU is usable, else the emulator."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise InvalidInput(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "auto":
+        return forced_backend() or ("cuda" if cuda.available() else "emulator")
+    return backend
+
+
+def whole(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def check_shape(rows: object, cols: object) -> tuple[int, int]:
+    """rows and cols as ints from 1 to 2^31 - 1; InvalidInput otherwise."""
+    for name, value in (("rows", rows), ("cols", cols)):
+        if not whole(value):
+            raise InvalidInput(f"{name} must be a whole number, got {value!r}")
+        if value < 1:
+            raise InvalidInput(f"{name} must be at least 1, got {value}")
+        if value > MAX_DIM:
+            raise InvalidInput(f"{name} must be below 2^31, got {value}")
+    return int(rows), int(cols)
+
+
+def check_dtype(dtype: object, what: str = "dtype") -> str:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise InvalidInput(f"unknown {what} {dtype!r}; choose one of {', '.join(DTYPES)}")
+    return dtype
+
+
+def check_logits(x: object, name: str = "x") -> tuple[str, int, int]:
+    """dtype name, rows and cols of a non-empty 1-D or 2-D float32/float16/bfloat16 array, read from
+    its shape alone (nothing is copied); InvalidInput otherwise."""
+    if not isinstance(x, np.ndarray):
+        raise InvalidInput(f"{name} must be a numpy array, got {type(x).__name__}")
+    try:
+        dtype = dtype_name(x.dtype)
+    except ValueError as exc:
+        raise InvalidInput(f"{name}: {exc} (convert with {name}.astype(...))") from None
+    if x.ndim not in (1, 2):
+        raise InvalidInput(f"{name} must be 1-D or 2-D (rows × cols), got shape {x.shape}")
+    if x.size == 0:
+        raise InvalidInput(f"{name} is empty (shape {x.shape}); softmax needs at least one element per row")
+    rows, cols = (1, x.shape[0]) if x.ndim == 1 else x.shape
+    if rows > MAX_DIM or cols > MAX_DIM:
+        raise InvalidInput(f"rows and cols must each be below 2^31, got {rows}×{cols}")
+    return dtype, rows, cols
+
+
+def check_block(variant: Variant, block_size: object) -> int:
+    """The block size the variant will use (None: its default); InvalidInput for one it cannot take."""
+    try:
+        return variant.check_block_size(block_size)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def check_variant(variant: object, block_size: object) -> tuple[Variant | None, int | None]:
+    if variant is None:
+        return None, None
+    if not isinstance(variant, Variant):
+        raise InvalidInput(f"variant must be one of explorer.VARIANTS' values or None, got {type(variant).__name__}")
+    default = block_size is None or (whole(block_size) and block_size == 0)  # 0: the default, as the app passes it
+    return variant, check_block(variant, None if default else block_size)
+
+
+def get_variant(key: str) -> Variant:
+    if not isinstance(key, str) or key not in VARIANTS:
+        raise InvalidInput(f"unknown variant {key!r}; choose one of {', '.join(VARIANTS)}")
+    return VARIANTS[key]
+
+
+def check_k(k: object, cols: int, k_max: int) -> int:
+    """k as an int from 1 to min(k_max, cols); InvalidInput otherwise."""
+    if not whole(k) or not 1 <= k <= min(k_max, cols):
+        raise InvalidInput(
+            f"k must be a whole number from 1 to {min(k_max, cols)} (at most {k_max} and at most cols), got {k!r}"
+        )
+    return int(k)
+
+
+def check_numbers(x: object, name: str = "x") -> np.ndarray:
+    """x as a non-empty numeric array of at least one dimension (bfloat16 included); InvalidInput otherwise."""
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise InvalidInput(f"{name} must be an array of numbers: {exc}") from None
+    if a.dtype not in DTYPES.values() and a.dtype.kind not in "fiub":
+        raise InvalidInput(f"{name} must hold real numbers, got {a.dtype} values")
+    if a.ndim == 0 or a.size == 0:
+        raise InvalidInput(f"{name} must have at least one element along its last axis, got shape {a.shape}")
+    rows, cols = a.size // a.shape[-1], a.shape[-1]
+    check_memory(rows, cols, 8, budget.errors_bytes(rows, cols), "emulator", "the float64 reference and errors")
+    return a
+
+
+def check_real(value: object, name: str) -> float:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InvalidInput(f"{name} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise InvalidInput(f"{name} is too large: {value!r}") from None
+    if not number >= 0:
+        raise InvalidInput(f"{name} must be a number >= 0, got {value!r}")
+    return number
+
+
+def free_bytes(backend: str) -> int:
+    if backend == "cuda":
+        return cuda.free_bytes()
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return 2**63 - 1  # unknown: let the allocation itself fail
+
+
+def size(n: int) -> str:
+    """Bytes in words: GiB/MiB/KiB with two decimals, or exact bytes below 1 KiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} bytes"
+
+
+def sizes(n: int, limit: int) -> tuple[str, str]:
+    """n and limit in words, exact where rounding would make them look equal."""
+    a, b = size(n), size(limit)
+    return (f"{n:,} bytes", f"{limit:,} bytes ({b})") if a == b else (a, b)
+
+
+def check_memory(
+    rows: int, cols: int, itemsize: int, need: int, backend: str, what: str, gpu_need: int | None = None
+) -> None:
+    """Refuse, before anything is allocated, rows × cols elements (of itemsize bytes) over this server's
+    limit, `need` bytes over what the GPU has free ("cuda"), or over this server's fixed limit for one run
+    (host memory: the same request always gets the same answer). gpu_need: what the work would take on a
+    GPU, named in the refusal where it fits the limit. `what` names the work."""
+    cap = max_elements()
+    n = rows * cols
+    if n > cap:
+        raise TooLarge(
+            f"{what}: {rows}×{cols} = {n:,} elements ({size(n * itemsize)}) is over this server's limit "
+            f"of {cap:,} elements ({size(cap * itemsize)}); choose a smaller shape"
+        )
+    if backend == "cuda":
+        have = free_bytes(backend)
+        if need > have:
+            shown_need, shown_have = sizes(need, have)
+            raise TooLarge(
+                f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} but only {shown_have} "
+                "of GPU memory is free; choose a smaller shape or fewer variants"
+            )
+        return
+    limit = budget.run_budget()
+    if need > limit:
+        shown_need, shown_limit = sizes(need, limit)
+        gpu = (
+            f"; on a GPU it would need only about {size(gpu_need)} and fit"
+            if gpu_need is not None and gpu_need <= limit
+            else ""
+        )
+        raise TooLarge(
+            f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} in the CPU emulation, "
+            f"over this server's limit of {shown_limit} for one run{gpu}; choose a smaller shape"
+        )
