@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("streamlit")
 from test_app import charts, frame, goto, make, ok  # the AppTest page helpers
 
-from ui import figures, timing
+from ui import figures, results, topk_timing
 
 EVIL = "<b>GPU</b> & co"
 
@@ -63,14 +63,14 @@ def test_display_names_carry_versions_and_escape_file_text():
             {"source": "H200", "name": "fast", "kind": "variant", "version": None},
         ]
     )
-    got = timing.display_names(df)
+    got = results.display_names(df)
     assert list(got["name"]) == ["&lt;i&gt;x&lt;/i&gt; 1 &amp; 2", "fast"]
     assert got["source"][0] == "&lt;b&gt;GPU&lt;/b&gt; &amp; co"
     assert list(df["name"]) == ["<i>x</i>", "fast"]  # the table keeps the raw text (shown as text there)
 
 
 def test_validate_accepts_failed_peers_without_times():
-    doc = timing.validate(json.dumps(softmax_doc()))
+    doc = results.validate(json.dumps(softmax_doc()))
     assert doc["results"][-1]["median_us"] is None
 
 
@@ -140,10 +140,10 @@ def topk_doc() -> dict:
 def test_topk_frame_keeps_torch_lse_and_the_floor():
     df = figures.topk_timing_frame({"GPU": topk_doc()})
     assert list(df["name"]) == ["topk_fused", "topk_unfused", "torch", "torch_lse"]  # the copy is not a pipeline
-    table = timing.topk_table(df)
+    table = topk_timing.topk_table(df)
     assert table.set_index("name").loc["torch_lse", "pct_floor_device"] == pytest.approx(38.3)
     assert table.set_index("name").loc["torch_lse", "speedup_vs_torch"] == pytest.approx(2.0)
-    fig = timing.topk_figure(table, "t <x>", "stamp")
+    fig = topk_timing.topk_figure(table, "t <x>", "stamp")
     bars = fig.data[0]
     assert list(bars.x) == ["topk_fused", "topk_unfused", "torch.softmax + torch.topk", "torch.topk + logsumexp"]
     assert bars.text[0] == "2.0 MB · 82% of floor (device) · 4.00× torch"
@@ -205,7 +205,7 @@ def test_the_same_results_uploaded_twice_or_bundled_are_shown_once():
     assert any("a (1).json holds the same results as a.json: shown once" in c.value for c in at.caption)
     assert set(frame(at)["source"]) == {EVIL}
     # a bundled file uploaded again is shown once too
-    story = (timing.RESULTS_DIR / "story-all.json").read_bytes()
+    story = (results.RESULTS_DIR / "story-all.json").read_bytes()
     at.file_uploader(key="bench_files").set_value([("copy.json", story, "application/json")]).run()
     at.button(key="bench_bundled_button").click().run()
     ok(at)
@@ -235,7 +235,7 @@ def test_share_stamp_and_readable_table():
 
     doc = softmax_doc("NVIDIA H200")
     part = pd.DataFrame([{**softmax_row("fast", "variant", 1.0), "source": s} for s in ("H", "F", "H")])
-    lines = timing.share_stamp(part, {"H": doc, "F": {"meta": {}}}, {"H": "h.json", "F": "f.json"})
+    lines = results.share_stamp(part, {"H": doc, "F": {"meta": {}}}, {"H": "h.json", "F": "f.json"})
     assert lines == [
         "shape 4096×4096 · dtype float32 · accumulator float32",
         "GPU NVIDIA H200 · driver ? · CUDA 13.2 · CuPy 14.2 · 2026-12-01 · from h.json",
@@ -243,11 +243,11 @@ def test_share_stamp_and_readable_table():
     ]
     topk_part = pd.DataFrame([{**topk_row("topk_fused", 8, 1.0), "source": "H"}])
     assert (
-        timing.share_stamp(topk_part, {"H": doc}, {"H": "h.json"})[0]
+        results.share_stamp(topk_part, {"H": doc}, {"H": "h.json"})[0]
         == "shape 512×128256 · dtype float32 · top-8 · accumulator float32"
     )
     table, formats = share_ui.readable(
-        pd.DataFrame({"median_us": [1.0], "name": ["x"], "error": [None]}), timing.TIME_COLUMNS
+        pd.DataFrame({"median_us": [1.0], "name": ["x"], "error": [None]}), results.TIME_COLUMNS
     )
     assert list(table.columns) == ["median µs", "name", "error"] and formats == {"median µs": "%.2f"}
 
@@ -256,10 +256,12 @@ def test_a_stamp_of_several_files_goes_under_the_axis_title():
     a, b = topk_doc(), topk_doc()
     b["meta"] = {"gpu": "A100", "cuda_runtime": "12.8", "cupy": "13.6", "date": "2025-03-01"}
     df = figures.topk_timing_frame({"A": a, "B": b, "C": topk_doc()})
-    stamp = timing.chart_stamp(df, {"A": a, "B": b, "C": topk_doc()})
+    stamp = results.chart_stamp(df, {"A": a, "B": b, "C": topk_doc()})
     assert stamp.count("<br>") == 1  # the same GPU, CUDA, CuPy and date once
-    fig = timing.topk_figure(timing.topk_table(df), "t", stamp)
+    fig = topk_timing.topk_figure(topk_timing.topk_table(df), "t", stamp)
     note = next(x for x in fig.layout.annotations if x.name == "stamp")
     assert note.yshift == -50 and note.align == "right" and fig.layout.margin.b == 64 + 28
-    one = timing.topk_figure(timing.topk_table(df), "t", timing.chart_stamp(df[df["source"] == "A"], {"A": a}))
+    one = topk_timing.topk_figure(
+        topk_timing.topk_table(df), "t", results.chart_stamp(df[df["source"] == "A"], {"A": a})
+    )
     assert next(x for x in one.layout.annotations if x.name == "stamp").yshift == -28  # beside the title, as before

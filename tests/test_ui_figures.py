@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import explorer
-from ui import figures, state, timing, url
+from ui import figures, results, state, url
 
 STAMP = "CPU emulation (no GPU) · NumPy x · 2025-01-01"
 
@@ -160,7 +160,7 @@ def _results(gpu: str, scale: float = 1.0) -> dict:
             }
         )
     return {
-        "schema": timing.SCHEMA,
+        "schema": results.SCHEMA,
         "meta": {
             "gpu": gpu,
             "cuda_runtime": "12.8",
@@ -190,15 +190,15 @@ def test_timing_figures_side_by_side():
 
 def test_timing_validate_accepts_the_schema_and_refuses_in_words():
     data = _results("H200")
-    assert timing.validate(json.dumps(data).encode()) == data
+    assert results.validate(json.dumps(data).encode()) == data
     with pytest.raises(explorer.InvalidInput, match="not a JSON"):
-        timing.validate(b"{nope")
+        results.validate(b"{nope")
     with pytest.raises(explorer.InvalidInput, match="schema"):
-        timing.validate({"schema": "other"})
+        results.validate({"schema": "other"})
     broken = _results("H200")
     del broken["results"][1]["median_us"]
     with pytest.raises(explorer.InvalidInput, match="result 1 lacks median_us"):
-        timing.validate(broken)
+        results.validate(broken)
 
 
 def test_query_round_trip():

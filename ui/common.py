@@ -86,11 +86,14 @@ def chart(fig, filename: str, key: str) -> None:
     st.plotly_chart(fig, config=figures.chart_config(filename), key=key, width="stretch", theme=None)
 
 
-def csv_download(df: pd.DataFrame, cfg: Config, name: str, key: str, label: str = "Download table (CSV)") -> None:
+def csv_download(
+    df: pd.DataFrame, name: str, key: str, label: str = "Download table (CSV)", index: bool = True
+) -> None:
+    """A download of df as `name`.csv (index: with df's index as the first column)."""
     st.download_button(
         label,
-        df.to_csv().encode(),
-        file_name=f"{cfg.slug(name)}.csv",
+        df.to_csv(index=index).encode(),
+        file_name=f"{name}.csv",
         mime="text/csv",
         key=key,
         icon=":material/download:",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import streamlit as st
 
@@ -43,3 +43,14 @@ def gpu_turn(lock: threading.Lock = GPU_LOCK) -> Iterator[float]:
         yield waited
     finally:
         lock.release()
+
+
+@contextlib.contextmanager
+def bench_turn() -> Iterator[Callable[[float, str], object]]:
+    """gpu_turn with a progress bar, removed when the block ends; yields the benchmark's progress(fraction, text)."""
+    with gpu_turn():
+        bar = st.progress(0.0, text="Validating, warming up and timing…")
+        try:
+            yield lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text)
+        finally:
+            bar.empty()

@@ -53,7 +53,7 @@ def share_button(
 
 def run_stamp(cfg: Config, info: Mapping, date: str) -> list[str]:
     """The stamp for a share image of the sidebar's run: shape, dtype and accumulator in the Timing stamp's words
-    (ui/timing.share_stamp), the input (distribution and parameters, or the uploaded file) and row shown, and
+    (ui/results.share_stamp), the input (distribution and parameters, or the uploaded file) and row shown, and
     where it ran (device_line: GPU, driver, CUDA, CuPy, or CPU emulation) with the date."""
     source = (
         f"uploaded {cfg.upload_name}"

@@ -2,7 +2,7 @@
 
 The page's URL parameters (PARAMS), pure helpers (options, agreement per rank, bytes moved: testable without
 Streamlit), the cached computations, then the page. The bars come from ui.figures.topk_bars_figure, the
-timing from ui/timing.py, which imports explorer.bench lazily: on the CPU the page only loads results files.
+timing section from ui/topk_timing.py, which imports explorer.bench lazily: on the CPU it only loads results files.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ import explorer
 from explorer.numerics import dtype_name
 from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, TopkReport, tie_within_rounding
 
-from . import compute, figures, gpu_lock, timing
-from .common import backend_badge, chart, clamp, ensure_choice, guarded, stamp
+from . import compute, figures, topk_timing
+from .common import backend_badge, chart, clamp, csv_download, ensure_choice, guarded, stamp
 from .params import Param
-from .share import share_button
 from .state import MAX_DIM, UPLOAD_STEM, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text
 
 ss = st.session_state
@@ -39,13 +38,6 @@ PARAMS = (
     Param("tk_tshape", "text", "", sparse=True),
     Param("tk_bundled", "flag", False, sparse=True),
 )
-BENCH_COMMAND = "python -m explorer bench --topk 1 8 50 --json FILE"
-TIME_COLUMNS = {
-    **timing.TIME_COLUMNS,
-    **timing.TOPK_COLUMNS,  # the timing table's
-    "MB_moved": st.column_config.NumberColumn("MB moved", format="%.2f"),
-    "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×"),
-}
 
 INTRO = """
 Sampling from a language model's head, or routing tokens in a mixture of experts, needs only the **k largest
@@ -101,40 +93,24 @@ def position_status(ref_row: np.ndarray, ref_indices: np.ndarray, indices: np.nd
 def bytes_table(rows: int, cols: int, k: int, dtype: str) -> pd.DataFrame:
     """Global-memory bytes each pipeline moves for this shape (TOPK_VARIANTS.bytes_moved; torch as unfused;
     torch_lse reads the logits twice), at least: what the formulation needs, not what torch's kernels move."""
-    fused = TOPK_VARIANTS["topk_fused"].bytes_moved(rows, cols, k, dtype)
-    out = []
-    for key, v in TOPK_VARIANTS.items():
-        moved = v.bytes_moved(rows, cols, k, dtype)
-        out.append(
-            {
-                "pipeline": key,
-                "what it does to memory": v.passes,
-                "bytes moved": moved,
-                "MB moved": moved / 1e6,
-                "× fused": moved / fused,
-            }
-        )
-    moved = TOPK_VARIANTS["topk_unfused"].bytes_moved(rows, cols, k, dtype)
-    out.append(
-        {
-            "pipeline": "torch.softmax + torch.topk",
-            "what it does to memory": "softmax writes every probability; topk reads them again (as unfused)",
-            "bytes moved": moved,
-            "MB moved": moved / 1e6,
-            "× fused": moved / fused,
-        }
-    )
-    moved = 2 * rows * cols * explorer.DTYPES[dtype].itemsize + rows * k * (explorer.DTYPES[dtype].itemsize + 8)
-    out.append(
-        {
-            "pipeline": "torch.topk + logsumexp",
-            "what it does to memory": "topk reads the logits, logsumexp reads them again; int64 indices",
-            "bytes moved": moved,
-            "MB moved": moved / 1e6,
-            "× fused": moved / fused,
-        }
-    )
-    return pd.DataFrame(out).set_index("pipeline")
+    itemsize = explorer.DTYPES[dtype].itemsize
+    pipelines = [(key, v.passes, v.bytes_moved(rows, cols, k, dtype)) for key, v in TOPK_VARIANTS.items()]
+    pipelines += [
+        (
+            "torch.softmax + torch.topk",
+            "softmax writes every probability; topk reads them again (as unfused)",
+            TOPK_VARIANTS["topk_unfused"].bytes_moved(rows, cols, k, dtype),
+        ),
+        (
+            "torch.topk + logsumexp",
+            "topk reads the logits, logsumexp reads them again; int64 indices",
+            2 * rows * cols * itemsize + rows * k * (itemsize + 8),
+        ),
+    ]
+    df = pd.DataFrame(pipelines, columns=["pipeline", "what it does to memory", "bytes moved"]).set_index("pipeline")
+    df["MB moved"] = df["bytes moved"] / 1e6
+    df["× fused"] = df["bytes moved"] / TOPK_VARIANTS["topk_fused"].bytes_moved(rows, cols, k, dtype)
+    return df
 
 
 @dataclass(frozen=True)
@@ -387,25 +363,9 @@ def topk_page() -> None:
             st.dataframe(table, width="stretch", key="table_topk_row")
         c1, c2 = st.columns(2)
         with c1:
-            st.download_button(
-                "Download agreement (CSV)",
-                df.to_csv().encode(),
-                file_name=f"{slug}_agreement.csv",
-                mime="text/csv",
-                key="csv_topk",
-                icon=":material/download:",
-                on_click="ignore",
-            )
+            csv_download(df, f"{slug}_agreement", "csv_topk", "Download agreement (CSV)")
         with c2:
-            st.download_button(
-                f"Download row {row} (CSV)",
-                table.to_csv().encode(),
-                file_name=f"{slug}.csv",
-                mime="text/csv",
-                key="csv_topk_row",
-                icon=":material/download:",
-                on_click="ignore",
-            )
+            csv_download(table, slug, "csv_topk_row", f"Download row {row} (CSV)")
 
     # 2. bytes and timing --------------------------------------------------------------------------------------
     st.subheader("Bytes moved and timing: fused vs unfused vs torch")
@@ -424,100 +384,4 @@ def topk_page() -> None:
         "again), plus k probabilities and int32 indices written per row. Top-k is memory-bound, so time "
         "should follow these bytes."
     )
-    _timing(gpu, rows, cols, k, dtype)
-
-
-def _timing(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
-    mod = timing.bench_module()
-    if not gpu:
-        st.info(
-            "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
-            f"Load a top-k results file measured on a GPU (written by `{BENCH_COMMAND}`).",
-            icon=":material/timer_off:",
-        )
-    elif mod is None or not hasattr(mod, "bench_topk"):
-        st.warning(
-            "This version of the explorer has no top-k benchmark (explorer.bench.bench_topk); load results files below."
-        )
-    elif st.button(
-        f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch baselines)",
-        key="tk_bench_run",
-        icon=":material/timer:",
-        type="primary",
-    ):
-        with gpu_lock.gpu_turn():  # one benchmark at a time across sessions: ui/gpu_lock.py
-            bar = st.progress(0.0, text="Validating, warming up and timing…")
-            try:
-                ss["_tk_bench"] = mod.bench_topk(
-                    [(rows, cols)],
-                    [k],
-                    [dtype],
-                    peers=True,
-                    progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text),
-                )
-            finally:
-                bar.empty()
-        ss["tk_tshape"] = f"{rows}×{cols} {dtype} top-{k}"
-        st.caption("The benchmark draws its own input (normal × 3, like `explorer bench --topk`), not the one above.")
-
-    files = st.file_uploader(
-        "Top-k results (JSON, one file per GPU)",
-        type=["json"],
-        accept_multiple_files=True,
-        key="tk_bench_files",
-        help=f"Written by `{BENCH_COMMAND}`; several files show side by side.",
-    )
-    sources, origins = timing.result_sources(
-        ss.get("_tk_bench"), files, "topk_bench", "json_tk_bench", timing.bundled_button("tk_bundled", topk=True)
-    )
-    if not sources:
-        return
-    df = figures.topk_timing_frame(sources)
-    if df.empty:
-        st.warning(
-            "No top-k results in the loaded file(s): they need rows named topk_fused, topk_unfused, torch or "
-            f"torch_lse with a k, as written by `{BENCH_COMMAND}`.",
-            icon=":material/warning:",
-        )
-        return
-    shapes = list(dict.fromkeys(df["shape"]))
-    if ss.get("tk_tshape") not in shapes:
-        here = f"{rows}×{cols} {dtype} top-{k}"
-        ss["tk_tshape"] = here if here in shapes else shapes[0]
-    st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
-    part = df[df["shape"] == ss["tk_tshape"]]
-    table = timing.topk_table(part)
-    fig = timing.topk_figure(
-        table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", timing.chart_stamp(part, sources)
-    )
-    slug = file_slug("softmax_topk_timing", *ss["tk_tshape"].split())
-    chart(fig, slug, "chart_topk_time")
-    st.caption(
-        "Bars: median µs per launch with the p10–p90 spread (CUDA events, inputs rotated out of L2). Labels: "
-        "bytes each pipeline moves, % of the read-once floor (reading the logits once at the rate of a "
-        "device-to-device copy timed in the same run; from device time where measured) and speed-up against "
-        "torch.softmax + torch.topk in the same file. `torch.topk + logsumexp` is the best a user writes "
-        "without a fused kernel: `v, i = torch.topk(x, k)`; `p = torch.exp(v - torch.logsumexp(x, -1))`."
-    )
-    st.caption(timing.TIMES_CAPTION)
-    shown = table.drop(columns=["rows", "cols", "dtype", "k"])  # the shape is chosen above
-    st.dataframe(shown, width="stretch", hide_index=True, key="table_topk_time", column_config=TIME_COLUMNS)
-    st.download_button(
-        "Download timing table (CSV)",
-        table.to_csv(index=False).encode(),
-        file_name=f"{slug}.csv",
-        mime="text/csv",
-        key="csv_topk_time",
-        on_click="ignore",
-        icon=":material/download:",
-    )
-    share_button(
-        "share_topk",
-        slug,
-        "Softmax + top-k timing",
-        [fig],
-        shown,
-        timing.share_stamp(part, sources, origins),
-        ss["tk_tshape"],
-        TIME_COLUMNS,
-    )
+    topk_timing.render(gpu, rows, cols, k, dtype)

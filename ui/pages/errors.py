@@ -45,7 +45,7 @@ def errors_page() -> None:
         "per merge level), plus 2·max|x|·u_acc where x is rounded on entering the accumulator "
         "(explorer.numerics.softmax_bound); a bound ≥ 1 is vacuous: it allows any probability."
     )
-    csv_download(df, cfg, "errors", "csv_errors")
+    csv_download(df, cfg.slug("errors"), "csv_errors")
     ref = compute.get_reference(spec)[cfg.row]
     outputs = {k: r.out[cfg.row] for k, r in results.items()}
     fig = figures.error_figure(

@@ -56,4 +56,4 @@ def merges_section(trace: Trace, cfg: Config, key: str) -> None:
     table = figures.merge_table(trace)
     with st.expander(f"Every merge, level by level ({len(table)} nodes)"):
         st.dataframe(table, width="stretch", hide_index=True, key="table_merges")
-        csv_download(table, cfg, f"merges_{key}", "csv_merges")
+        csv_download(table, cfg.slug(f"merges_{key}"), "csv_merges")

@@ -92,7 +92,7 @@ def outputs_page() -> None:
     st.dataframe(df, width="stretch", key="table_outputs", column_config=COLUMNS)
     c1, c2, c3 = st.columns(3)
     with c1:
-        csv_download(df, cfg, "outputs", "csv_outputs")
+        csv_download(df, cfg.slug("outputs"), "csv_outputs")
     with c2:
         # built when clicked: a long row's JSON takes seconds, and every rerun would pay for it
         st.download_button(

@@ -17,7 +17,7 @@ import explorer
 from explorer import precision
 from explorer.precision import Measurement, Trajectory
 
-from ..common import chart, guarded, header, stamp
+from ..common import chart, csv_download, guarded, header, stamp
 from ..figures.precision import QUANTITIES, compare_figure, error_vs_n_figure, overflow_figure, stagnation_figure
 from ..params import Param
 from ..state import file_slug
@@ -273,15 +273,7 @@ def _error_vs_n(records: list[Measurement], variants: list[str], dtype: str) -> 
     df = records_frame(records)
     with st.expander(f"Every measurement ({len(df)} runs)"):
         st.dataframe(df, width="stretch", hide_index=True, key="table_prec")
-        st.download_button(
-            "Download table (CSV)",
-            df.to_csv(index=False).encode(),
-            file_name=f"{file_slug('softmax_precision', dtype)}.csv",
-            mime="text/csv",
-            key="csv_prec",
-            icon=":material/download:",
-            on_click="ignore",
-        )
+        csv_download(df, file_slug("softmax_precision", dtype), "csv_prec", index=False)
     return quantity, variant
 
 

@@ -8,7 +8,7 @@ from .. import timing
 from ..common import guarded, header
 from ..params import Param
 
-PARAMS = (Param("tshape", "text", ""), Param("bench_bundled", "flag", False, sparse=True))  # bundled: ui/timing.py
+PARAMS = (Param("tshape", "text", ""), Param("bench_bundled", "flag", False, sparse=True))  # bundled: ui/results.py
 
 
 @guarded

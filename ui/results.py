@@ -1,0 +1,228 @@
+"""Benchmark results files, for the Timing page and the top-k page's timing: the local check of the schema,
+loading (labelled by GPU, the same file once), the bundled H200 files behind one button, the stamps, and how
+every timing table shows the measurements.
+
+explorer.bench is imported lazily: without it results files are still checked by a small local validator of
+the same schema ("softmax-explorer-bench/1"). Text from results files reaches plotly only through
+plotly_text(): it shows as text, never as markup.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import html
+import importlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+import explorer
+
+from . import figures
+from .figures.share import device_line
+
+SCHEMA = "softmax-explorer-bench/1"
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "results"  # the bundled H200 results
+RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "median_us", "p10_us", "p90_us", "gbps")
+TIMES_CAPTION = (
+    "Two times per row. **Event** (median µs): CUDA events around each launch, what a Python loop sees, "
+    "launch gaps included. **Device** (device µs): the kernels' own durations from CUPTI records "
+    "(torch.profiler; only where torch was installed), summed per call, median over batches. "
+    "On small problems a kernel lasts a few µs and issuing it from Python longer, so the two differ; "
+    "on large ones they agree within a few percent."
+)
+ss = st.session_state
+
+
+def bench_module():
+    try:
+        return importlib.import_module("explorer.bench")
+    except ImportError:
+        return None
+
+
+def validate(data) -> dict:
+    """The local stand-in for explorer.bench.load: the schema's shape, with words for what is wrong."""
+    if isinstance(data, (bytes, str)):
+        try:
+            data = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise explorer.InvalidInput(f"not a JSON file: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise explorer.InvalidInput(f'not a benchmark results file (its "schema" must be {SCHEMA!r})')
+    results = data.get("results")
+    if not isinstance(results, list) or not results:
+        raise explorer.InvalidInput("the file holds no results")
+    for i, r in enumerate(results):
+        missing = [f for f in RESULT_FIELDS if not isinstance(r, dict) or f not in r]
+        if missing:
+            raise explorer.InvalidInput(f"result {i} lacks {', '.join(missing)}")
+        for f in ("median_us", "p10_us", "p90_us", "gbps", "rows", "cols"):
+            if r.get("error") and f not in ("rows", "cols") and r[f] is None:
+                continue  # a peer that failed on this shape has no times
+            if not isinstance(r[f], (int, float)) or isinstance(r[f], bool):
+                raise explorer.InvalidInput(f"result {i}: {f} must be a number, got {r[f]!r}")
+    if not isinstance(data.get("meta", {}), dict):
+        raise explorer.InvalidInput('"meta" must be an object')
+    return data
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def load_results(data: bytes) -> dict:
+    mod = bench_module()
+    if mod is not None and hasattr(mod, "load"):
+        return mod.load(data)
+    return validate(data)
+
+
+# How every timing table (this page's and the top-k page's) shows the measurements.
+TIME_COLUMNS = {
+    "median_us": st.column_config.NumberColumn("median µs", format="%.2f"),
+    "p10_us": st.column_config.NumberColumn("p10 µs", format="%.2f"),
+    "p90_us": st.column_config.NumberColumn("p90 µs", format="%.2f"),
+    "gbps": st.column_config.NumberColumn("GB/s", format="%.0f"),
+    "device_us": st.column_config.NumberColumn("device µs", format="%.2f"),
+    "device_p10_us": st.column_config.NumberColumn("device p10 µs", format="%.2f"),
+    "device_p90_us": st.column_config.NumberColumn("device p90 µs", format="%.2f"),
+    "bytes_moved": st.column_config.NumberColumn("bytes moved", format="%d"),
+    "max_rel": st.column_config.NumberColumn("max rel", format="%.1e"),
+    "version": st.column_config.TextColumn("version"),
+    "error": st.column_config.TextColumn("error"),
+}
+
+
+def plotly_text(text) -> str:
+    """Text from a results file for a plotly label, legend or hover: `<` and `&` escaped, so shown as text."""
+    return html.escape(str(text), quote=False)
+
+
+def display_names(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy for the figures: names carry the peer's version, and every file string is escaped for plotly."""
+    out = df.copy()
+    if "version" in out.columns:
+        out["name"] = [f"{n} {v}" if isinstance(v, str) and v else n for n, v in zip(out["name"], out["version"])]
+    for c in ("name", "source", "kind"):
+        out[c] = [plotly_text(v) for v in out[c]]
+    return out
+
+
+def failed(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of peers that could not run on the shape (an error, no times)."""
+    if "error" not in df.columns:
+        return df.iloc[0:0]
+    return df[df["error"].notna() & (df["error"].astype(str) != "")]
+
+
+def result_sources(
+    run: dict | None, files, download_name: str, download_key: str, bundled: dict[str, bytes] | None = None
+) -> tuple[dict, dict]:
+    """This session's run (offered as a JSON download), the bundled results and the uploaded files, each
+    labelled by its GPU: {label: document}, {label: where it came from}. A file that is not a results file is
+    refused in words; results already loaded (the same file twice) are shown once."""
+    sources, origins, seen, taken = {}, {}, {}, set()
+
+    def add(doc: dict, origin: str) -> None:
+        digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+        if digest in seen:
+            st.caption(f"{origin} holds the same results as {seen[digest]}: shown once.")
+            return
+        seen[digest] = origin
+        label = _label(doc.get("meta", {}), origin, taken)
+        sources[label], origins[label] = doc, origin
+
+    if run:
+        add(run, "this run")
+        st.download_button(
+            "Download this run's results (JSON)",
+            json.dumps(run, indent=1),
+            file_name=f"{download_name}_{datetime.date.today().isoformat()}.json",
+            mime="application/json",
+            key=download_key,
+            on_click="ignore",
+            icon=":material/download:",
+        )
+    for name, data in (bundled or {}).items():
+        add(load_results(data), name)
+    for f in files or []:
+        try:
+            add(load_results(f.getvalue()), f.name)
+        except explorer.ExplorerError as exc:
+            st.error(f"{f.name}: {exc}")
+    return sources, origins
+
+
+@st.cache_data(show_spinner=False)
+def bundled_results(topk: bool) -> dict[str, bytes]:
+    """The results files shipped in docs/results, by name: those with top-k rows (topk) or the others."""
+    out = {}
+    for path in sorted(RESULTS_DIR.glob("*.json")):
+        data = path.read_bytes()
+        try:
+            doc = load_results(data)
+        except explorer.ExplorerError:
+            continue
+        if any(r.get("k") is not None for r in doc["results"]) == topk:
+            out[path.name] = data
+    return out
+
+
+def _flip(key: str) -> None:
+    ss[key] = not ss.get(key)
+
+
+def bundled_button(key: str, topk: bool) -> dict[str, bytes]:
+    """One button that loads the bundled results (and then removes them); the files while they are loaded.
+    key is the page's URL parameter for it, so a shared link shows them too."""
+    files = bundled_results(topk)
+    if not files:
+        return {}
+    gpus = ", ".join(sorted({str(load_results(d).get("meta", {}).get("gpu") or "?") for d in files.values()}))
+    label = (
+        f"Remove the bundled {gpus} results"
+        if ss.get(key)
+        else f"Load the bundled {gpus} results ({len(files)} file{'s' * (len(files) > 1)} from docs/results)"
+    )
+    st.button(
+        label, key=f"{key}_button", on_click=_flip, args=(key,), icon=":material/folder_open:", help=", ".join(files)
+    )
+    return files if ss.get(key) else {}
+
+
+def share_stamp(part: pd.DataFrame, sources: dict[str, dict], origins: dict[str, str]) -> list[str]:
+    """The share image's stamp for results rows of one shape: the shape, dtype, k (top-k rows) and accumulator,
+    then one line per results file they come from."""
+    r = part.iloc[0]
+    k = f" · top-{int(r['k'])}" if pd.notna(r.get("k")) else ""
+    shape = f"shape {int(r['rows'])}×{int(r['cols'])} · dtype {r['dtype']}{k} · accumulator {r.get('acc') or '?'}"
+    return [shape] + [device_line(sources[s].get("meta", {}), source=origins[s]) for s in dict.fromkeys(part["source"])]
+
+
+def meta_stamp(meta: dict) -> str:
+    return plotly_text(figures.stamp_text({"backend": "cuda", **meta}, str(meta.get("date", "?"))[:10]))
+
+
+def chart_stamp(part: pd.DataFrame, sources: dict[str, dict]) -> str:
+    """The charts' stamp for results rows: each file's GPU, CUDA, CuPy and date, one line each (once)."""
+    return "<br>".join(dict.fromkeys(meta_stamp(sources[s].get("meta", {})) for s in part["source"]))
+
+
+def stamp_below(*figs: go.Figure) -> None:
+    """A stamp of several lines goes under the x axis title (figures.finish puts one line beside it, where
+    several would run over the title), with the bottom margin grown to hold it."""
+    for fig in figs:
+        lines = max((a.text.count("<br>") + 1 for a in fig.layout.annotations if a.name == "stamp"), default=1)
+        if lines > 1:
+            fig.update_annotations(selector=dict(name="stamp"), yshift=-50, align="right")
+            fig.update_layout(margin_b=64 + 14 * lines, height=fig.layout.height + 14 * lines)
+
+
+def _label(meta: dict, filename: str, taken: set) -> str:
+    label = str(meta.get("gpu") or filename)
+    if label in taken:
+        label = f"{label} ({filename})"
+    taken.add(label)
+    return label

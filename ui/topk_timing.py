@@ -1,0 +1,180 @@
+"""The top-k page's timing: run explorer.bench.bench_topk on a GPU or load top-k results files, then the table
+and the figure (fused, unfused, both torch baselines, % of the read-once floor)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from . import figures, gpu_lock
+from .common import chart, csv_download
+from .figures.timing import TOPK_NAMES
+from .results import (
+    TIME_COLUMNS,
+    TIMES_CAPTION,
+    bench_module,
+    bundled_button,
+    chart_stamp,
+    plotly_text,
+    result_sources,
+    share_stamp,
+    stamp_below,
+)
+from .share import share_button
+from .state import file_slug
+
+ss = st.session_state
+
+BENCH_COMMAND = "python -m explorer bench --topk 1 8 50 --json FILE"
+TOPK_EXTRA = ["version", "device_us", "floor_us", "pct_floor", "floor_device_us", "pct_floor_device", "error"]
+TOPK_COLUMNS = {  # the top-k timing table's
+    **TIME_COLUMNS,
+    "floor_us": st.column_config.NumberColumn("floor µs (event)", format="%.2f"),
+    "pct_floor": st.column_config.NumberColumn("% of floor (event)", format="%.0f"),
+    "floor_device_us": st.column_config.NumberColumn("floor µs (device)", format="%.2f"),
+    "pct_floor_device": st.column_config.NumberColumn("% of floor (device)", format="%.0f"),
+    "MB_moved": st.column_config.NumberColumn("MB moved", format="%.2f"),
+    "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×"),
+}
+
+
+def topk_table(part: pd.DataFrame) -> pd.DataFrame:
+    """figures.topk_timing_table (speed-up against torch, MB moved) plus version, device time and the floor."""
+    table = figures.topk_timing_table(part)
+    for c in TOPK_EXTRA:
+        if c in part.columns:
+            table[c] = part[c].to_numpy()
+    return table
+
+
+def _pct_floor_label(r) -> str:
+    for field, basis in (("pct_floor_device", " (device)"), ("pct_floor", "")):
+        v = r.get(field)
+        if v is not None and isinstance(v, (int, float)) and np.isfinite(v):
+            return f" · {v:.0f}% of floor{basis}"
+    return ""
+
+
+def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
+    """Median µs per launch (event time) with p10–p90 bars, one group per source; each bar labelled with the
+    bytes it moves, its % of the read-once floor and its speed-up against torch.softmax + torch.topk."""
+    fig = go.Figure()
+    timed = table[table["median_us"].notna()]
+    colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
+    for i, (source, part) in enumerate(timed.groupby("source", sort=False)):
+        order = [n for n in TOPK_NAMES if n in set(part["name"])]
+        part = part.set_index("name").loc[order].reset_index()
+        text = []
+        for _, r in part.iterrows():
+            speed = r["speedup_vs_torch"]
+            text.append(
+                f"{r['MB_moved']:,.1f} MB"
+                + _pct_floor_label(r)
+                + (f" · {speed:.2f}× torch" if math.isfinite(speed) else "")
+            )
+        fig.add_trace(
+            go.Bar(
+                x=[TOPK_NAMES[n] for n in part["name"]],
+                y=part["median_us"],
+                name=plotly_text(source),
+                marker_color=colors[i % len(colors)],
+                text=text,
+                textposition="outside",
+                marker_pattern_shape=["/" if n.startswith("torch") else "" for n in part["name"]],
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=part["p90_us"] - part["median_us"],
+                    arrayminus=part["median_us"] - part["p10_us"],
+                    thickness=1.5,
+                ),
+                hovertemplate="%{x}<br>median %{y:.2f} µs<br>%{text}<extra>" + plotly_text(source) + "</extra>",
+            )
+        )
+    fig.update_layout(barmode="group", showlegend=True)
+    fig.update_yaxes(title_text="median time per launch (µs), bars p10–p90", rangemode="tozero")
+    fig.update_xaxes(title_text="pipeline (hatched: the torch baselines)")
+    fig = figures.finish(fig, plotly_text(title), stamp, height=480)
+    stamp_below(fig)
+    return fig
+
+
+def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
+    """The top-k page's timing section for the shape on the page."""
+    mod = bench_module()
+    if not gpu:
+        st.info(
+            "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
+            f"Load a top-k results file measured on a GPU (written by `{BENCH_COMMAND}`).",
+            icon=":material/timer_off:",
+        )
+    elif mod is None or not hasattr(mod, "bench_topk"):
+        st.warning(
+            "This version of the explorer has no top-k benchmark (explorer.bench.bench_topk); load results files below."
+        )
+    elif st.button(
+        f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch baselines)",
+        key="tk_bench_run",
+        icon=":material/timer:",
+        type="primary",
+    ):
+        with gpu_lock.bench_turn() as progress:  # one benchmark at a time across sessions: ui/gpu_lock.py
+            ss["_tk_bench"] = mod.bench_topk([(rows, cols)], [k], [dtype], peers=True, progress=progress)
+        ss["tk_tshape"] = f"{rows}×{cols} {dtype} top-{k}"
+        st.caption("The benchmark draws its own input (normal × 3, like `explorer bench --topk`), not the one above.")
+
+    files = st.file_uploader(
+        "Top-k results (JSON, one file per GPU)",
+        type=["json"],
+        accept_multiple_files=True,
+        key="tk_bench_files",
+        help=f"Written by `{BENCH_COMMAND}`; several files show side by side.",
+    )
+    sources, origins = result_sources(
+        ss.get("_tk_bench"), files, "topk_bench", "json_tk_bench", bundled_button("tk_bundled", topk=True)
+    )
+    if not sources:
+        return
+    df = figures.topk_timing_frame(sources)
+    if df.empty:
+        st.warning(
+            "No top-k results in the loaded file(s): they need rows named topk_fused, topk_unfused, torch or "
+            f"torch_lse with a k, as written by `{BENCH_COMMAND}`.",
+            icon=":material/warning:",
+        )
+        return
+    shapes = list(dict.fromkeys(df["shape"]))
+    if ss.get("tk_tshape") not in shapes:
+        here = f"{rows}×{cols} {dtype} top-{k}"
+        ss["tk_tshape"] = here if here in shapes else shapes[0]
+    st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
+    part = df[df["shape"] == ss["tk_tshape"]]
+    table = topk_table(part)
+    fig = topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", chart_stamp(part, sources))
+    slug = file_slug("softmax_topk_timing", *ss["tk_tshape"].split())
+    chart(fig, slug, "chart_topk_time")
+    st.caption(
+        "Bars: median µs per launch with the p10–p90 spread (CUDA events, inputs rotated out of L2). Labels: "
+        "bytes each pipeline moves, % of the read-once floor (reading the logits once at the rate of a "
+        "device-to-device copy timed in the same run; from device time where measured) and speed-up against "
+        "torch.softmax + torch.topk in the same file. `torch.topk + logsumexp` is the best a user writes "
+        "without a fused kernel: `v, i = torch.topk(x, k)`; `p = torch.exp(v - torch.logsumexp(x, -1))`."
+    )
+    st.caption(TIMES_CAPTION)
+    shown = table.drop(columns=["rows", "cols", "dtype", "k"])  # the shape is chosen above
+    st.dataframe(shown, width="stretch", hide_index=True, key="table_topk_time", column_config=TOPK_COLUMNS)
+    csv_download(table, slug, "csv_topk_time", "Download timing table (CSV)", index=False)
+    share_button(
+        "share_topk",
+        slug,
+        "Softmax + top-k timing",
+        [fig],
+        shown,
+        share_stamp(part, sources, origins),
+        ss["tk_tshape"],
+        TOPK_COLUMNS,
+    )
