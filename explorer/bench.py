@@ -32,24 +32,7 @@ from .harness import time_launches as _time_launches
 from .numerics import DTYPES, FORMATS
 from .registry import VARIANTS
 
-RESULT_FIELDS = (
-    "name",
-    "kind",
-    "dtype",
-    "acc",
-    "rows",
-    "cols",
-    "block_size",
-    "median_us",
-    "p10_us",
-    "p90_us",
-    "gbps",
-    "pct_copy",
-    "bytes_moved",
-    "reads_per_element",
-    "writes_per_element",
-    "max_rel",
-)
+RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "block_size", *harness.MEASURED_FIELDS, "max_rel")
 # Optional, absent from older files: the peer's version, device time and what derives from it, an error
 # for a peer that could not run; top-k rows also carry k and the read-once floor.
 DEVICE_FIELDS = harness.DEVICE_FIELDS

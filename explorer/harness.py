@@ -12,6 +12,17 @@ from . import devicetime, peers
 from .backends import cuda
 
 SCHEMA = "softmax-explorer-bench/1"
+# What a result row measures: a row for a peer that could not run has these empty.
+MEASURED_FIELDS = (
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "gbps",
+    "pct_copy",
+    "bytes_moved",
+    "reads_per_element",
+    "writes_per_element",
+)
 DEVICE_FIELDS = ("device_us", "device_p10_us", "device_p90_us", "gbps_device", "pct_copy_device")
 # A row to time in device time after the shape's event timings: (row, launch(i), trace categories counted).
 Timed = tuple[dict, Callable[[int], object], tuple[str, ...]]
@@ -86,19 +97,7 @@ def error_row(
     **extra,
 ) -> dict:
     """A peer that could not run (or ran wrong) on this shape: the row says why, with no times."""
-    empty = dict.fromkeys(
-        (
-            "median_us",
-            "p10_us",
-            "p90_us",
-            "gbps",
-            "pct_copy",
-            "bytes_moved",
-            "reads_per_element",
-            "writes_per_element",
-            *DEVICE_FIELDS,
-        )
-    )
+    empty = dict.fromkeys((*MEASURED_FIELDS, *DEVICE_FIELDS))
     return {
         "name": name,
         "kind": "peer",

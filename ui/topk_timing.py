@@ -12,7 +12,7 @@ import streamlit as st
 
 from . import figures, gpu_lock
 from .common import chart, csv_download
-from .figures.timing import TOPK_NAMES
+from .figures.timing import TOPK_NAMES, spread
 from .results import (
     TIME_COLUMNS,
     TIMES_CAPTION,
@@ -85,13 +85,7 @@ def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
                 text=text,
                 textposition="outside",
                 marker_pattern_shape=["/" if n.startswith("torch") else "" for n in part["name"]],
-                error_y=dict(
-                    type="data",
-                    symmetric=False,
-                    array=part["p90_us"] - part["median_us"],
-                    arrayminus=part["median_us"] - part["p10_us"],
-                    thickness=1.5,
-                ),
+                error_y=spread(part),
                 hovertemplate="%{x}<br>median %{y:.2f} µs<br>%{text}<extra>" + plotly_text(source) + "</extra>",
             )
         )

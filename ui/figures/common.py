@@ -221,6 +221,34 @@ def stamp_below(fig: go.Figure) -> go.Figure:
     return fig.update_annotations(selector=dict(name="stamp"), y=0.0, yshift=-62)
 
 
+def note_above(fig: go.Figure, text: str, xref: str = "paper", yref: str = "paper", color: str = "#555") -> None:
+    """Small words on the top left edge of a plot (or of the subplot whose domains are named): a key, a warning."""
+    fig.add_annotation(
+        text=text,
+        xref=xref,
+        yref=yref,
+        x=0.0,
+        y=1.0,
+        xanchor="left",
+        yanchor="bottom",
+        showarrow=False,
+        font=dict(size=11, color=color),
+    )
+
+
+def note_inside(fig: go.Figure, text: str, axis: str, color: str) -> None:
+    """Words in the middle of the subplot on axes x{axis}, y{axis} ("" the first): why it draws nothing."""
+    fig.add_annotation(
+        text=text,
+        xref=f"x{axis} domain",
+        yref=f"y{axis} domain",
+        x=0.5,
+        y=0.5,
+        showarrow=False,
+        font=dict(color=color),
+    )
+
+
 def legend_right(fig: go.Figure) -> go.Figure:
     """The legend beside the plots, top-aligned (never over the title or a subplot's title)."""
     fig.update_layout(

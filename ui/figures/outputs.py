@@ -21,6 +21,8 @@ from .common import (
     finish,
     legend_right,
     log_ticks,
+    note_above,
+    note_inside,
     scatter_type,
     stamp_below,
     strip,
@@ -88,15 +90,7 @@ def _mark_row(
 ) -> None:
     """The strip of non-finite marks in the figure's last row, or the words for none."""
     if not strip(fig, series, log, row, colors):
-        fig.add_annotation(
-            text=empty,
-            xref=f"x{row} domain",
-            yref=f"y{row} domain",
-            x=0.5,
-            y=0.5,
-            showarrow=False,
-            font=dict(color="#777"),
-        )
+        note_inside(fig, empty, str(row), "#777")
 
 
 def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: bool, title: str, stamp: str) -> go.Figure:
@@ -156,16 +150,8 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
         3,
         "no NaN / inf" + (" / zero" if log else "") + " outputs",
     )
-    fig.add_annotation(
-        text="marked: NaN ×, +inf ▲, −inf ▼" + (", 0 ○ (off the log axis)" if log else ""),
-        xref="x3 domain",
-        yref="y3 domain",
-        x=0,
-        y=1.0,
-        xanchor="left",
-        yanchor="bottom",
-        showarrow=False,
-        font=dict(size=11, color="#555"),
+    note_above(
+        fig, "marked: NaN ×, +inf ▲, −inf ▼" + (", 0 ○ (off the log axis)" if log else ""), "x3 domain", "y3 domain"
     )
     empty = {
         "": "no finite reference value in this row: its NaNs are marked below",
@@ -173,15 +159,7 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
     }
     for axis, text in empty.items():
         if not any(np.isfinite(np.asarray(t.y, dtype=np.float64)).any() for t in fig.data if t.yaxis == f"y{axis}"):
-            fig.add_annotation(
-                text=text,
-                xref=f"x{axis} domain",
-                yref=f"y{axis} domain",
-                x=0.5,
-                y=0.5,
-                showarrow=False,
-                font=dict(color="#b22222"),
-            )
+            note_inside(fig, text, axis, "#b22222")
     fig.update_yaxes(
         type="log" if log else "linear",
         title_text="p (float64)" + (", log" if log else ""),
@@ -268,17 +246,7 @@ def error_figure(
         mismatch[name] = np.where(bad, y64, 1.0)  # only the mismatching elements are non-finite here
     _mark_row(fig, mismatch, False, colors, 2, "no NaN / inf mismatch with the reference")
     if vacuous:
-        fig.add_annotation(
-            text=f"bound ≥ 1, vacuous (says nothing): {', '.join(vacuous)}",
-            xref="x domain",
-            yref="y domain",
-            x=0.0,
-            y=1.0,
-            xanchor="left",
-            yanchor="bottom",
-            showarrow=False,
-            font=dict(size=11, color="#b22222"),
-        )
+        note_above(fig, f"bound ≥ 1, vacuous (says nothing): {', '.join(vacuous)}", "x domain", "y domain", "#b22222")
     fig.update_yaxes(
         type="log",
         exponentformat="power",

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .common import COLORS, REF_COLOR, finish, legend_right
+from .common import COLORS, REF_COLOR, finish, legend_right, note_above
 
 
 def results_frame(sources: dict[str, dict]) -> pd.DataFrame:
@@ -27,6 +27,17 @@ def shape_label(row) -> str:
     return f"{int(row['rows'])}×{int(row['cols'])} {row['dtype']} acc {row['acc']}"
 
 
+def spread(part: pd.DataFrame) -> dict:
+    """Error bars from the median down to p10 and up to p90 (µs)."""
+    return dict(
+        type="data",
+        symmetric=False,
+        array=part["p90_us"] - part["median_us"],
+        arrayminus=part["median_us"] - part["p10_us"],
+        thickness=1.5,
+    )
+
+
 def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure, go.Figure]:
     """Median µs with p10–p90 bars, and GB/s with % of the copy bandwidth, one bar group per source."""
     t = go.Figure()
@@ -35,31 +46,20 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure,
         color = COLORS[i % len(COLORS)]
         names = [f"{n} ({k})" if k not in ("variant", n) else n for n, k in zip(part["name"], part["kind"])]
         patterns = [{"peer": "/", "copy": "."}.get(k, "") for k in part["kind"]]
+        bars = dict(x=names, name=source, marker_color=color, marker_pattern_shape=patterns)  # both figures'
         t.add_trace(
             go.Bar(
-                x=names,
+                **bars,
                 y=part["median_us"],
-                name=source,
-                marker_color=color,
-                marker_pattern_shape=patterns,
-                error_y=dict(
-                    type="data",
-                    symmetric=False,
-                    array=part["p90_us"] - part["median_us"],
-                    arrayminus=part["median_us"] - part["p10_us"],
-                    thickness=1.5,
-                ),
+                error_y=spread(part),
                 hovertemplate="%{x}<br>median %{y:.2f} µs<extra>" + source + "</extra>",
             )
         )
         pct = part["pct_copy"].astype(float)
         g.add_trace(
             go.Bar(
-                x=names,
+                **bars,
                 y=part["gbps"],
-                name=source,
-                marker_color=color,
-                marker_pattern_shape=patterns,
                 text=[f"{p:.0f}% of copy" if np.isfinite(p) else "" for p in pct],
                 textposition="outside",
                 hovertemplate="%{x}<br>%{y:.1f} GB/s<extra>" + source + "</extra>",
@@ -146,17 +146,10 @@ def topk_bars_figure(
         type="log" if log else "linear", exponentformat="power", title_text="probability" + (" (log)" if log else "")
     )
     counts = {s: sum(int(np.sum(np.asarray(v) == s)) for v in (status or {}).values()) for s in ("tie", "wrong")}
-    fig.add_annotation(
-        text=f"dotted: tie swapped within rounding ({counts['tie']}) · crossed, red edge: index "
+    note_above(
+        fig,
+        f"dotted: tie swapped within rounding ({counts['tie']}) · crossed, red edge: index "
         f"differs beyond rounding ({counts['wrong']}) · ties go to the lower index",
-        xref="paper",
-        yref="paper",
-        x=0,
-        y=1.0,
-        xanchor="left",
-        yanchor="bottom",
-        showarrow=False,
-        font=dict(size=11, color="#555"),
     )
     fig = legend_right(finish(fig, title, stamp, height=520))  # the key above the plot has the top to itself
     fig.update_layout(margin=dict(b=115))  # two-line ticks (rank, index) push the axis title down: the stamp under it
