@@ -43,10 +43,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(log_name: str = "streamlit_browser.log") -> Iterator[str]:
-    """`streamlit run app.py` on a free port, healthy; yields its base URL and stops it afterwards."""
+def streamlit_server(log_name: str = "streamlit_browser.log", env: dict[str, str] | None = None) -> Iterator[str]:
+    """`streamlit run app.py` on a free port, healthy; yields its base URL and stops it afterwards. env: settings
+    beside this process's environment (an operator's EXPLORER_* values)."""
     port = _free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     log = open(ROOT / ".pytest_cache" / log_name, "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
     proc = subprocess.Popen(
         [
@@ -122,6 +123,37 @@ def no_exception(pg) -> None:
     assert pg.locator('[data-testid="stException"]').count() == 0
     body = pg.locator('[data-testid="stMain"]').inner_text()
     assert "Traceback" not in body and "unexpected problem" not in body
+
+
+# what Streamlit's frontend says when it fails in the browser (a message it cannot take, a lost server, a crash)
+BROWSER_ERRORS = ("Bad message format", "Connection error", "Something went wrong", "Page not found", "RangeError")
+
+
+def watch_errors(pg) -> list[str]:
+    """The page's uncaught JavaScript errors, collected from now on (a list that grows)."""
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    return errors
+
+
+def no_browser_error(pg, errors: list[str]) -> None:
+    """No uncaught JavaScript error (from watch_errors) and none of the frontend's error texts anywhere on the
+    page (dialogs included)."""
+    assert errors == []
+    body = pg.locator("body").inner_text()
+    found = [t for t in BROWSER_ERRORS if t in body]
+    assert not found, (found, body[body.find(found[0]) :][:500])
+
+
+def links_to(pg, href: str) -> int:
+    """Elements anywhere in the document (HTML or SVG, so plotly's legend and titles too) that link to href,
+    through href or xlink:href."""
+    return pg.evaluate(
+        """(href) => [...document.querySelectorAll('*')].filter(e =>
+             e.getAttribute('href') === href || e.getAttributeNS('http://www.w3.org/1999/xlink', 'href') === href
+           ).length""",
+        href,
+    )
 
 
 def query(pg) -> dict:
