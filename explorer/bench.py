@@ -283,19 +283,37 @@ def load(data: bytes | str | dict) -> dict:
     results = doc.get("results")
     if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
         raise InvalidInput("results file has no list of results")
+    if not results:
+        raise InvalidInput("results file holds no results")
     for r in results:
         missing = [f for f in RESULT_FIELDS if f not in r]
         if missing:
             raise InvalidInput(f"a result lacks {', '.join(missing)}")
-        for f in (*DEVICE_FIELDS, *FLOOR_FIELDS):  # optional: newer files only
+        for f in ("name", "kind", "dtype", "acc"):
+            if not isinstance(r[f], str):
+                raise InvalidInput(f"a result's {f} must be text, got {_shown(r[f])}")
+        for f in ("rows", "cols", "block_size", "k"):  # k: top-k rows only
+            if r.get(f) is not None and not _whole(r[f], 0 if f == "block_size" else 1):
+                raise InvalidInput(f"a result's {f} must be a whole number, got {_shown(r[f])}")
+        for f in (*harness.MEASURED_FIELDS, "max_rel", *DEVICE_FIELDS, *FLOOR_FIELDS):  # the last two: newer files
             if not isinstance(r.get(f), int | float | None) or isinstance(r.get(f), bool):
-                raise InvalidInput(f"a result's {f} must be a number or null, got {r[f]!r}")
+                raise InvalidInput(f"a result's {f} must be a number or null, got {_shown(r[f])}")
         for f in ("version", "error"):
             if not isinstance(r.get(f), str | None):
-                raise InvalidInput(f"a result's {f} must be text or null, got {r[f]!r}")
+                raise InvalidInput(f"a result's {f} must be text or null, got {_shown(r[f])}")
     if not isinstance(doc.get("meta"), dict):
         raise InvalidInput("results file has no meta section (GPU, versions, date)")
     return doc
+
+
+def _whole(value: object, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _shown(value: object) -> str:
+    """A value from a file, for a message: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def dumps(doc: dict) -> str:

@@ -5,6 +5,7 @@ The GPU paths themselves are the @pytest.mark.gpu tests at the end."""
 import contextlib
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,26 @@ def test_existing_results_files_still_load(path):
     assert doc["results"]
     for r in doc["results"]:
         assert r.get("device_us") is None or r["device_us"] > 0
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda doc: doc.update(results=[]), "holds no results"),
+        (lambda doc: doc["results"][0].update(rows="many"), "rows must be a whole number, got 'many'"),
+        (lambda doc: doc["results"][0].update(cols=True), "cols must be a whole number"),
+        (lambda doc: doc["results"][0].update(median_us="fast"), "median_us must be a number or null"),
+        (lambda doc: doc["results"][0].update(kind=0), "kind must be text"),
+        (lambda doc: doc["results"][0].update(k=0), "k must be a whole number"),
+        (lambda doc: doc["results"][0].update(name=["x" * 1000]), "name must be text, got ['xxx"),
+    ],
+)
+def test_a_malformed_result_is_refused_in_words(change, words):
+    doc = json.loads(next(RESULTS.glob("topk.json")).read_text())
+    change(doc)
+    with pytest.raises(InvalidInput, match=re.escape(words)) as refused:
+        bench.load(doc)
+    assert len(str(refused.value)) < 200  # a long value from the file is cut
 
 
 def new_doc() -> dict:

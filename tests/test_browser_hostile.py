@@ -148,27 +148,9 @@ def _malformed(kind: str) -> str:
 @pytest.mark.parametrize(
     "kind",
     [
-        pytest.param(
-            "empty_results",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="explorer.bench.load accepts an empty results list; the page: unexpected problem (ValueError)",
-            ),
-        ),
-        pytest.param(
-            "text_rows",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason='explorer.bench.load accepts "rows": "many"; the page: unexpected problem (ValueError)',
-            ),
-        ),
-        pytest.param(
-            "text_times",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason='explorer.bench.load accepts "median_us": "fast"; the page: unexpected problem (TypeError)',
-            ),
-        ),
+        "empty_results",
+        "text_rows",
+        "text_times",
         "not_json",
     ],
 )
@@ -276,8 +258,8 @@ def test_a_long_run_stopped_says_so_and_offers_to_run_again(budget_server, page)
 
 @pytest.mark.xfail(
     strict=True,
-    reason="app.py gives the default page url_path 'outputs', which Streamlit serves only at /: /outputs says "
-    "'Page not found'",
+    reason="Streamlit serves the default page (Outputs) only at /, so /outputs shows its 'Page not found' dialog "
+    "over the page (streamlit/streamlit#8860, #9992)",
 )
 def test_a_page_url_opened_directly_shows_that_page(server, page):
     errors = bh.watch_errors(page)
@@ -291,9 +273,6 @@ def test_a_page_url_opened_directly_shows_that_page(server, page):
     assert bh.query(page)["seed"] == "7"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="ui/params.py ParamTable.parse and ui/state.py parse_dist_params echo the whole value"
-)
 @pytest.mark.parametrize("key", ["rows", "variants", "p_std"])
 def test_a_ten_thousand_character_parameter_is_warned_about_without_echoing_it(server, page, key):
     value = "9" * LONG_VALUE

@@ -122,7 +122,9 @@ def results_file(tmp_path: Path, doc: object, name: str = "r.json") -> str:
 
 RESULT = {
     "name": "fast",
+    "kind": "variant",
     "dtype": "float32",
+    "acc": "float32",
     "rows": 4,
     "cols": 1024,
     "block_size": 0,

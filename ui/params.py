@@ -12,6 +12,13 @@ from typing import Any
 
 TEXT_LIMIT = 64  # characters kept of a free-text parameter
 SHOWN_CHOICES = 17  # longer choice lists are written "first, …, last" in a warning
+SHOWN_TEXT = 40  # characters of a URL value echoed in a warning
+
+
+def shown_text(raw: str, quoted: bool = True) -> str:
+    """A URL value as a warning quotes it (its repr), cut with its length said when long."""
+    quote = repr if quoted else str
+    return quote(raw) if len(raw) <= SHOWN_TEXT else f"{quote(raw[:SHOWN_TEXT])}… ({len(raw)} characters)"
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,11 @@ class Param:
         if self.kind == "words":
             keys = [k for k in raw.split(",") if k]
             unknown = [k for k in keys if k not in options]
-            why = f"unknown {', '.join(unknown)} ignored (choose from {', '.join(options)})" if unknown else None
+            why = (
+                f"unknown {shown_text(', '.join(unknown), quoted=False)} ignored (choose from {', '.join(options)})"
+                if unknown
+                else None
+            )
             return list(dict.fromkeys(k for k in keys if k in options)), why
         if self.kind == "flag":
             flag = {"1": True, "true": True, "True": True, "0": False, "false": False, "False": False}.get(raw)
@@ -122,7 +133,7 @@ class ParamTable:
                 problems.append(
                     f"URL parameter {key}: {why}"
                     if p.kind == "words"
-                    else f"URL parameter {key}={query[key]!r} ignored: {why}"
+                    else f"URL parameter {key}={shown_text(query[key])} ignored: {why}"
                 )
         return values, problems
 
