@@ -25,7 +25,7 @@ from . import peers as torch_peers
 from .backends import cuda
 from .bench_topk import TOPK_SHAPES as TOPK_SHAPES
 from .bench_topk import bench_topk as bench_topk
-from .errors import GPUUnavailable, InvalidInput, KernelFailed
+from .errors import GPUUnavailable, InvalidInput, KernelFailed, shown
 from .harness import SCHEMA as SCHEMA
 from .harness import round_on_device as _round_on_device
 from .harness import time_launches as _time_launches
@@ -291,16 +291,16 @@ def load(data: bytes | str | dict) -> dict:
             raise InvalidInput(f"a result lacks {', '.join(missing)}")
         for f in ("name", "kind", "dtype", "acc"):
             if not isinstance(r[f], str):
-                raise InvalidInput(f"a result's {f} must be text, got {_shown(r[f])}")
+                raise InvalidInput(f"a result's {f} must be text, got {shown(r[f])}")
         for f in ("rows", "cols", "block_size", "k"):  # k: top-k rows only
             if r.get(f) is not None and not _whole(r[f], 0 if f == "block_size" else 1):
-                raise InvalidInput(f"a result's {f} must be a whole number, got {_shown(r[f])}")
+                raise InvalidInput(f"a result's {f} must be a whole number, got {shown(r[f])}")
         for f in (*harness.MEASURED_FIELDS, "max_rel", *DEVICE_FIELDS, *FLOOR_FIELDS):  # the last two: newer files
             if not isinstance(r.get(f), int | float | None) or isinstance(r.get(f), bool):
-                raise InvalidInput(f"a result's {f} must be a number or null, got {_shown(r[f])}")
+                raise InvalidInput(f"a result's {f} must be a number or null, got {shown(r[f])}")
         for f in ("version", "error"):
             if not isinstance(r.get(f), str | None):
-                raise InvalidInput(f"a result's {f} must be text or null, got {_shown(r[f])}")
+                raise InvalidInput(f"a result's {f} must be text or null, got {shown(r[f])}")
     if not isinstance(doc.get("meta"), dict):
         raise InvalidInput("results file has no meta section (GPU, versions, date)")
     return doc
@@ -308,12 +308,6 @@ def load(data: bytes | str | dict) -> dict:
 
 def _whole(value: object, least: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
-def _shown(value: object) -> str:
-    """A value from a file, for a message: its repr, cut to 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def dumps(doc: dict) -> str:

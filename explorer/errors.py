@@ -23,3 +23,10 @@ class KernelFailed(ExplorerError, RuntimeError):
 
 class GPUContextLost(KernelFailed):
     """A fault poisoned the CUDA context: nothing more can run on the GPU until a restart."""
+
+
+def shown(value: object, limit: int = 40, quoted: bool = True) -> str:
+    """A value as a message quotes it (its repr, or its text), cut with its length said when long, so a
+    hostile value from a file or a URL cannot flood the page."""
+    text = repr(value) if quoted else str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"

@@ -16,7 +16,7 @@ from .backends import cuda, fast_emulation
 from .checks import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
 from .errors import InvalidInput
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
-from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv
+from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv, fast_vector
 
 K_MAX = 64
 TOPK_BLOCK = 128
@@ -74,7 +74,7 @@ def topk_launch(
     SM (64 registers), each row cut into chunks of at least 32768 elements until the grid fills those
     slots twice over. Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     itemsize = ITEMSIZE[dtype]
-    vec = next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
+    vec = fast_vector(cols, dtype)
     per = max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     if vec * itemsize < 16:  # cp.async stages 16-byte packs

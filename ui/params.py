@@ -10,15 +10,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from explorer.errors import shown
+
 TEXT_LIMIT = 64  # characters kept of a free-text parameter
 SHOWN_CHOICES = 17  # longer choice lists are written "first, …, last" in a warning
-SHOWN_TEXT = 40  # characters of a URL value echoed in a warning
-
-
-def shown_text(raw: str, quoted: bool = True) -> str:
-    """A URL value as a warning quotes it (its repr), cut with its length said when long."""
-    quote = repr if quoted else str
-    return quote(raw) if len(raw) <= SHOWN_TEXT else f"{quote(raw[:SHOWN_TEXT])}… ({len(raw)} characters)"
 
 
 @dataclass(frozen=True)
@@ -59,7 +54,7 @@ class Param:
             keys = [k for k in raw.split(",") if k]
             unknown = [k for k in keys if k not in options]
             why = (
-                f"unknown {shown_text(', '.join(unknown), quoted=False)} ignored (choose from {', '.join(options)})"
+                f"unknown {shown(', '.join(unknown), quoted=False)} ignored (choose from {', '.join(options)})"
                 if unknown
                 else None
             )
@@ -77,8 +72,10 @@ class Param:
         if options:
             if value in options:
                 return value, None
-            shown = ", ".join(map(str, options)) if len(options) <= SHOWN_CHOICES else f"{options[0]}, …, {options[-1]}"
-            return None, f"choose one of {shown}"
+            listed = (
+                ", ".join(map(str, options)) if len(options) <= SHOWN_CHOICES else f"{options[0]}, …, {options[-1]}"
+            )
+            return None, f"choose one of {listed}"
         if value is not None and self.low <= value <= self.high and value % self.multiple == 0:
             return value, None
         if self.multiple > 1:
@@ -133,7 +130,7 @@ class ParamTable:
                 problems.append(
                     f"URL parameter {key}: {why}"
                     if p.kind == "words"
-                    else f"URL parameter {key}={shown_text(query[key])} ignored: {why}"
+                    else f"URL parameter {key}={shown(query[key])} ignored: {why}"
                 )
         return values, problems
 

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import explorer
+from explorer.errors import shown
 
-from .params import Param, shown_text
+from .params import Param
 
 UPLOAD = "upload"  # the "distribution" that means the user's own logits
 MAX_DIM = 2**31 - 1
@@ -148,16 +149,16 @@ def parse_dist_params(query: Mapping[str, str], dist: str) -> tuple[dict[str, fl
     for name in [k for k in query if k.startswith("p_")]:
         pname, raw = name[2:], query[name]
         if spec is None or pname not in spec.params:
-            problems.append(f"URL parameter {name}={shown_text(raw)} ignored: {dist} has no parameter {pname}")
+            problems.append(f"URL parameter {name}={shown(raw)} ignored: {dist} has no parameter {pname}")
             continue
         try:
             value = float(raw)
         except ValueError:
-            problems.append(f"URL parameter {name}={shown_text(raw)} ignored: not a number")
+            problems.append(f"URL parameter {name}={shown(raw)} ignored: not a number")
             continue
         p = spec.params[pname]
         if not (math.isfinite(value) and p.low <= value <= p.high):
-            problems.append(f"URL parameter {name}={shown_text(raw)} ignored: outside [{p.low:g}, {p.high:g}]")
+            problems.append(f"URL parameter {name}={shown(raw)} ignored: outside [{p.low:g}, {p.high:g}]")
             continue
         values[param_key(dist, pname)] = value
     return values, problems
