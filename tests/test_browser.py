@@ -117,7 +117,7 @@ def test_shared_url_reproduces_the_configuration(server, page):
     sidebar = page.get_by_test_id("stSidebar")
     dist = sidebar.get_by_test_id("stSelectbox").filter(has_text="Distribution").locator("input").input_value()
     assert dist == "Spike (near one-hot)"
-    assert sidebar.get_by_role("spinbutton", name="height").input_value() == "20"
+    sync_api.expect(sidebar.get_by_role("spinbutton", name="height")).to_have_value("20")  # waits for the rerun
     assert (
         sidebar.get_by_test_id("stSelectbox").filter(has_text="Input dtype").locator("input").input_value()
         == "bfloat16"
