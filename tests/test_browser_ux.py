@@ -80,6 +80,12 @@ def _formula(pg) -> str:
     return " ".join(pg.get_by_test_id("stMain").locator(".katex-mathml annotation").all_text_contents())
 
 
+SLIDER_AGREES_WITH_URL = """() => {
+    const thumb = document.querySelector('[data-testid="stMain"] [data-testid="stSliderThumbValue"]');
+    return thumb !== null && new URLSearchParams(location.search).get('step') === thumb.innerText.trim();
+}"""
+
+
 def test_the_step_formula_follows_play(server, page):
     page.goto(server + "/step" + BASE + "&tv=online_thread&step=3")
     bh.settle(page, timeout=120)
@@ -97,10 +103,9 @@ def test_the_step_formula_follows_play(server, page):
     page.wait_for_function("() => Number(new URLSearchParams(location.search).get('step')) >= 6", timeout=120_000)
     main.get_by_role("button", name="❚❚ Pause").click()
     bh.settle(page)
-    # a tick in flight when Pause lands may be dropped: wait for the URL to agree with the slider, then compare
-    page.wait_for_function(
-        "(t) => new URLSearchParams(location.search).get('step') === t", arg=thumb.inner_text(), timeout=30_000
-    )
+    # a tick in flight when Pause lands may still move the slider: wait until the URL and the slider agree (both
+    # read afresh each time), then compare
+    page.wait_for_function(SLIDER_AGREES_WITH_URL, timeout=30_000)
     step = int(bh.query(page)["step"])
     assert step >= 6
     # everything for the step moved together: the slider, the heading, the formula, the chart's marker
