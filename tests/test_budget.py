@@ -1,6 +1,7 @@
 """The per-run limit (fixed, from this server's setting) and the pool that concurrent runs reserve from."""
 
 import threading
+import time
 
 import pytest
 
@@ -129,3 +130,51 @@ def test_softmax_holds_its_reservation_while_it_runs(monkeypatch):
     explorer.softmax(x, "online_warp", backend="emulator")
     assert seen == [explorer.bytes_needed(8, 256, "float32", "emulator", explorer.VARIANTS["online_warp"])]
     assert budget.RUNS.held == 0
+
+
+def test_a_page_whose_run_must_wait_for_memory_says_so_then_runs(monkeypatch):
+    """Other sessions' runs (here one thread) hold nearly all of the pool: the Outputs page's next run says that it
+    waits for memory, and runs once the memory is given back."""
+    pytest.importorskip("streamlit")
+    from streamlit.delta_generator import DeltaGenerator
+    from test_app import charts, make, ok  # the AppTest page helpers
+
+    monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
+    monkeypatch.setenv(budget.SETTING, str(64 * 2**20))
+    shown: list[str] = []
+    info = DeltaGenerator.info
+
+    def spy(self, body, *args, **kwargs):
+        shown.append(str(body))
+        return info(self, body, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaGenerator, "info", spy)
+    at = make({"rows": "4", "cols": "100", "variants": "online_warp", "seed": "1"})
+    ok(at)
+    holder_in, release = threading.Event(), threading.Event()
+
+    def holder():  # another session's run
+        with budget.RUNS.reserve(4 * 64 * 2**20 - 1024):
+            holder_in.set()
+            release.wait(WAIT_S)
+
+    def page():  # this session asks for a new input: nothing of it is cached
+        at.number_input(key="seed").set_value(2).run()
+
+    other = threading.Thread(target=holder)
+    other.start()
+    assert holder_in.wait(WAIT_S)
+    this = threading.Thread(target=page)
+    this.start()
+    start = time.monotonic()
+    while not any(t.startswith("Waiting for memory:") for t in shown) and time.monotonic() - start < WAIT_S:
+        time.sleep(0.05)
+    waiting = [t for t in shown if t.startswith("Waiting for memory:")]
+    assert waiting and "other sessions' runs hold" in waiting[0], shown
+    assert this.is_alive()  # still waiting: nothing ran past the reservation
+    release.set()
+    this.join(WAIT_S)
+    other.join(WAIT_S)
+    assert not this.is_alive() and budget.RUNS.held == 0
+    ok(at)
+    assert charts(at)

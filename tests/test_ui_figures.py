@@ -160,7 +160,7 @@ def _results(gpu: str, scale: float = 1.0) -> dict:
             }
         )
     return {
-        "schema": results.SCHEMA,
+        "schema": explorer.bench.SCHEMA,
         "meta": {
             "gpu": gpu,
             "cuda_runtime": "12.8",
@@ -188,17 +188,17 @@ def test_timing_figures_side_by_side():
     assert "µs" in t.layout.yaxis.title.text and "GB/s" in g.layout.yaxis.title.text
 
 
-def test_timing_validate_accepts_the_schema_and_refuses_in_words():
+def test_timing_results_are_checked_by_the_harness_s_loader():
     data = _results("H200")
-    assert results.validate(json.dumps(data).encode()) == data
-    with pytest.raises(explorer.InvalidInput, match="not a JSON"):
-        results.validate(b"{nope")
+    assert results.load_results(json.dumps(data).encode()) == data
+    with pytest.raises(explorer.InvalidInput, match="JSON expected"):
+        results.load_results(b"{nope")
     with pytest.raises(explorer.InvalidInput, match="schema"):
-        results.validate({"schema": "other"})
+        results.load_results(b'{"schema": "other"}')
     broken = _results("H200")
     del broken["results"][1]["median_us"]
-    with pytest.raises(explorer.InvalidInput, match="result 1 lacks median_us"):
-        results.validate(broken)
+    with pytest.raises(explorer.InvalidInput, match="a result lacks median_us"):
+        results.load_results(json.dumps(broken).encode())
 
 
 def test_query_round_trip():

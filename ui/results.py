@@ -1,10 +1,8 @@
-"""Benchmark results files, for the Timing page and the top-k page's timing: the local check of the schema,
-loading (labelled by GPU, the same file once), the bundled H200 files behind one button, the stamps, and how
-every timing table shows the measurements.
+"""Benchmark results files, for the Timing page and the top-k page's timing: loading (checked by
+explorer.bench.load, labelled by GPU, the same file once), the bundled H200 files behind one button, the
+stamps, and how every timing table shows the measurements.
 
-explorer.bench is imported lazily: without it results files are still checked by a small local validator of
-the same schema ("softmax-explorer-bench/1"). Text from results files reaches plotly only through
-plotly_text(): it shows as text, never as markup.
+Text from results files reaches plotly only through plotly_text(): it shows as text, never as markup.
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import html
-import importlib
 import json
 from pathlib import Path
 
@@ -21,13 +18,12 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import explorer
+from explorer import bench
 
 from . import figures
 from .figures.share import device_line
 
-SCHEMA = "softmax-explorer-bench/1"
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "results"  # the bundled H200 results
-RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "median_us", "p10_us", "p90_us", "gbps")
 TIMES_CAPTION = (
     "Two times per row. **Event** (median µs): CUDA events around each launch, what a Python loop sees, "
     "launch gaps included. **Device** (device µs): the kernels' own durations from CUPTI records "
@@ -38,45 +34,9 @@ TIMES_CAPTION = (
 ss = st.session_state
 
 
-def bench_module():
-    try:
-        return importlib.import_module("explorer.bench")
-    except ImportError:
-        return None
-
-
-def validate(data) -> dict:
-    """The local stand-in for explorer.bench.load: the schema's shape, with words for what is wrong."""
-    if isinstance(data, (bytes, str)):
-        try:
-            data = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise explorer.InvalidInput(f"not a JSON file: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise explorer.InvalidInput(f'not a benchmark results file (its "schema" must be {SCHEMA!r})')
-    results = data.get("results")
-    if not isinstance(results, list) or not results:
-        raise explorer.InvalidInput("the file holds no results")
-    for i, r in enumerate(results):
-        missing = [f for f in RESULT_FIELDS if not isinstance(r, dict) or f not in r]
-        if missing:
-            raise explorer.InvalidInput(f"result {i} lacks {', '.join(missing)}")
-        for f in ("median_us", "p10_us", "p90_us", "gbps", "rows", "cols"):
-            if r.get("error") and f not in ("rows", "cols") and r[f] is None:
-                continue  # a peer that failed on this shape has no times
-            if not isinstance(r[f], (int, float)) or isinstance(r[f], bool):
-                raise explorer.InvalidInput(f"result {i}: {f} must be a number, got {r[f]!r}")
-    if not isinstance(data.get("meta", {}), dict):
-        raise explorer.InvalidInput('"meta" must be an object')
-    return data
-
-
 @st.cache_data(show_spinner=False, max_entries=16)
 def load_results(data: bytes) -> dict:
-    mod = bench_module()
-    if mod is not None and hasattr(mod, "load"):
-        return mod.load(data)
-    return validate(data)
+    return bench.load(data)
 
 
 # How every timing table (this page's and the top-k page's) shows the measurements.

@@ -6,14 +6,13 @@ from __future__ import annotations
 import streamlit as st
 
 import explorer
+from explorer import bench
 
 from . import compute, figures, gpu_lock
 from .common import csv_download
 from .results import (
-    SCHEMA,
     TIME_COLUMNS,
     TIMES_CAPTION,
-    bench_module,
     bundled_button,
     chart_stamp,
     display_names,
@@ -77,7 +76,7 @@ SHARE_COLUMNS = [
 ]  # the table in the share image
 
 
-def _run_benchmark(cfg, mod) -> None:
+def _run_benchmark(cfg) -> None:
     peers = st.toggle(
         "Include peers (cupyx, torch, and QuACK and Liger where installed)", value=True, key="bench_peers"
     )
@@ -89,7 +88,7 @@ def _run_benchmark(cfg, mod) -> None:
     ):
         return
     with gpu_lock.bench_turn() as progress:  # one benchmark at a time across sessions: ui/gpu_lock.py
-        ss["_bench_results"] = mod.run(
+        ss["_bench_results"] = bench.run(
             list(cfg.variants),
             [(cfg.rows, cfg.cols)],
             [cfg.dtype],
@@ -102,7 +101,6 @@ def _run_benchmark(cfg, mod) -> None:
 
 def render(cfg) -> None:
     info = compute.backend_info()
-    mod = bench_module()
     gpu = info.get("backend") == "cuda"
     if not gpu:
         st.info(
@@ -110,17 +108,15 @@ def render(cfg) -> None:
             "Load results files measured on a GPU (written by `explorer.bench`) to see and compare them.",
             icon=":material/timer_off:",
         )
-    elif mod is None or not hasattr(mod, "run"):
-        st.warning("This version of the explorer has no benchmark module (explorer.bench); load results files below.")
     elif cfg is not None and cfg.variants and not ss.get("_fit_problem"):
-        _run_benchmark(cfg, mod)
+        _run_benchmark(cfg)
 
     files = st.file_uploader(
         "Benchmark results (JSON, one file per GPU)",
         type=["json"],
         accept_multiple_files=True,
         key="bench_files",
-        help=f"Files with schema {SCHEMA!r}; several files show side by side.",
+        help=f"Files with schema {bench.SCHEMA!r}; several files show side by side.",
     )
     sources, origins = result_sources(
         ss.get("_bench_results"), files, "bench", "json_bench", bundled_button("bench_bundled", topk=False)

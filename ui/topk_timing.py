@@ -10,13 +10,14 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from explorer import bench
+
 from . import figures, gpu_lock
 from .common import chart, csv_download
 from .figures.timing import TOPK_NAMES, spread
 from .results import (
     TIME_COLUMNS,
     TIMES_CAPTION,
-    bench_module,
     bundled_button,
     chart_stamp,
     plotly_text,
@@ -99,16 +100,11 @@ def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
 
 def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     """The top-k page's timing section for the shape on the page."""
-    mod = bench_module()
     if not gpu:
         st.info(
             "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
             f"Load a top-k results file measured on a GPU (written by `{BENCH_COMMAND}`).",
             icon=":material/timer_off:",
-        )
-    elif mod is None or not hasattr(mod, "bench_topk"):
-        st.warning(
-            "This version of the explorer has no top-k benchmark (explorer.bench.bench_topk); load results files below."
         )
     elif st.button(
         f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch baselines)",
@@ -117,7 +113,7 @@ def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
         type="primary",
     ):
         with gpu_lock.bench_turn() as progress:  # one benchmark at a time across sessions: ui/gpu_lock.py
-            ss["_tk_bench"] = mod.bench_topk([(rows, cols)], [k], [dtype], peers=True, progress=progress)
+            ss["_tk_bench"] = bench.bench_topk([(rows, cols)], [k], [dtype], peers=True, progress=progress)
         ss["tk_tshape"] = f"{rows}×{cols} {dtype} top-{k}"
         st.caption("The benchmark draws its own input (normal × 3, like `explorer bench --topk`), not the one above.")
 
