@@ -20,11 +20,15 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# one worker per core (at most 4: each browser test module starts its own server and chromium per worker);
+# worksteal: idle workers take tests from busy ones, so the long browser tests do not end the run alone
+PARALLEL := -n auto --maxprocesses 4 --dist worksteal
+
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PARALLEL)
 
 test-fast: lint  # everything but the browser tests
-	$(PY) -m pytest -q -m "not browser"
+	$(PY) -m pytest -q $(PARALLEL) -m "not browser"
 
 test-gpu: $(STAMP)  # the GPU tests only (they skip without a GPU)
 	$(PY) -m pytest -q -m gpu

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from browser_helpers import (
     bench_file,
+    chart_text_overlaps,
     choose,
     chromium,
     no_exception,
@@ -23,6 +24,8 @@ from browser_helpers import (
     streamlit_server,
     wait_for_charts,
 )
+
+import explorer
 
 pytestmark = pytest.mark.browser
 sync_api = require_browser()
@@ -37,6 +40,7 @@ PAGES = {
     "kernels": "kernels",
 }
 BASE_QUERY = "?rows=8&cols=1000&variants=naive,safe_thread,online_thread,online_warp,online_block"
+EVERY_VARIANT_QUERY = "?rows=8&cols=1000&variants=" + ",".join(explorer.VARIANTS)
 # the precision lab up to n = 2^12 (a few seconds on the emulator), its stagnation trace at 2^13
 PAGE_QUERIES = {
     "step": "&tv=online_warp&step=12",
@@ -151,9 +155,12 @@ def test_png_and_csv_downloads(server, page, tmp_path):
     assert doc["config"]["rows"] == 8 and "online_warp" in doc["variants"]
 
 
-def test_every_page_renders_and_is_captured(server, page, tmp_path):
+def test_every_page_renders_without_overlapping_texts_and_is_captured(server, page, tmp_path):
+    """Every page at 1400 px with all eight variants: no exception, no two texts of a chart overlapping (1000 px:
+    tests/test_browser_ux.py), and a full-page screenshot in docs/screenshots/."""
+    overlaps = []
     for name, path in PAGES.items():
-        page.goto(f"{server}/{path}{BASE_QUERY}{PAGE_QUERIES.get(name, '')}")
+        page.goto(f"{server}/{path}{EVERY_VARIANT_QUERY}{PAGE_QUERIES.get(name, '')}")
         settle(page, timeout=120)
         no_exception(page)
         if name == "timing":
@@ -164,5 +171,7 @@ def test_every_page_renders_and_is_captured(server, page, tmp_path):
             assert shown(page.get_by_test_id("stCode"))
         if name in CHARTS:
             wait_for_charts(page, CHARTS[name])
+        overlaps += [f"{name}: {hit}" for hit in chart_text_overlaps(page)]
         shot = screenshot(page, name)
         assert shot.stat().st_size > 20_000
+    assert overlaps == [], "\n".join(overlaps)

@@ -77,12 +77,12 @@ def scatter_type(n: int):
     return go.Scattergl if n > GL_POINTS else go.Scatter
 
 
-def format_value(v: float) -> str:
+def format_value(v: float, digits: int = 7) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "NaN"
     if math.isinf(v):
         return "∞" if v > 0 else "−∞"
-    return f"{v:.7g}"
+    return f"{v:.{digits}g}"
 
 
 def nonfinite_marks(values: np.ndarray, log: bool = False) -> dict[str, np.ndarray]:

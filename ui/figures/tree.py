@@ -10,6 +10,8 @@ import plotly.graph_objects as go
 
 from .common import ERR_FLOOR, finish, format_value, stamp_below
 
+LABEL_DIGITS = 4  # significant digits of a merge node's (m, d) label; its hover shows them all
+
 
 def _bitrev(i: int, bits: int) -> int:
     return int(f"{i:0{bits}b}"[::-1], 2) if bits else 0
@@ -161,6 +163,7 @@ def merge_tree_figure(trace, choice: str, title: str, stamp: str, level: int | N
                 line=dict(color="#eee" if faded else "#aaa", width=1),
             )
         )
+    # no labels on a level of more than 8 merges: labels closer than 4 leaves apart would overlap at 1000 px
     crowded = {y: (arr[:, 1] == y).sum() > 8 for y in np.unique(arr[:, 1])}
     fig.add_trace(
         go.Scatter(
@@ -169,7 +172,9 @@ def merge_tree_figure(trace, choice: str, title: str, stamp: str, level: int | N
             mode="markers+text",
             showlegend=False,
             text=[
-                f"m={format_value(m)}<br>d={format_value(d)}" if y > 0 and s and not crowded[y] else ""
+                f"m={format_value(m, LABEL_DIGITS)}<br>d={format_value(d, LABEL_DIGITS)}"
+                if y > 0 and s and not crowded[y]
+                else ""
                 for m, d, y, s in zip(arr[:, 2], arr[:, 3], arr[:, 1], shown)
             ],
             textposition="top center",
