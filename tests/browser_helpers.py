@@ -100,11 +100,24 @@ def chromium(sync_api) -> Iterator:
             b.close()
 
 
+# the page's script run, as Streamlit's frontend marks it on the stApp element: "initial" before the first run
+# starts, then "running", "rerunRequested", "notRunning", ...
+SCRIPT_STATE = "(document.querySelector('[data-testid=\"stApp\"]') || {dataset: {}}).dataset.testScriptState"
+_SCRIPT_IDLE = (
+    f"() => {{ const s = {SCRIPT_STATE}; return !!s && !['initial', 'running', 'rerunRequested'].includes(s); }}"
+)
+
+
+def script_running(pg) -> bool:
+    """Whether the page's script run has not started or is not over yet."""
+    return not pg.evaluate(_SCRIPT_IDLE)
+
+
 def settle(pg, timeout: float = 60) -> None:
-    """Wait until the script run is over and the page has stopped changing."""
+    """Wait until the script run has started and is over, and the page has stopped changing."""
     pg.wait_for_selector('[data-testid="stAppViewContainer"]', timeout=timeout * 1000)
     time.sleep(0.5)
-    pg.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout * 1000)
+    pg.wait_for_function(_SCRIPT_IDLE, timeout=timeout * 1000)
     pg.wait_for_function("!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout * 1000)
     time.sleep(0.7)
 

@@ -1,13 +1,17 @@
 """Four browser sessions at once against one `streamlit run app.py` server: each opens the Timing page,
 loads its own results file (synthetic numbers, labelled so in the file), and sees its own data only, with
-no exception on any page."""
+no exception on any page; and four large emulations at once, none killed, while a fifth session is served."""
+
+import time
 
 import pytest
 from browser_helpers import (
+    SCRIPT_STATE,
     bench_file,
     chromium,
     no_exception,
     require_browser,
+    script_running,
     settle,
     streamlit_server,
     wait_for_charts,
@@ -18,6 +22,10 @@ sync_api = require_browser()
 
 SESSIONS = 4
 QUERY = "?rows=8&cols=1000&variants=online_thread,online_warp,online_block,naive,safe_thread"
+# 8M elements, three variants: about 700 MiB a page, 10-20 s for four at once on a 2-core box
+LARGE = "?rows=2048&cols=4096&variants=online_warp,online_block,fast"
+FIFTH = "/kernels?rows=8&cols=1000&variants=naive"
+LARGE_LIMIT_S = 240  # fixed and generous: what is checked is that every run ends, not how fast
 
 
 def label(i: int) -> str:
@@ -53,6 +61,35 @@ def test_four_sessions_each_see_their_own_results(tmp_path):
                 assert label(i) in seen, (i, legend)
                 others = [label(j) for j in range(SESSIONS) if j != i and label(j) in seen]
                 assert not others, f"session {i} sees {others}"
+        finally:
+            for c in contexts:
+                c.close()
+
+
+def test_four_large_emulations_at_once_all_finish_while_a_fifth_session_is_served():
+    env = {"EXPLORER_RUN_SECONDS": "600"}  # no confirmation asked: the four start at once
+    with streamlit_server("streamlit_sessions_large.log", env=env) as url, chromium(sync_api) as browser:
+        contexts = [browser.new_context(viewport={"width": 1400, "height": 900}) for _ in range(SESSIONS + 1)]
+        pages = [c.new_page() for c in contexts]
+        try:
+            for pg in pages[:SESSIONS]:
+                pg.goto(f"{url}/{LARGE}", wait_until="commit")
+            for pg in pages[:SESSIONS]:  # each has started its run
+                pg.wait_for_function(f"() => ({SCRIPT_STATE} || 'initial') !== 'initial'", timeout=LARGE_LIMIT_S * 1000)
+            fifth = pages[SESSIONS]
+            start = time.perf_counter()
+            fifth.goto(f"{url}{FIFTH}", wait_until="commit")
+            fifth.get_by_test_id("stCode").first.wait_for(state="visible", timeout=LARGE_LIMIT_S * 1000)
+            served = time.perf_counter() - start
+            running = sum(script_running(pg) for pg in pages[:SESSIONS])
+            print(f"fifth session served in {served:.1f} s with {running} of {SESSIONS} large runs going")
+            assert running > 0, "the fifth session was served only after the large runs"
+            for pg in pages[:SESSIONS]:  # none was killed: each ends with its charts and no exception
+                wait_for_charts(pg, 1, timeout=LARGE_LIMIT_S)
+                settle(pg)
+                no_exception(pg)
+                assert pg.get_by_test_id("stProgress").count() == 0 and not script_running(pg)
+            no_exception(fifth)
         finally:
             for c in contexts:
                 c.close()
