@@ -3,6 +3,7 @@ loads its own results file (synthetic numbers, labelled so in the file), and see
 no exception on any page; and four large emulations at once, none killed, while a fifth session is served."""
 
 import time
+import urllib.request
 
 import pytest
 from browser_helpers import (
@@ -26,6 +27,7 @@ QUERY = "?rows=8&cols=1000&variants=online_thread,online_warp,online_block,naive
 LARGE = "?rows=2048&cols=4096&variants=online_warp,online_block,fast"
 FIFTH = "/kernels?rows=8&cols=1000&variants=naive"
 LARGE_LIMIT_S = 240  # fixed and generous: what is checked is that every run ends, not how fast
+ANSWER_LIMIT_S = 3.0  # the server's own answer (no browser work in it) while the four run
 
 
 def label(i: int) -> str:
@@ -76,7 +78,15 @@ def test_four_large_emulations_at_once_all_finish_while_a_fifth_session_is_serve
                 pg.goto(f"{url}/{LARGE}", wait_until="commit")
             for pg in pages[:SESSIONS]:  # each has started its run
                 pg.wait_for_function(f"() => ({SCRIPT_STATE} || 'initial') !== 'initial'", timeout=LARGE_LIMIT_S * 1000)
-            fifth = pages[SESSIONS]
+            # the server answers at once: its health check and the app's page, over plain HTTP
+            for path in ("/_stcore/health", "/"):
+                start = time.perf_counter()
+                with urllib.request.urlopen(url + path, timeout=ANSWER_LIMIT_S) as answer:
+                    assert answer.status == 200
+                took = time.perf_counter() - start
+                print(f"{path} answered in {took:.2f} s")
+                assert took <= ANSWER_LIMIT_S, (path, took)
+            fifth = pages[SESSIONS]  # and a fifth browser session gets its page while they run
             start = time.perf_counter()
             fifth.goto(f"{url}{FIFTH}", wait_until="commit")
             fifth.get_by_test_id("stCode").first.wait_for(state="visible", timeout=LARGE_LIMIT_S * 1000)
