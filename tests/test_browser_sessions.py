@@ -69,7 +69,9 @@ def test_four_sessions_each_see_their_own_results(tmp_path):
 
 
 def test_four_large_emulations_at_once_all_finish_while_a_fifth_session_is_served():
-    env = {"EXPLORER_RUN_SECONDS": "600"}  # no confirmation asked: the four start at once
+    # the emulation also on a GPU machine (there the runs would end at once); no confirmation asked: the four start
+    # together
+    env = {"EXPLORER_BACKEND": "emulator", "EXPLORER_RUN_SECONDS": "600"}
     with streamlit_server("streamlit_sessions_large.log", env=env) as url, chromium(sync_api) as browser:
         contexts = [browser.new_context(viewport={"width": 1400, "height": 900}) for _ in range(SESSIONS + 1)]
         pages = [c.new_page() for c in contexts]
