@@ -103,6 +103,7 @@ def test_a_row_of_two_to_the_twenty_renders_and_answers_a_click(server, page):
         "() => document.querySelector('.js-plotly-plot').layout.yaxis.type === 'linear'", timeout=60_000
     )
     answered = time.perf_counter() - start
+    print(f"the click on a 1 × 2^20 row's page was answered in {answered:.2f} s")
     assert answered <= CLICK_LIMIT_S, f"the click took {answered:.1f} s"
     bh.no_exception(page)
 
