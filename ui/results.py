@@ -78,11 +78,14 @@ def failed(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def result_sources(
-    run: dict | None, files, download_name: str, download_key: str, bundled: dict[str, bytes] | None = None
+    label: str, key: str, help: str, run: dict | None, download_name: str, bundled_key: str, topk: bool
 ) -> tuple[dict, dict]:
-    """This session's run (offered as a JSON download), the bundled results and the uploaded files, each
-    labelled by its GPU: {label: document}, {label: where it came from}. A file that is not a results file is
-    refused in words; results already loaded (the same file twice) are shown once."""
+    """A page's results: an uploader of results files (widget key f"{key}_files"), the bundled ones behind
+    bundled_button(bundled_key, topk), and this session's run (offered as a JSON download), each labelled by its
+    GPU: {label: document}, {label: where it came from}. A file that is not a results file is refused in words;
+    results already loaded (the same file twice) are shown once."""
+    files = st.file_uploader(label, type=["json"], accept_multiple_files=True, key=f"{key}_files", help=help)
+    bundled = bundled_button(bundled_key, topk)
     sources, origins, seen, taken = {}, {}, {}, set()
 
     def add(doc: dict, origin: str) -> None:
@@ -101,11 +104,11 @@ def result_sources(
             json.dumps(run, indent=1),
             file_name=f"{download_name}_{datetime.date.today().isoformat()}.json",
             mime="application/json",
-            key=download_key,
+            key=f"json_{key}",
             on_click="ignore",
             icon=":material/download:",
         )
-    for name, data in (bundled or {}).items():
+    for name, data in bundled.items():
         add(load_results(data), name)
     for f in files or []:
         try:

@@ -9,11 +9,10 @@ import explorer
 from explorer import bench
 
 from . import compute, figures, gpu_lock
-from .common import csv_download
+from .common import chart, csv_download
 from .results import (
     TIME_COLUMNS,
     TIMES_CAPTION,
-    bundled_button,
     chart_stamp,
     display_names,
     failed,
@@ -111,15 +110,14 @@ def render(cfg) -> None:
     elif cfg is not None and cfg.variants and not ss.get("_fit_problem"):
         _run_benchmark(cfg)
 
-    files = st.file_uploader(
-        "Benchmark results (JSON, one file per GPU)",
-        type=["json"],
-        accept_multiple_files=True,
-        key="bench_files",
-        help=f"Files with schema {bench.SCHEMA!r}; several files show side by side.",
-    )
     sources, origins = result_sources(
-        ss.get("_bench_results"), files, "bench", "json_bench", bundled_button("bench_bundled", topk=False)
+        "Benchmark results (JSON, one file per GPU)",
+        "bench",
+        f"Files with schema {bench.SCHEMA!r}; several files show side by side.",
+        ss.get("_bench_results"),
+        "bench",
+        "bench_bundled",
+        topk=False,
     )
     if not sources:
         return
@@ -140,10 +138,8 @@ def render(cfg) -> None:
     t, g = figures.timing_figures(display_names(chosen.drop(index=broken.index)), plotly_text(ss["tshape"]), stamp)
     stamp_below(t, g)
     slug = file_slug("softmax_timing", *ss["tshape"].split())
-    st.plotly_chart(t, config=figures.chart_config(slug + "_time"), key="chart_time", width="stretch", theme=None)
-    st.plotly_chart(
-        g, config=figures.chart_config(slug + "_bandwidth"), key="chart_bandwidth", width="stretch", theme=None
-    )
+    chart(t, slug + "_time", "chart_time")
+    chart(g, slug + "_bandwidth", "chart_bandwidth")
     table = chosen[[c for c in TABLE_COLUMNS if c in chosen.columns]].reset_index(drop=True)
     shown = [c for c in table.columns if c not in ("dtype", "acc", "rows", "cols")]  # the shape is chosen above
     st.caption(

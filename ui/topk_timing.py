@@ -18,7 +18,6 @@ from .figures.timing import TOPK_NAMES, spread
 from .results import (
     TIME_COLUMNS,
     TIMES_CAPTION,
-    bundled_button,
     chart_stamp,
     plotly_text,
     result_sources,
@@ -117,15 +116,14 @@ def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
         ss["tk_tshape"] = f"{rows}×{cols} {dtype} top-{k}"
         st.caption("The benchmark draws its own input (normal × 3, like `explorer bench --topk`), not the one above.")
 
-    files = st.file_uploader(
-        "Top-k results (JSON, one file per GPU)",
-        type=["json"],
-        accept_multiple_files=True,
-        key="tk_bench_files",
-        help=f"Written by `{BENCH_COMMAND}`; several files show side by side.",
-    )
     sources, origins = result_sources(
-        ss.get("_tk_bench"), files, "topk_bench", "json_tk_bench", bundled_button("tk_bundled", topk=True)
+        "Top-k results (JSON, one file per GPU)",
+        "tk_bench",
+        f"Written by `{BENCH_COMMAND}`; several files show side by side.",
+        ss.get("_tk_bench"),
+        "topk_bench",
+        "tk_bundled",
+        topk=True,
     )
     if not sources:
         return
