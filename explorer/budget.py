@@ -50,20 +50,21 @@ def _gather_bytes(launch: Launch, rows: int, cols: int) -> int:
     streams = launch.kernel in ("fast_split", "topk")
     if launch.kernel == "fast_warp":
         slots = launch.template_args[2] * per * vec
-    else:
-        slots = (
-            launch.chunks * launch.block * per * vec if streams else max(launch.chunks * launch.block * per * vec, cols)
-        )
+    elif streams:
+        slots = launch.chunks * launch.block * per * vec
+    else:  # fast_row: each thread's packs and its loose slot
+        slots = max(launch.chunks * launch.block * (per * vec + 1), cols)
     shared = not streams and launch.kernel != "fast_warp" and launch.template_args[2] == 2
     return (FAST_GATHER_SHARED if shared else FAST_GATHER) * rows * slots + INDEX * slots
 
 
 def _fast_bytes(launch: Launch, rows: int, cols: int) -> int:
-    """_fast beyond the input: x and y in fp32, then the gathered slots (fast_split: x - m over the whole input)."""
+    """_fast beyond the input: x and y in fp32, then the gathered slots (fast_split: x - m over the whole input;
+    fast_row: also a group of rows' output before it is placed in y)."""
     n = rows * cols
     if launch.kernel == "fast_split":
         return 4 * n + max(_gather_bytes(launch, rows, cols), (NORMALISE + 4) * n)
-    return 8 * n + _gather_bytes(launch, rows, cols)
+    return (8 if launch.kernel == "fast_warp" else 12) * n + _gather_bytes(launch, rows, cols)
 
 
 def emulator_bytes(variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str) -> int:

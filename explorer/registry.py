@@ -15,7 +15,8 @@ ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block
 SMS = 132  # multiprocessors of the H200 the fast rules were tuned on (the CUDA backend checks fast_row's residency on the real GPU)
 MAX_CLUSTER = 8  # portable Hopper cluster size
-MAX_ELEMENTS_PER_THREAD = 32  # fast_row's register budget for row data (64 registers at 1024 threads)
+REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
+MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
 MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two blocks still fit on an SM
 FAST_ROW_MAX_SLICES = SMS  # all slices of a row must be resident at once: one block per SM
 SPLIT_BLOCK = 512
@@ -118,7 +119,8 @@ def pow2_at_least(n: int) -> int:
 
 
 def fast_vector(cols: int, dtype: str) -> int:
-    """Elements per load in fast's kernels: 16-byte packs where every row starts aligned, else narrower."""
+    """Elements per load in fast_warp, fast_split and the top-k kernel: 16-byte packs where every row
+    starts aligned, else narrower (fast_row loads 16-byte packs at any width)."""
     itemsize = ITEMSIZE[dtype]
     return next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
 
@@ -127,13 +129,12 @@ def fast_row_launch(rows: int, cols: int, dtype: str, threads: int, elements: in
     """fast_row with at most `threads` threads per block, each holding `elements` elements of its row;
     as many slices (blocks) per row as that needs, balanced, in a Hopper cluster where they fit in
     one. None if the slices could not all be resident at once (the row is too long to hold on chip).
+    Loads are 16-byte packs at any width (a row's loose head and tail go to its first threads).
     `hold`: where the slice waits (fast.cu): 0 registers, 1 registers after cp.async through shared
     memory (48 KiB at most), 2 shared memory."""
-    vec = fast_vector(cols, dtype)
-    if vec * ITEMSIZE[dtype] != 16:  # cp.async copies 16-byte packs: narrower rows wait in registers
-        hold, elements = 0, min(elements, MAX_ELEMENTS_PER_THREAD)
+    vec = 16 // ITEMSIZE[dtype]
     per = max(1, elements // vec)
-    packs = cols // vec
+    packs = max(1, cols // vec)  # whole packs in a row at most
     slices = cdiv(packs, threads * per)
     if slices > FAST_ROW_MAX_SLICES:
         return None
@@ -143,7 +144,10 @@ def fast_row_launch(rows: int, cols: int, dtype: str, threads: int, elements: in
     staging = threads * per * 16
     if hold == 1 and staging > 48 * 1024:
         hold = 0
-    if (hold == 2 and staging > MAX_STAGING_BYTES) or (hold < 2 and per * vec > MAX_ELEMENTS_PER_THREAD):
+    held = per * vec
+    if hold == 2 and staging > MAX_STAGING_BYTES:
+        return None
+    if hold < 2 and (held > MAX_REGISTER_ELEMENTS or threads * held > REGISTER_ELEMENTS_PER_BLOCK):
         return None
     return Launch(
         grid=rows * slices,
@@ -151,13 +155,14 @@ def fast_row_launch(rows: int, cols: int, dtype: str, threads: int, elements: in
         shared_bytes=272 + (staging if hold else 0),
         threads_per_row=threads * slices,
         kernel="fast_row_cluster" if cluster > 1 else "fast_row",
-        template_args=(vec, per, hold) + ((cluster,) if cluster > 1 else ()),
+        template_args=(vec, per, hold) + ((cluster,) if cluster > 1 else ()) + (int(cols % vec != 0),),
         chunks=slices,
         protocol="slices",
     )
 
 
-# fast's choices, measured on the H200 (scripts/tune_fast.py). fast_warp up to these widths, with
+# fast's choices, measured on the H200 (scripts/tune_fast.py; docs/tune-fast-h200.json, whose `kernels` field
+# dates the fast.cu each shape was timed with). fast_warp up to these widths, with
 # (up to width, elements per lane); then fast_row by width: (up to width, threads per block at most,
 # elements per thread, hold). Rows that would need more slices than the GPU holds blocks at once
 # stream through fast_split.
@@ -166,10 +171,23 @@ FAST_WARP_ELEMENTS = {
     "float16": ((1024, 32),),
     "bfloat16": ((1024, 32),),
 }
+FAST_ROW_16BIT = (
+    (2048, 512, 64, 2),
+    (4096, 128, 32, 1),
+    (16384, 512, 64, 2),
+    (32768, 256, 128, 2),
+    (2**62, 512, 64, 2),
+)
 FAST_ROW_SHAPES = {
-    "float32": ((4096, 256, 16, 1), (8192, 256, 32, 1), (2**62, 512, 32, 2)),
-    "float16": ((2**62, 512, 64, 2),),
-    "bfloat16": ((2**62, 512, 64, 2),),
+    "float32": (
+        (4096, 256, 16, 1),
+        (8192, 256, 32, 1),
+        (131072, 512, 32, 2),
+        (262144, 256, 64, 2),
+        (2**62, 512, 32, 2),
+    ),
+    "float16": FAST_ROW_16BIT,
+    "bfloat16": FAST_ROW_16BIT,
 }
 
 

@@ -22,14 +22,26 @@ __device__ __forceinline__ void load_packs(const Pack<T, VEC>* row, int first, i
     }
 }
 
+// 2^t as the bare MUFU.EX2 (within 2 ulp; subnormal results flush to 0, as the emulation's -ftz
+// does; 2^-inf = 0). exp2f without -ftz wraps it in 3 more instructions for subnormal results.
+__device__ __forceinline__ float fast_exp2(float t) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(t));
+    return r;
+}
+
 // e^{x - m} as 2^{(x - m)·log2e}: one MUFU.EX2 instead of expf's ~10 instructions. The difference is
 // taken first, so x near the top of fp32 (|x|·log2e > FLT_MAX) cannot overflow into inf - inf.
-__device__ __forceinline__ float exp_shifted(float x, float m) { return exp2f(__fmul_rn(__fsub_rn(x, m), LOG2E)); }
+__device__ __forceinline__ float exp_shifted(float x, float m) { return fast_exp2(__fmul_rn(__fsub_rn(x, m), LOG2E)); }
 
 // e^{m_from - m_to} the same way; equal maxima (-inf == -inf included) give exactly 1.
 __device__ __forceinline__ float fast_rescale(float m_from, float m_to) {
-    return m_from == m_to ? 1.0f : exp2f(__fmul_rn(__fsub_rn(m_from, m_to), LOG2E));
+    return m_from == m_to ? 1.0f : exp_shifted(m_from, m_to);
 }
+
+// The shift of a thread's exps: its max, or 0 when every element it holds is -inf (each e^{x - m}
+// of -inf is then 2^-inf = 0, with no per-element test; a NaN still gives NaN).
+__device__ __forceinline__ float exp_shift(float m) { return m == NEG_INF ? 0.0f : m; }
 
 // The (m, d) merge of common.cuh with the cheap exponential: ~15 instructions, not ~60.
 __device__ __forceinline__ State<float> fast_merge(State<float> a, State<float> b) {
@@ -86,10 +98,11 @@ template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> staged_pa
     return *reinterpret_cast<const Pack<T, VEC>*>(staging + k * blockDim.x + threadIdx.x);
 }
 
-// exps_in_place's (m, d) over the thread's staged packs, read from shared memory twice (max, then the
-// sum of e^{x - m} in the same order), the exps not kept.
+// exps_in_place's (m, d) over the thread's staged packs, then its loose element (fast_row's head or
+// tail, if it holds one), read from shared memory twice (max, then the sum of e^{x - m} in the same
+// order), the exps not kept.
 template <typename T, int VEC, int PER>
-__device__ __forceinline__ State<float> staged_state(int begin, int end) {
+__device__ __forceinline__ State<float> staged_state(int begin, int end, float loose, bool holds_loose) {
     float m = NEG_INF, d = 0.0f;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
@@ -99,17 +112,17 @@ __device__ __forceinline__ State<float> staged_state(int begin, int end) {
             for (int i = 0; i < VEC; ++i) m = fmaxf(m, to_float(pack.v[i]));
         }
     }
+    if (holds_loose) m = fmaxf(m, loose);
+    const float shift = exp_shift(m);
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
         if (begin + k * blockDim.x + threadIdx.x < end) {
             const Pack<T, VEC> pack = staged_pack<T, VEC>(k);
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) {
-                const float v = to_float(pack.v[i]);
-                d = __fadd_rn(d, v != NEG_INF ? exp_shifted(v, m) : 0.0f);
-            }
+            for (int i = 0; i < VEC; ++i) d = __fadd_rn(d, exp_shifted(to_float(pack.v[i]), shift));
         }
     }
+    if (holds_loose) d = __fadd_rn(d, exp_shifted(loose, shift));
     return {m, d};
 }
 
@@ -188,20 +201,63 @@ template <int N> __device__ __forceinline__ State<float> exps_in_place(float (&v
     float m = NEG_INF;
 #pragma unroll
     for (int i = 0; i < N; ++i) if (valid[i]) m = fmaxf(m, v[i]);
+    const float shift = exp_shift(m);
     float d = 0.0f;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-        v[i] = valid[i] && v[i] != NEG_INF ? exp_shifted(v[i], m) : 0.0f;
+        v[i] = valid[i] ? exp_shifted(v[i], shift) : 0.0f;
         d = __fadd_rn(d, v[i]);
     }
     return {m, d};
 }
 
-// y_i = e_i · (e^{m_thread - m_row} / d_row): the thread's exps rescaled once, no second exp.
-template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> scaled(const float* e, float c) {
+// Two floats into two consecutive T, rounded to nearest: one F2FP instruction for the 16-bit types.
+__device__ __forceinline__ void from_float2(float* out, float a, float b) { out[0] = a; out[1] = b; }
+__device__ __forceinline__ void from_float2(__half* out, float a, float b) {
+    *reinterpret_cast<__half2*>(out) = __floats2half2_rn(a, b);
+}
+__device__ __forceinline__ void from_float2(__nv_bfloat16* out, float a, float b) {
+    *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(a, b);
+}
+
+template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> to_pack(const float* f) {
     Pack<T, VEC> out;
+    if constexpr (VEC == 1) {
+        out.v[0] = from_float<T>(f[0]);
+    } else {
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) out.v[i] = from_float<T>(__fmul_rn(e[i], c));
+        for (int i = 0; i < VEC; i += 2) from_float2(out.v + i, f[i], f[i + 1]);
+    }
     return out;
 }
 
+// y_i = e_i · (e^{m_thread - m_row} / d_row): the thread's exps rescaled once, no second exp.
+template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> scaled(const float* e, float c) {
+    float f[VEC];
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) f[i] = __fmul_rn(e[i], c);
+    return to_pack<T, VEC>(f);
+}
+
+// y_i = e^{x_i - m_row} / d_row from the input pack, the exp taken again (fast_row's HOLD 2, fast_split_finish).
+template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> normalised(const Pack<T, VEC>& in, float m, float inv_d) {
+    float f[VEC];
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) f[i] = __fmul_rn(exp_shifted(to_float(in.v[i]), m), inv_d);
+    return to_pack<T, VEC>(f);
+}
+
+// A row of fast_row as an aligned body of whole 16-byte packs and at most 2·(VEC - 1) loose elements:
+// the head before the row's first 16-byte boundary and the tail after its last whole pack (x and y
+// start 16-byte aligned, so a row of any width loads 16 bytes at a time). Aligned rows have none;
+// for a width that is a multiple of VEC, RowSplit(0, cols) is every row's split.
+template <int VEC> struct RowSplit {
+    int head, packs, loose;
+    __device__ __forceinline__ RowSplit(long long row, int cols) {
+        head = min(cols, static_cast<int>((VEC - row * cols % VEC) % VEC));
+        packs = (cols - head) / VEC;
+        loose = cols - packs * VEC;
+    }
+    // the column of loose element t < loose: the head's first, then the tail's
+    __device__ __forceinline__ int loose_col(int t) const { return t < head ? t : head + packs * VEC + (t - head); }
+};

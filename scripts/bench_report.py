@@ -42,15 +42,24 @@ def collect(docs: list[tuple[str, dict]]) -> dict[tuple, dict]:
     rows = {}
     for label, doc in docs:
         section = "topk" if is_topk(doc) else "softmax"
+        profiled = bool(doc.get("meta", {}).get("device_time"))
         for r in doc["results"]:
-            rows[(section, r["name"], r["dtype"], r["rows"], r["cols"], r.get("k"))] = {**r, "source": label}
+            rows[(section, r["name"], r["dtype"], r["rows"], r["cols"], r.get("k"))] = {
+                **r,
+                "source": label,
+                "profiled": profiled,
+            }
     return rows
 
 
 def best(r: dict, device: str, event: str) -> tuple[float | None, str]:
-    """A row's figure from device time where it has one, else from event time: (value, basis)."""
+    """A row's figure from device time where it has one, else from event time if its file has no device
+    time at all: (value, basis). In a profiled file a figure without device time is not measured (None),
+    since event time alone flatters small problems."""
     if r.get(device) is not None:
         return r[device], "device"
+    if r.get("profiled"):
+        return None, "device"
     return r.get(event), "event"
 
 

@@ -30,7 +30,7 @@ def candidates(rows: int, cols: int, dtype: str) -> list[Launch]:
     found = [FAST.launch(rows, cols, None, dtype)]
     vec = fast_vector(cols, dtype)
     packs = cols // vec
-    if cols <= 1024 and vec > 1:
+    if cols <= 2048 and vec > 1:
         for lanes in (4, 8, 16, 32):
             per = pow2_at_least(cdiv(packs, lanes))
             if per * vec <= 64:
@@ -45,7 +45,7 @@ def candidates(rows: int, cols: int, dtype: str) -> list[Launch]:
                     )
                 )
     for threads in (128, 256, 512, 1024):
-        for elements, hold in ((16, 1), (32, 1), (32, 2), (64, 2), (128, 2)):
+        for elements, hold in ((16, 0), (32, 0), (64, 0), (128, 0), (16, 1), (32, 1), (32, 2), (64, 2), (128, 2)):
             if elements < vec or (hold == 2 and elements > 8 * vec * 2):
                 continue
             launch = fast_row_launch(rows, cols, dtype, threads, elements, hold)

@@ -117,6 +117,36 @@ def test_measure_profiles_batches_in_one_session_and_summarizes(monkeypatch):
     assert got["device_p10_us"] < got["device_us"] < got["device_p90_us"]
 
 
+class StallingProfiler(FakeProfiler):
+    """A session's records only; in the first `stalled` sessions the batches run together (no idle gap)."""
+
+    def __init__(self, stalled: int):
+        super().__init__()
+        self.stalled = stalled
+
+    @contextlib.contextmanager
+    def profile(self, activities):
+        self.events = []
+        with super().profile(activities):
+            yield self
+
+    def sleep(self, seconds: float) -> None:
+        if self.sessions > self.stalled:
+            super().sleep(seconds)
+
+
+@pytest.mark.parametrize(("stalled", "sessions", "measured"), [(1, 2, True), (2, 2, False), (0, 2, True)])
+def test_a_session_whose_batches_run_together_is_measured_again(monkeypatch, stalled, sessions, measured):
+    fake = StallingProfiler(stalled)
+    monkeypatch.setattr(devicetime, "profiler", lambda: fake)
+    monkeypatch.setattr(devicetime.time, "sleep", fake.sleep)
+    got = devicetime.measure(fake.launch, buffers=3, calls=4, sync=lambda: None, batches=5, sessions=sessions)
+    assert fake.sessions == min(stalled + 1, sessions)
+    assert (got is not None) == measured
+    if measured:
+        assert got["device_us"] == pytest.approx(5.0)
+
+
 def test_without_torch_there_is_no_device_time_and_no_torch_peers(monkeypatch):
     monkeypatch.setattr(devicetime, "profiler", lambda: None)
     assert devicetime.measure(lambda i: None, 1, 1, lambda: None) is None

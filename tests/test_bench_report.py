@@ -135,12 +135,24 @@ def test_targets_use_device_time_and_say_so():
     assert find(got, "top-k batch 64, k = 1").status == "met"
 
 
+FP32_SWEEP = "`fast` ≥ 93 % of copy, cols 128 … 262144 at 2²⁷ elements, float32"
+
+
 def test_event_time_is_used_and_labelled_without_device_time():
     doc = softmax_doc(fast_event_pct=99.0)
+    del doc["meta"]["device_time"]  # a file made without torch: event time only
     for r in doc["results"]:
         r["device_us"] = r["pct_copy_device"] = None
-    fp32 = find(checks([("old.json", doc)]), "`fast` ≥ 93 % of copy, cols 128 … 262144 at 2²⁷ elements, float32")
+    fp32 = find(checks([("old.json", doc)]), FP32_SWEEP)
     assert fp32.status == "met" and "(event time)" in fp32.measured and "worst" in fp32.measured
+
+
+def test_a_profiled_file_row_without_device_time_is_not_measured_rather_than_met_on_event_time():
+    doc = softmax_doc(fast_event_pct=99.0, slow_cols=0)  # every shape at 95 % of copy in device time
+    missing = next(r for r in doc["results"] if r["name"] == "fast" and r["dtype"] == "float32")
+    missing["device_us"] = missing["pct_copy_device"] = None  # the profiler lost this row's batches
+    fp32 = find(checks([("sweep.json", doc)]), FP32_SWEEP)
+    assert fp32.status == "not measured" and "1 not measured" in fp32.measured
 
 
 def test_nothing_measured_is_not_measured():

@@ -98,10 +98,15 @@ def test_fast_dispatch_at_odd_shapes(shape, dtype, seed):
 
 @pytest.mark.parametrize("hold", (0, 1, 2))
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(37, 3000), (5, 20000), (3, 70000)], ids=["block", "cluster", "global"])
+@pytest.mark.parametrize(
+    "shape",
+    [(37, 3000), (5, 20000), (3, 70000), (37, 3001), (9, 20003), (5, 70001)],
+    ids=["block", "cluster", "global", "block-odd", "cluster-odd", "global-odd"],
+)
 def test_fast_row_every_hold_matches_float64_and_the_emulation(shape, dtype, hold, seed):
     """fast_row with the slice in registers (plain or cp.async loads) or in shared memory, one block, a
-    cluster or slices across the GPU: against float64, and against the emulation within its bound."""
+    cluster or slices across the GPU, rows aligned or split into loose head, packs and tail: against
+    float64, and against the emulation within its bound."""
     launch = fast_row_launch(*shape, dtype, 256, 32 if hold < 2 else 64, hold)
     x = explorer.make_input("normal", *shape, dtype, seed)
     gpu, _ = cuda.run(explorer.VARIANTS["fast"], launch, x, dtype, "float32", None)

@@ -14,7 +14,7 @@ SHAPES = [(3, 100), (2, 5000), (1, 300000)]
 
 
 def global_functions(filename: str) -> set[str]:
-    attributes = r"(?:__\w+__\([^)]*\)\s+)*"  # __launch_bounds__(...), __cluster_dims__(...)
+    attributes = r"(?:__\w+__\((?:[^()]|\([^()]*\))*\)\s+)*"  # __launch_bounds__(f(...)), __cluster_dims__(...)
     return set(re.findall(r"__global__\s+void\s+" + attributes + r"(\w+)\s*\(", cuda.kernel_source(filename)))
 
 

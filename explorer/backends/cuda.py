@@ -210,6 +210,8 @@ def _launch_two_stage(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail
 def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: list) -> None:
     """fast_row: the slice staged in dynamic shared memory (hold 1 and 2), slices exchanging (m, d)."""
     _vec, per, hold = geometry.template_args[:3]
+    if x_dev.data.ptr % 16 or y_dev.data.ptr % 16:  # rows are split at 16-byte boundaries of x and y
+        raise KernelFailed("fast_row needs x and y to start on a 16-byte boundary")
     staging = geometry.block * per * 16 if hold else 0
     if staging > kernels[0].max_dynamic_shared_size_bytes:
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in

@@ -253,7 +253,8 @@ def run(
     """Emulate `variant` launched as `launch` on a 2-D array x; returns (out, RawTrace or None).
 
     chunks > 1 emulates the rows that many at a time, each under the whole input's launch: every row's result
-    depends on its own elements and the launch alone, so the output (and trace) is bit-identical.
+    depends on its own elements, the launch and its index alone (fast_row splits a row at the 16-byte
+    boundaries of the whole input), so the output (and trace) is bit-identical.
     progress(rows done, rows) is called after each chunk; an exception it raises ends the run there."""
     rows = x.shape[0]
     size = cdiv(rows, max(1, min(chunks, rows)))
@@ -264,7 +265,7 @@ def run(
         stop = min(start + size, rows)
         traced = trace_row if trace_row is not None and start <= trace_row < stop else None
         out[start:stop], part = _run_rows(
-            variant, launch, x[start:stop], acc_name, None if traced is None else traced - start
+            variant, launch, x[start:stop], acc_name, None if traced is None else traced - start, start
         )
         raw = part if traced is not None else raw
         if progress is not None:
@@ -272,30 +273,34 @@ def run(
     return out, raw
 
 
-def _run_rows(variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, trace_row: int | None):
+def _run_rows(
+    variant: Variant, launch: Launch, x: np.ndarray, acc_name: str, trace_row: int | None, first_row: int = 0
+):
+    """Rows first_row, first_row + 1, ... of the input, as x."""
     acc = Acc(acc_name)
     cols = x.shape[1]
     raw = None
     if trace_row is not None:
         raw = RawTrace.empty(*trace_shape(variant, launch, cols))
-    out = EMULATIONS[variant.key](x, acc, launch, trace_row, raw)
+    out = EMULATIONS[variant.key](x, acc, launch, trace_row, raw, first_row)
     return out, raw
 
 
 def _emulate_online(family: str) -> Callable:
-    return lambda x, acc, launch, row, raw: _online(
+    return lambda x, acc, launch, row, raw, first: _online(
         x, acc, launch.threads_per_row, family, _Recorder.single(raw, row, x.shape[1])
     )
 
 
-# Each variant's emulation, by registry key: (x, acc, launch, trace_row, raw trace or None) -> output.
-EMULATIONS: dict[str, Callable[[np.ndarray, Acc, Launch, int | None, RawTrace | None], np.ndarray]] = {
-    "naive": lambda x, acc, launch, row, raw: _naive(x, acc),
-    "safe_thread": lambda x, acc, launch, row, raw: _safe_thread(x, acc, row, raw),
+# Each variant's emulation, by registry key: (x, acc, launch, trace_row, raw trace or None, index of x's
+# first row in the input) -> output.
+EMULATIONS: dict[str, Callable[[np.ndarray, Acc, Launch, int | None, RawTrace | None, int], np.ndarray]] = {
+    "naive": lambda x, acc, launch, row, raw, first: _naive(x, acc),
+    "safe_thread": lambda x, acc, launch, row, raw, first: _safe_thread(x, acc, row, raw),
     "online_thread": _emulate_online("thread"),
     "online_warp": _emulate_online("warp"),
     "online_block": _emulate_online("block"),
-    "safe_block": lambda x, acc, launch, row, raw: _safe_block(x, acc, launch.threads_per_row),
-    "split_row": _split_row,
-    "fast": lambda x, acc, launch, row, raw: _fast(x, launch),
+    "safe_block": lambda x, acc, launch, row, raw, first: _safe_block(x, acc, launch.threads_per_row),
+    "split_row": lambda x, acc, launch, row, raw, first: _split_row(x, acc, launch, row, raw),
+    "fast": lambda x, acc, launch, row, raw, first: _fast(x, launch, first),
 }

@@ -76,44 +76,76 @@ def _pack_elements(pack: np.ndarray, vec: int) -> np.ndarray:
     return (pack[:, :, None] * vec + np.arange(vec)).reshape(pack.shape[0], -1)
 
 
-def _fast(x: np.ndarray, launch: Launch) -> np.ndarray:
-    """fast_warp / fast_row / fast_split, with the same thread-to-element map and arithmetic."""
-    rows, cols = x.shape
+def _fast(x: np.ndarray, launch: Launch, first_row: int = 0) -> np.ndarray:
+    """fast_warp / fast_row / fast_split on rows first_row, first_row + 1, ... of the input, with the
+    same thread-to-element map and arithmetic."""
     x32 = x.astype(F32)
     vec, per = launch.template_args[:2]
-    packs = cols // vec
     if launch.kernel == "fast_split":
         return _fast_split(x32, launch, vec, per).astype(x.dtype)
     if launch.kernel == "fast_warp":
-        lanes = launch.template_args[2]
-        pack = np.arange(per)[None, :] * lanes + np.arange(lanes)[:, None]  # (lane, k)
-        valid = pack < packs
-    else:  # fast_row: slice s of the row is held by block s
-        slices, threads = launch.chunks, launch.block
-        chunk = cdiv(packs, slices)
-        slice_, t = np.divmod(np.arange(slices * threads), threads)
-        pack = (slice_ * chunk)[:, None] + np.arange(per)[None, :] * threads + t[:, None]
-        valid = pack < np.minimum(packs, (slice_ + 1) * chunk)[:, None]
+        return _fast_warp(x32, launch, vec, per).astype(x.dtype)
+    y = np.empty_like(x32)
+    rows, cols = x.shape
+    for head in range(vec):  # fast_row: rows grouped by where their first 16-byte boundary falls
+        group = np.flatnonzero(
+            (vec - np.arange(first_row, first_row + rows, dtype=np.int64) * cols % vec) % vec == head
+        )
+        if group.size:
+            y[group] = _fast_row(x32[group], launch, vec, per, min(head, cols))
+    return y.astype(x.dtype)
+
+
+def _fast_warp(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
+    """fast_warp: lane l of a row's group holds packs l, l + lanes, ..., every row aligned alike."""
+    lanes = launch.template_args[2]
+    packs = x32.shape[1] // vec
+    pack = np.arange(per)[None, :] * lanes + np.arange(lanes)[:, None]  # (lane, k)
+    valid = pack < packs
     element = _pack_elements(np.where(valid, pack, 0), vec)
     valid = np.repeat(valid, vec, axis=1)
     m, d, e = _exps_in_place(x32[:, element], valid)
-    if launch.kernel == "fast_warp":
-        row_m, row_d = _group_merge(m, d, launch.template_args[2])
-        row_m, row_d = row_m[:, :1], row_d[:, :1]
-    else:
-        bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
-        row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
-        if slices > 1:
-            row_m, row_d = _fold_chunks(row_m, row_d)
+    row_m, row_d = _group_merge(m, d, lanes)
     with np.errstate(invalid="ignore", over="ignore"):
-        if launch.kernel != "fast_warp" and launch.template_args[2] == 2:  # slice kept in shared memory
+        c = _ftz(_fast_rescale(m, row_m[:, :1]) * _div_f32(np.ones((), F32), row_d[:, :1]))
+        out = _ftz(e * c[..., None])
+    y = np.empty_like(x32)
+    y[:, element[valid]] = out[:, valid]  # every element sits in exactly one valid slot
+    return y
+
+
+def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int) -> np.ndarray:
+    """fast_row on rows whose first `head` elements come before their first 16-byte boundary (RowSplit):
+    slice s of the aligned body is held by block s, then the loose elements (head, then tail) by the
+    first slice's first threads, each in a last slot after its packs."""
+    rows, cols = x32.shape
+    packs = (cols - head) // vec
+    loose = cols - packs * vec
+    slices, threads = launch.chunks, launch.block
+    chunk = cdiv(packs, slices)
+    slice_, t = np.divmod(np.arange(slices * threads), threads)
+    pack = (slice_ * chunk)[:, None] + np.arange(per)[None, :] * threads + t[:, None]
+    valid = pack < np.minimum(packs, (slice_ + 1) * chunk)[:, None]
+    element = head + _pack_elements(np.where(valid, pack, 0), vec)
+    valid = np.repeat(valid, vec, axis=1)
+    holds_loose = (slice_ == 0) & (t < loose)
+    loose_col = np.where(t < head, t, head + packs * vec + (t - head))
+    element = np.concatenate([element, np.where(holds_loose, loose_col, 0)[:, None]], axis=1)
+    valid = np.concatenate([valid, holds_loose[:, None]], axis=1)
+    m, d, e = _exps_in_place(x32[:, element], valid)
+    bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
+    row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
+    if slices > 1:
+        row_m, row_d = _fold_chunks(row_m, row_d)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if launch.template_args[2] == 2:  # slice kept in shared memory: the exps taken again
             out = _fast_normalise(x32[:, element], row_m[..., None], row_d[..., None])
         else:
             c = _ftz(_fast_rescale(m, row_m) * _div_f32(np.ones((), F32), row_d))
             out = _ftz(e * c[..., None])
     y = np.empty_like(x32)
-    y[:, element[valid]] = out[:, valid]  # every element sits in exactly one valid slot
-    return y.astype(x.dtype)
+    y[:, element[valid]] = out[:, valid]
+    return y
 
 
 def _fold_chunks(cm: np.ndarray, cd: np.ndarray):
