@@ -50,9 +50,12 @@ def _formula(pg) -> str:
     return " ".join(pg.get_by_test_id("stMain").locator(".katex-mathml annotation").all_text_contents())
 
 
-SLIDER_AGREES_WITH_URL = """() => {
+STEP_SHOWN_EVERYWHERE = """() => {
     const thumb = document.querySelector('[data-testid="stMain"] [data-testid="stSliderThumbValue"]');
-    return thumb !== null && new URLSearchParams(location.search).get('step') === thumb.innerText.trim();
+    const chart = document.querySelector('.js-plotly-plot');
+    const step = new URLSearchParams(location.search).get('step');
+    return thumb !== null && step === thumb.innerText.trim()
+        && chart !== null && chart.layout !== undefined && String(chart.layout.shapes[0].x0) === step;
 }"""
 
 
@@ -73,9 +76,9 @@ def test_the_step_formula_follows_play(server, page):
     page.wait_for_function("() => Number(new URLSearchParams(location.search).get('step')) >= 6", timeout=120_000)
     main.get_by_role("button", name="❚❚ Pause").click()
     bh.settle(page)
-    # a tick in flight when Pause lands may still move the slider: wait until the URL and the slider agree (both
-    # read afresh each time), then compare
-    page.wait_for_function(SLIDER_AGREES_WITH_URL, timeout=30_000)
+    # a tick in flight when Pause lands may still move the slider and redraw the chart: wait until the URL, the
+    # slider and the chart's marker agree (all read afresh each time), then compare
+    page.wait_for_function(STEP_SHOWN_EVERYWHERE, timeout=30_000)
     step = int(bh.query(page)["step"])
     assert step >= 6
     # everything for the step moved together: the slider, the heading, the formula, the chart's marker
