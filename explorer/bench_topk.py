@@ -99,7 +99,7 @@ def _bench_topk_shape(rows: int, cols: int, ks: list[int], dtype: str, seed: int
     for k in ks:
         launch = topk_launch(rows, cols, k, dtype)
         for key, variant in TOPK_VARIANTS.items():
-            fused = key == "topk_fused"
+            fused = variant.fused
             max_rel = check(key, k, launch, *cuda.topk_on_device(fused, launch, xs[0], rows, cols, dtype, k, fast))
 
             def run_variant(i, fused=fused, launch=launch, k=k):

@@ -7,13 +7,7 @@ from dataclasses import asdict, dataclass
 import ml_dtypes
 import numpy as np
 
-from .registry import Launch, cdiv
-
-DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-}
+from .registry import DTYPES, Launch, cdiv
 
 
 @dataclass(frozen=True)

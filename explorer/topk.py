@@ -32,12 +32,13 @@ class TopkVariant:
     title: str
     passes: str  # what it does to memory, in words
     lesson: str
+    fused: bool  # one kernel reading the logits once, or `fast` softmax then a selection over the probabilities
 
     def bytes_moved(self, rows: int, cols: int, k: int, dtype: str) -> int:
         item = ITEMSIZE[dtype]
         out = rows * k * (item + 4)
         logits = rows * cols * item
-        return logits + out if self.key == "topk_fused" else 3 * logits + out
+        return logits + out if self.fused else 3 * logits + out
 
 
 TOPK_VARIANTS = {
@@ -49,12 +50,14 @@ TOPK_VARIANTS = {
             "reads the logits once; writes k probabilities and indices",
             "The running top-k rides along with the running (m, d): one pass gives the k largest "
             "probabilities, which is what sampling from an LM head or routing in an MoE needs.",
+            fused=True,
         ),
         TopkVariant(
             "topk_unfused",
             "Softmax, then top-k",
             "softmax reads the logits and writes all probabilities; top-k reads them again",
             "The obvious pipeline moves every probability through memory twice, only to keep k of them.",
+            fused=False,
         ),
     ]
 }
@@ -126,7 +129,7 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     used = resolve_backend(backend)
     launch = topk_launch(rows, cols, k, dtype)
     fast_launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
-    fused = variant == "topk_fused"
+    fused = TOPK_VARIANTS[variant].fused
     gpu = budget.device_bytes(None, None, rows, cols, dtype, False)
     need = gpu if used == "cuda" else budget.topk_bytes(fused, launch, fast_launch, rows, cols, dtype)
     check_memory(rows, cols, DTYPES[dtype].itemsize, need, used, f"{dtype} softmax + top-k", gpu)

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.backends import cuda, emulator
+from explorer.backends import cuda, emulator, fast_emulation
 from explorer.topk import TOPK_VARIANTS, topk_launch
 
-SHAPES = [(3, 100), (2, 5000), (1, 300000)]
+SHAPES = [(3, 100), (2, 5000), (64, 131072), (1, 300000), (1, 1 << 24)]  # every kernel fast chooses among
 
 
 def global_functions(filename: str) -> set[str]:
@@ -30,6 +30,8 @@ def test_a_variant_has_a_launch_rule_kernels_and_an_emulation(key):
             assert isinstance(launch, explorer.Launch) and launch.protocol in cuda.LAUNCHERS
             for name in cuda.kernel_names(v, launch, dtype, v.accumulators[0]):
                 assert name.split("<")[0] in defined, (key, name)
+            if v.method == "fast":  # the shape's kernel has its own emulation
+                assert launch.kernel in fast_emulation.KERNELS, (key, launch.kernel)
     x = explorer.make_input("normal", 2, 100)
     out = explorer.softmax(x, key, backend="emulator").out
     assert np.allclose(out, explorer.reference(x), rtol=1e-4, atol=1e-7)

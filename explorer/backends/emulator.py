@@ -17,8 +17,8 @@ import numpy as np
 from ..numerics import DTYPES
 from ..registry import Launch, Variant
 from ..trace import NODES_PER_BUTTERFLY, OFFSETS, RawTrace, cdiv, trace_shape
-from .fast_emulation import _fast
-from .fp32 import F32, _div_f32, _exp_f32
+from .fast_emulation import emulate_fast
+from .fp32 import F32, div_f32, exp_f32
 
 
 class Acc:
@@ -45,7 +45,7 @@ class Acc:
 
     def exp_diff(self, a, b):
         with np.errstate(invalid="ignore", over="ignore"):  # -max - max is -inf in fp32 too
-            return self.round(_exp_f32(a.astype(F32) - b.astype(F32)))
+            return self.round(exp_f32(a.astype(F32) - b.astype(F32)))
 
     def rescale(self, m_from, m_to):
         return np.where(m_from.astype(F32) == m_to.astype(F32), self.const(1.0, ()), self.exp_diff(m_from, m_to))
@@ -64,7 +64,7 @@ def _normalise(x: np.ndarray, acc: Acc, m: np.ndarray, d: np.ndarray) -> np.ndar
     """y = expf(to_acc(x) - m) / d in fp32, rounded once to x's type; m, d are (rows, 1)."""
     with np.errstate(invalid="ignore", over="ignore"):
         xa = acc.round(x.astype(F32)).astype(F32)
-        return _div_f32(_exp_f32(xa - m.astype(F32)), d.astype(F32)).astype(x.dtype)
+        return div_f32(exp_f32(xa - m.astype(F32)), d.astype(F32)).astype(x.dtype)
 
 
 @dataclass
@@ -234,11 +234,11 @@ def _safe_block(x, acc, lanes):
 
 def _naive(x, acc):
     rows, cols = x.shape
-    e = acc.round(_exp_f32(x.astype(F32)))
+    e = acc.round(exp_f32(x.astype(F32)))
     d = acc.const(0.0, (rows, 1))
     for j in range(cols):
         d = acc.add(d, e[:, j : j + 1])
-    return _div_f32(_exp_f32(x.astype(F32)), d.astype(F32)).astype(x.dtype)
+    return div_f32(exp_f32(x.astype(F32)), d.astype(F32)).astype(x.dtype)
 
 
 def run(
@@ -302,5 +302,5 @@ EMULATIONS: dict[str, Callable[[np.ndarray, Acc, Launch, int | None, RawTrace | 
     "online_block": _emulate_online("block"),
     "safe_block": lambda x, acc, launch, row, raw, first: _safe_block(x, acc, launch.threads_per_row),
     "split_row": lambda x, acc, launch, row, raw, first: _split_row(x, acc, launch, row, raw),
-    "fast": lambda x, acc, launch, row, raw, first: _fast(x, launch, first),
+    "fast": lambda x, acc, launch, row, raw, first: emulate_fast(x, launch, first),
 }

@@ -3,20 +3,21 @@ top-k), with the same thread-to-element map, fold order and exp2f arithmetic, in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..registry import Launch
 from ..trace import cdiv
-from .fp32 import F32, _div_f32, _ftz
+from .fp32 import F32, div_f32, ftz
 
 LOG2E = np.float32(1.4426950408889634)
-F32_INF = np.float32(np.inf)
 
 
 def _exp2_f32(t: np.ndarray) -> np.ndarray:
     """exp2f: in float64, rounded once to fp32, subnormals flushed."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return _ftz(np.exp2(t.astype(np.float64)).astype(F32))
+        return ftz(np.exp2(t.astype(np.float64)).astype(F32))
 
 
 def _exp_shifted(x: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -76,24 +77,25 @@ def _pack_elements(pack: np.ndarray, vec: int) -> np.ndarray:
     return (pack[:, :, None] * vec + np.arange(vec)).reshape(pack.shape[0], -1)
 
 
-def _fast(x: np.ndarray, launch: Launch, first_row: int = 0) -> np.ndarray:
-    """fast_warp / fast_row / fast_split on rows first_row, first_row + 1, ... of the input, with the
-    same thread-to-element map and arithmetic."""
-    x32 = x.astype(F32)
+def emulate_fast(x: np.ndarray, launch: Launch, first_row: int = 0) -> np.ndarray:
+    """The kernel `launch` names (fast_warp, fast_row, fast_row_cluster or fast_split) on rows first_row,
+    first_row + 1, ... of the input, with the same thread-to-element map and arithmetic."""
+    return KERNELS[launch.kernel](x.astype(F32), launch, first_row).astype(x.dtype)
+
+
+def _fast_rows(x32: np.ndarray, launch: Launch, first_row: int) -> np.ndarray:
+    """fast_row (and its cluster form, the same arithmetic): rows grouped by where their first 16-byte
+    boundary falls, since that decides each row's loose head and tail."""
     vec, per = launch.template_args[:2]
-    if launch.kernel == "fast_split":
-        return _fast_split(x32, launch, vec, per).astype(x.dtype)
-    if launch.kernel == "fast_warp":
-        return _fast_warp(x32, launch, vec, per).astype(x.dtype)
     y = np.empty_like(x32)
-    rows, cols = x.shape
-    for head in range(vec):  # fast_row: rows grouped by where their first 16-byte boundary falls
+    rows, cols = x32.shape
+    for head in range(vec):
         group = np.flatnonzero(
             (vec - np.arange(first_row, first_row + rows, dtype=np.int64) * cols % vec) % vec == head
         )
         if group.size:
             y[group] = _fast_row(x32[group], launch, vec, per, min(head, cols))
-    return y.astype(x.dtype)
+    return y
 
 
 def _fast_warp(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
@@ -107,8 +109,8 @@ def _fast_warp(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarra
     m, d, e = _exps_in_place(x32[:, element], valid)
     row_m, row_d = _group_merge(m, d, lanes)
     with np.errstate(invalid="ignore", over="ignore"):
-        c = _ftz(_fast_rescale(m, row_m[:, :1]) * _div_f32(np.ones((), F32), row_d[:, :1]))
-        out = _ftz(e * c[..., None])
+        c = ftz(_fast_rescale(m, row_m[:, :1]) * div_f32(np.ones((), F32), row_d[:, :1]))
+        out = ftz(e * c[..., None])
     y = np.empty_like(x32)
     y[:, element[valid]] = out[:, valid]  # every element sits in exactly one valid slot
     return y
@@ -141,8 +143,8 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int) ->
         if launch.template_args[2] == 2:  # slice kept in shared memory: the exps taken again
             out = _fast_normalise(x32[:, element], row_m[..., None], row_d[..., None])
         else:
-            c = _ftz(_fast_rescale(m, row_m) * _div_f32(np.ones((), F32), row_d))
-            out = _ftz(e * c[..., None])
+            c = ftz(_fast_rescale(m, row_m) * div_f32(np.ones((), F32), row_d))
+            out = ftz(e * c[..., None])
     y = np.empty_like(x32)
     y[:, element[valid]] = out[:, valid]
     return y
@@ -170,7 +172,7 @@ def _fast_split(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarr
 def _fast_normalise(x32: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np.ndarray:
     """e^{x - m} / d as fast_split_finish and topk write it: exp2f((x - m)·LOG2E) times 1/d, in fp32."""
     with np.errstate(invalid="ignore", over="ignore"):
-        return _ftz(_exp_shifted(x32, row_m) * _div_f32(np.ones((), F32), row_d))
+        return ftz(_exp_shifted(x32, row_m) * div_f32(np.ones((), F32), row_d))
 
 
 def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
@@ -216,6 +218,16 @@ def run_topk(fused: bool, launch: Launch, x: np.ndarray, k: int, softmax_launch:
         row_m, row_d = _fast_split_state(x32, launch, vec, per)
         chosen = np.take_along_axis(x32, indices, axis=1)
         return _fast_normalise(chosen, row_m, row_d).astype(x.dtype), indices.astype(np.int32)
-    y = _fast(x, softmax_launch)
+    y = emulate_fast(x, softmax_launch)
     indices = top_indices(y.astype(F32), k)
     return np.take_along_axis(y, indices, axis=1), indices.astype(np.int32)
+
+
+# Each fast kernel's emulation, by the kernel name its Launch carries: (x in fp32, launch, index of x's first
+# row in the input) -> y in fp32.
+KERNELS: dict[str, Callable[[np.ndarray, Launch, int], np.ndarray]] = {
+    "fast_warp": lambda x32, launch, first: _fast_warp(x32, launch, *launch.template_args[:2]),
+    "fast_row": _fast_rows,
+    "fast_row_cluster": _fast_rows,
+    "fast_split": lambda x32, launch, first: _fast_split(x32, launch, *launch.template_args[:2]),
+}
