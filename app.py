@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from ui.common import guarded
 from ui.pages.errors import errors_page
 from ui.pages.kernels import kernels_page
 from ui.pages.outputs import outputs_page
@@ -24,6 +25,6 @@ navigation = st.navigation(
         st.Page(kernels_page, title="Kernels", url_path="kernels", icon=":material/code:"),
     ]
 )
-sidebar(navigation.url_path)
+guarded(sidebar)(navigation.url_path)  # a failure in it is said in words; the page below still runs
 navigation.run()
 sync_url()

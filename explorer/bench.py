@@ -272,12 +272,30 @@ def sweep_shapes(kind: str) -> list[tuple[int, int]]:
     raise InvalidInput(f"unknown sweep {kind!r}; choose cols, odd or rows")
 
 
+MAX_DEPTH = 32  # a results file nests 3 deep; past this it is refused before anything walks it
+
+
 def load(data: bytes | str | dict) -> dict:
-    """Load a results document (JSON text, bytes or a dict) and check its shape."""
+    """Load a results document (JSON text, bytes or a dict) and check its shape. Raises InvalidInput (with
+    the reason) for anything else, JSON nested too deeply included."""
+    if not isinstance(data, dict | str | bytes | bytearray | memoryview):
+        raise InvalidInput(f"a results file is JSON text or bytes, got {type(data).__name__}")
     try:
-        doc = data if isinstance(data, dict) else json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"not a results file (JSON expected): {exc}") from None
+        doc = data if isinstance(data, dict) else json.loads(bytes(data) if isinstance(data, memoryview) else data)
+    except RecursionError:
+        raise InvalidInput(
+            f"not a results file: its JSON is nested too deeply (more than {MAX_DEPTH} levels)"
+        ) from None
+    except UnicodeDecodeError:
+        raise InvalidInput("not a results file (JSON expected): it is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(
+            f"not a results file (JSON expected): it is not valid JSON at line {exc.lineno}, column {exc.colno}"
+        ) from None
+    except ValueError:  # a number past Python's 4,300 digits
+        raise InvalidInput("not a results file (JSON expected): it holds a number too long to read") from None
+    if _depth(doc) > MAX_DEPTH:
+        raise InvalidInput(f"not a results file: its JSON is nested too deeply (more than {MAX_DEPTH} levels)")
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise InvalidInput(f"not a softmax-explorer results file (schema {SCHEMA!r} expected)")
     results = doc.get("results")
@@ -304,6 +322,18 @@ def load(data: bytes | str | dict) -> dict:
     if not isinstance(doc.get("meta"), dict):
         raise InvalidInput("results file has no meta section (GPU, versions, date)")
     return doc
+
+
+def _depth(doc: object) -> int:
+    """How deep lists and dicts nest in doc, counted without recursion (a hostile file may nest thousands deep)
+    and stopping once past MAX_DEPTH."""
+    deepest, todo = 0, [(doc, 1)]
+    while todo and deepest <= MAX_DEPTH:
+        value, depth = todo.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, depth)
+            todo += [(v, depth + 1) for v in (value.values() if isinstance(value, dict) else value)]
+    return deepest
 
 
 def _whole(value: object, least: int) -> bool:

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import budget
 from .backends import cuda
-from .errors import InvalidInput, TooLarge
+from .errors import InvalidInput, TooLarge, shown
 from .numerics import DTYPES, dtype_name
 from .registry import VARIANTS, Variant
 
@@ -67,7 +67,7 @@ def forced_backend() -> str | None:
 def resolve_backend(backend: str) -> str:
     """ "auto" is EXPLORER_BACKEND if set, else CUDA where a GPU is usable, else the emulator."""
     if not isinstance(backend, str) or backend not in BACKENDS:
-        raise InvalidInput(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        raise InvalidInput(f"unknown backend {shown(backend)}; choose one of {', '.join(BACKENDS)}")
     if backend == "auto":
         return forced_backend() or ("cuda" if cuda.available() else "emulator")
     return backend
@@ -81,17 +81,17 @@ def check_shape(rows: object, cols: object) -> tuple[int, int]:
     """rows and cols as ints from 1 to 2^31 - 1; InvalidInput otherwise."""
     for name, value in (("rows", rows), ("cols", cols)):
         if not whole(value):
-            raise InvalidInput(f"{name} must be a whole number, got {value!r}")
+            raise InvalidInput(f"{name} must be a whole number, got {shown(value)}")
         if value < 1:
             raise InvalidInput(f"{name} must be at least 1, got {value}")
         if value > MAX_DIM:
-            raise InvalidInput(f"{name} must be below 2^31, got {value}")
+            raise InvalidInput(f"{name} must be below 2^31, got {shown(value)}")
     return int(rows), int(cols)
 
 
 def check_dtype(dtype: object, what: str = "dtype") -> str:
     if not isinstance(dtype, str) or dtype not in DTYPES:
-        raise InvalidInput(f"unknown {what} {dtype!r}; choose one of {', '.join(DTYPES)}")
+        raise InvalidInput(f"unknown {what} {shown(dtype)}; choose one of {', '.join(DTYPES)}")
     return dtype
 
 
@@ -133,7 +133,7 @@ def check_variant(variant: object, block_size: object) -> tuple[Variant | None, 
 
 def get_variant(key: str) -> Variant:
     if not isinstance(key, str) or key not in VARIANTS:
-        raise InvalidInput(f"unknown variant {key!r}; choose one of {', '.join(VARIANTS)}")
+        raise InvalidInput(f"unknown variant {shown(key)}; choose one of {', '.join(VARIANTS)}")
     return VARIANTS[key]
 
 
@@ -141,7 +141,7 @@ def check_k(k: object, cols: int, k_max: int) -> int:
     """k as an int from 1 to min(k_max, cols); InvalidInput otherwise."""
     if not whole(k) or not 1 <= k <= min(k_max, cols):
         raise InvalidInput(
-            f"k must be a whole number from 1 to {min(k_max, cols)} (at most {k_max} and at most cols), got {k!r}"
+            f"k must be a whole number from 1 to {min(k_max, cols)} (at most {k_max} and at most cols), got {shown(k)}"
         )
     return int(k)
 
@@ -150,8 +150,10 @@ def check_numbers(x: object, name: str = "x") -> np.ndarray:
     """x as a non-empty numeric array of at least one dimension (bfloat16 included); InvalidInput otherwise."""
     try:
         a = np.asarray(x)
-    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-        raise InvalidInput(f"{name} must be an array of numbers: {exc}") from None
+    except (ValueError, TypeError, OverflowError, RecursionError):  # NumPy's words are not for the user
+        raise InvalidInput(
+            f"{name} must be an array of numbers: a NumPy array, or nested lists of numbers with rows of equal length"
+        ) from None
     if a.dtype not in DTYPES.values() and a.dtype.kind not in "fiub":
         raise InvalidInput(f"{name} must hold real numbers, got {a.dtype} values")
     if a.ndim == 0 or a.size == 0:
@@ -162,14 +164,15 @@ def check_numbers(x: object, name: str = "x") -> np.ndarray:
 
 
 def check_real(value: object, name: str) -> float:
+    """value as a float >= 0; InvalidInput otherwise (the value quoted through shown(), so 10**400 is cut)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
-        raise InvalidInput(f"{name} must be a number, got {value!r}")
+        raise InvalidInput(f"{name} must be a number, got {shown(value)}")
     try:
         number = float(value)
     except OverflowError:
-        raise InvalidInput(f"{name} is too large: {value!r}") from None
+        raise InvalidInput(f"{name} is too large: {shown(value)}") from None
     if not number >= 0:
-        raise InvalidInput(f"{name} must be a number >= 0, got {value!r}")
+        raise InvalidInput(f"{name} must be a number >= 0, got {shown(value)}")
     return number
 
 
@@ -210,15 +213,17 @@ def check_memory(
     if n > cap:
         raise TooLarge(
             f"{what}: {rows}×{cols} = {n:,} elements ({size(n * itemsize)}) is over this server's limit "
-            f"of {cap:,} elements ({size(cap * itemsize)}); choose a smaller shape"
+            f"of {cap:,} elements ({size(cap * itemsize)}) for one run; choose a smaller shape"
         )
+    # The same limit in elements: need grows with the elements, so about n · limit / need of them fit.
     if backend == "cuda":
         have = free_bytes(backend)
         if need > have:
             shown_need, shown_have = sizes(need, have)
             raise TooLarge(
                 f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} but only {shown_have} "
-                "of GPU memory is free; choose a smaller shape or fewer variants"
+                f"of GPU memory is free (room for about {n * have // need:,} elements); choose a smaller shape "
+                "or fewer variants, or try again when other runs have finished"
             )
         return
     limit = budget.run_budget()
@@ -231,5 +236,6 @@ def check_memory(
         )
         raise TooLarge(
             f"{what}: {rows}×{cols} = {n:,} elements needs about {shown_need} in the CPU emulation, "
-            f"over this server's limit of {shown_limit} for one run{gpu}; choose a smaller shape"
+            f"over this server's limit of {shown_limit} for one run (about {n * limit // need:,} elements fit); "
+            f"choose a smaller shape{gpu}"
         )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checks import check_dtype, check_memory, check_shape, sizes, whole
-from .errors import ExplorerError, InvalidInput
+from .errors import ExplorerError, InvalidInput, shown
 from .numerics import DTYPES
 
 MAX_UPLOAD_BYTES = 64 * 2**20
@@ -183,14 +183,15 @@ def make_input(distribution: str, rows: int, cols: int, dtype: str = "float32", 
     anything is allocated).
     """
     if not isinstance(distribution, str) or distribution not in DISTRIBUTIONS:
-        raise InvalidInput(f"unknown distribution {distribution!r}; choose one of {', '.join(DISTRIBUTIONS)}")
+        raise InvalidInput(f"unknown distribution {shown(distribution)}; choose one of {', '.join(DISTRIBUTIONS)}")
     check_dtype(dtype)
     rows, cols = check_shape(rows, cols)
     dist = DISTRIBUTIONS[distribution]
     unknown = set(params) - set(dist.params)
     if unknown:
         raise InvalidInput(
-            f"{distribution} takes {', '.join(dist.params) or 'no parameters'}, not {', '.join(sorted(unknown))}"
+            f"{distribution} takes {', '.join(dist.params) or 'no parameters'}, "
+            f"not {', '.join(shown(u, quoted=False) for u in sorted(unknown))}"
         )
     values = {}
     for name, spec in dist.params.items():
@@ -199,13 +200,13 @@ def make_input(distribution: str, rows: int, cols: int, dtype: str = "float32", 
             value = float(value)
         except (TypeError, ValueError, OverflowError):
             raise InvalidInput(
-                f"parameter {name} must be a number from {spec.low} to {spec.high}, got {value!r}"
+                f"parameter {name} must be a number from {spec.low} to {spec.high}, got {shown(value)}"
             ) from None
         if not spec.low <= value <= spec.high:
             raise InvalidInput(f"parameter {name}={value} is outside [{spec.low}, {spec.high}]")
         values[name] = value
     if not whole(seed) or seed < 0:
-        raise InvalidInput(f"seed must be a whole number >= 0, got {seed!r}")
+        raise InvalidInput(f"seed must be a whole number >= 0, got {shown(seed)}")
     itemsize = DTYPES[dtype].itemsize
     chunk = max(1, CHUNK_ELEMENTS // cols)
     need = rows * cols * itemsize + min(rows, chunk) * cols * TEMPORARY_BYTES
@@ -245,6 +246,51 @@ def _npy_header(data: bytes, filename: str) -> tuple[tuple[int, ...], np.dtype]:
     return shape, dtype
 
 
+CSV_FORM = "it must hold numbers only, separated by commas, one row per line, every row with as many as the first"
+
+
+def _csv(data: bytes, filename: str) -> np.ndarray:
+    """A CSV file's numbers as float64 (1-D for one row), refused in our words: NumPy's own name its
+    arguments (`usecols`) and codecs, which a user of the page cannot act on."""
+    try:
+        text = data.decode("utf-8-sig")  # the byte-order mark a spreadsheet may write is not a value
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"{filename} could not be read: it is not UTF-8 text (byte {exc.start + 1:,} is not valid UTF-8); "
+            "save it as a UTF-8 CSV of numbers"
+        ) from None
+    try:
+        return np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.float64, ndmin=1)
+    except ValueError:
+        raise InvalidInput(f"{filename} could not be read as numbers: {_csv_problem(text)}") from None
+
+
+def _csv_problem(text: str) -> str:
+    """What np.loadtxt refused in a CSV, found again line by line as it reads them (after a # a line is a
+    comment; blank lines are skipped): the first row of another length, or the first value that is not a number."""
+    first = None
+    for number, line in enumerate(text.split("\n"), 1):  # numbered as an editor numbers them
+        line = line.split("#", 1)[0]
+        if not line.strip():
+            continue
+        values = line.split(",")
+        if first is None:
+            first = len(values)
+        if len(values) != first:
+            return (
+                f"rows have different numbers of values (line {number:,} has {len(values):,}, the first row "
+                f"{first:,}); every row needs the same number of values"
+            )
+        for column, value in enumerate(values, 1):
+            if not value.strip():
+                return f"line {number:,}, value {column:,} is empty (two commas together, or one at the end)"
+            try:
+                float(value.replace("_", "?"))  # float() takes 1_000, loadtxt does not
+            except ValueError:
+                return f"line {number:,}, value {column:,} is {shown(value.strip())}, not a number; {CSV_FORM}"
+    return CSV_FORM
+
+
 def load_logits(data: bytes, filename: str, dtype: str = "float32", max_bytes: int = MAX_UPLOAD_BYTES) -> np.ndarray:
     """Parse uploaded logits (.npy or .csv; 1-D is one row) as data only, never as code.
 
@@ -279,13 +325,13 @@ def load_logits(data: bytes, filename: str, dtype: str = "float32", max_bytes: i
                 )
             array = np.load(io.BytesIO(data), allow_pickle=False)
         elif name.endswith(".csv"):
-            array = np.loadtxt(io.StringIO(data.decode("utf-8")), delimiter=",", dtype=np.float64, ndmin=1)
+            array = _csv(data, filename)
         else:
             raise InvalidInput(f"{filename}: upload a .npy or .csv file")
     except ExplorerError:
         raise
-    except (ValueError, UnicodeDecodeError, EOFError, OSError) as exc:
-        raise InvalidInput(f"{filename} could not be read as numbers: {exc}") from None
+    except (ValueError, EOFError, OSError):  # NumPy's words (allow_pickle, ...) are not for the user
+        raise InvalidInput(f"{filename} could not be read: {NOT_AN_ARRAY}") from None
     if array.ndim == 1:
         array = array[None, :]
     if array.ndim != 2:

@@ -432,6 +432,35 @@ def test_error_bound_and_rounds_input_refuse_bad_arguments(call):
         call()
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: explorer.error_bound(10**400, "float16", "float32"),
+        lambda: explorer.error_bound(-(10**400), "float16", "float32"),
+        lambda: explorer.error_bound(10**5000, "float16", "float32"),  # past Python's 4,300 digits for text
+        lambda: explorer.error_bound(4, "float16", "float32", -(10**400)),
+        lambda: explorer.error_bound("9" * 1000, "float16", "float32"),
+        lambda: explorer.error_bound(4, "f" * 1000, "float32"),
+        lambda: explorer.make_input("normal", 4, 5, mean=10**400),
+        lambda: explorer.make_input("normal", 10**400, 5),
+        lambda: explorer.softmax(np.zeros(4, np.float32), "v" * 1000),
+        lambda: explorer.softmax(np.zeros(4, np.float32), "naive", backend="b" * 1000),
+    ],
+)
+def test_a_huge_value_is_quoted_cut_short(call):
+    """errors.shown() quotes every user value: 10**400 is not echoed in 400 digits."""
+    with pytest.raises(explorer.InvalidInput) as refused:
+        call()
+    message = str(refused.value)
+    assert len(message) < 200 and "0" * 41 not in message and "9" * 41 not in message, message
+
+
+def test_a_numpy_error_is_not_the_user_s_message():
+    with pytest.raises(explorer.InvalidInput) as refused:
+        explorer.reference([[1, 2], [3]])
+    assert "inhomogeneous" not in str(refused.value) and "rows of equal length" in str(refused.value)
+
+
 def test_error_bound_agrees_with_numerics():
     from explorer import numerics
 

@@ -286,6 +286,22 @@ def test_bad_upload_is_refused_in_words(at):
     assert any("bad.csv could not be read as numbers" in e.value for e in at.error)
 
 
+def test_an_npy_whose_header_claims_a_huge_shape_is_refused_in_words(at):
+    """192 bytes announcing 100000×100000: refused from the header before np.load allocates, the sidebar and
+    settings kept."""
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": (100000, 100000)})
+    at.selectbox(key="dist").set_value("upload").run()
+    at.file_uploader(key="upload").set_value(
+        ("huge.npy", buf.getvalue() + b"\0" * 64, "application/octet-stream")
+    ).run()
+    ok(at)
+    assert any("huge.npy could not be read" in e.value and "(100000, 100000)" in e.value for e in at.sidebar.error)
+    assert at.multiselect(key="variants").value == SMALL["variants"].split(",")
+
+
 def test_step_through_warp_and_block(at):
     goto(at, "step")
     at.selectbox(key="tv").set_value("online_warp").run()

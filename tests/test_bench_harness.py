@@ -227,6 +227,49 @@ def test_a_malformed_result_is_refused_in_words(change, words):
     assert len(str(refused.value)) < 200  # a long value from the file is cut
 
 
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),  # json.loads itself would raise RecursionError
+        (b"[" * 5000, "nested too deeply"),
+        ('{"schema": ' + '{"a": ' * 40 + "1" + "}" * 41, "nested too deeply"),  # under json's limit, over ours
+        (
+            {
+                "schema": bench.SCHEMA,
+                "meta": {},
+                "results": [],
+                "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],
+            },
+            "nested too deeply",
+        ),
+        (b"{nope", "not valid JSON at line 1, column 2"),
+        (b"\xff\xfe\xfd", "not UTF-8 text"),
+        ('{"schema": 1' + "0" * 5000 + "}", "a number too long"),
+        (None, "JSON text or bytes, got NoneType"),
+        (5, "JSON text or bytes, got int"),
+        (["x"], "JSON text or bytes, got list"),
+        (Path("x.json"), "JSON text or bytes, got PosixPath"),
+    ],
+)
+def test_load_refuses_what_is_not_a_results_file_in_words(data, words):
+    with pytest.raises(InvalidInput, match=re.escape(words)) as refused:
+        bench.load(data)
+    assert "codec" not in str(refused.value) and "Expecting" not in str(refused.value)  # json's words, not ours
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 2.5, -1])
+def test_load_refuses_a_shape_that_is_not_a_whole_number(value):
+    doc = json.loads(next(RESULTS.glob("topk.json")).read_text())
+    doc["results"][0]["cols"] = value
+    with pytest.raises(InvalidInput, match="a result's cols must be a whole number"):
+        bench.load(bench.dumps(doc))  # NaN and Infinity as JSON writes them
+
+
+def test_load_takes_bytearray_and_memoryview():
+    data = (RESULTS / "topk.json").read_bytes()
+    assert bench.load(bytearray(data)) == bench.load(memoryview(data)) == bench.load(data)
+
+
 def new_doc() -> dict:
     ok = {
         "name": "quack",

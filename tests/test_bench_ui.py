@@ -266,3 +266,30 @@ def test_a_stamp_of_several_files_goes_under_the_axis_title():
         topk_timing.topk_table(df), "t", results.chart_stamp(df[df["source"] == "A"], {"A": a})
     )
     assert next(x for x in one.layout.annotations if x.name == "stamp").yshift == -28  # beside the title, as before
+
+
+LINK = "[c](http://x.io)"
+
+
+@pytest.mark.parametrize("page, key", [("timing", "bench_files"), ("topk", "tk_bench_files")])
+def test_names_and_values_from_a_results_file_are_shown_as_text_not_as_links(page, key):
+    """Streamlit renders Markdown in st.error and st.caption: a file's name, and a value the refusal quotes,
+    must show as typed there, with no link made of them."""
+    from test_sidebar import plain, shows
+
+    bad = softmax_doc()
+    bad["results"][0]["rows"] = LINK
+    good = json.dumps(softmax_doc()).encode()
+    at = goto(make(), page)
+    at.file_uploader(key=key).set_value(
+        [
+            (f"{LINK}.json", json.dumps(bad).encode(), "application/json"),
+            ("www.x.io.json", good, "application/json"),
+            (f"{LINK} *again*.json", good, "application/json"),
+        ]
+    ).run()
+    ok(at)
+    (refusal,) = [e.value for e in at.error]
+    assert shows(refusal) == f"{LINK}.json: a result's rows must be a whole number, got '{LINK}'" and plain(refusal)
+    (once,) = [c.value for c in at.caption if "holds the same results" in c.value]
+    assert shows(once) == f"{LINK} *again*.json holds the same results as www.x.io.json: shown once." and plain(once)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import json
 
 import ml_dtypes
 import numpy as np
@@ -214,3 +215,57 @@ def test_public_function_raises_only_explorer_errors(name, data):
 )
 def test_make_input_parameters(params, distribution, seed):
     only_our_errors(explorer.make_input, distribution, 3, 7, "float16", seed, **params)
+
+
+MARKDOWN = [  # what Markdown, GFM and Streamlit act on, alone and in the sequences they look for
+    *"[]()<>*_`#~$:&!|\\-+.=@/ \n\t0123456789aehmnprstw",
+    "http://",
+    "HTTPS://",
+    "www.",
+    ":material/home:",
+    ":material_home:",
+    ":streamlit:",
+    ":red[",
+    "->",
+    "<->",
+    "--",
+    ">=",
+    "\u2060",
+    "&amp;",
+    "1. ",
+    "    ",
+]
+
+
+@FUZZ
+@given(text=st.lists(st.one_of(st.sampled_from(MARKDOWN), st.characters()), max_size=40).map("".join))
+def test_as_text_shows_any_string_as_typed_and_never_as_markup(text):
+    from test_sidebar import plain, shows
+
+    from explorer.errors import as_text
+
+    markdown = as_text(text)
+    assert shows(markdown) == " ".join(text.split()).replace("\u2060", "")
+    assert plain(markdown), markdown
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@FUZZ
+@given(
+    data=st.one_of(
+        json_values, json_values.map(json.dumps), json_values.map(lambda v: json.dumps(v).encode()), anything, uploads
+    )
+)
+def test_bench_load_refuses_anything_else_with_invalid_input(data):
+    from explorer import bench
+
+    try:
+        bench.load(data)
+    except explorer.InvalidInput as exc:
+        assert str(exc) and len(str(exc)) < 300

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import re
 import zlib
 
 import ml_dtypes
@@ -206,6 +207,28 @@ def test_numpy_integer_shape_accepted():
 
 
 @pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(params=dict(mean=10**400)),
+        dict(params=dict(mean=10**5000)),  # past Python's 4,300 digits for text
+        dict(params=dict(mean="9" * 1000)),
+        dict(distribution="x" * 1000),
+        dict(dtype="f" * 1000),
+        dict(rows=10**400),
+        dict(params={"y" * 1000: 1.0}),
+    ],
+)
+def test_make_input_quotes_a_huge_value_cut_short(kwargs):
+    args = dict(distribution="normal", rows=4, cols=5, dtype="float32")
+    params = kwargs.pop("params", {})
+    args.update(kwargs)
+    with pytest.raises(explorer.InvalidInput) as info:
+        explorer.make_input(args.pop("distribution"), args.pop("rows"), args.pop("cols"), **args, **params)
+    message = str(info.value)
+    assert len(message) < 200 and not re.search(r"(.)\1{40}", message), message  # the value is cut, not echoed
+
+
+@pytest.mark.parametrize(
     ("kwargs", "words"),
     [
         (dict(distribution="gaussian"), ["unknown distribution", "gaussian", "normal"]),
@@ -259,7 +282,8 @@ def test_make_input_refuses_large_shapes_before_allocating(monkeypatch, shape):
 def test_make_input_memory_guard(monkeypatch):
     monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(10**6))
     with pytest.raises(
-        explorer.TooLarge, match=r"this server's limit of .* for one run; choose a smaller shape"
+        explorer.TooLarge,
+        match=r"this server's limit of .* for one run \(about [\d,]+ elements fit\); choose a smaller",
     ) as info:
         explorer.make_input("normal", 1000, 1000)
     assert "1000×1000 = 1,000,000 elements" in str(info.value)
@@ -475,6 +499,36 @@ def test_non_numeric_csv_refused(data):
 
 def test_non_utf8_csv_refused():
     assert_invalid(b"\xff\xfe1,2\n", "bad.csv", "bad.csv", "could not be read")
+
+
+NUMPY_WORDS = ("usecols", "codec", "float64", "convert", "loadtxt", "0x")  # NumPy's and Python's, not ours
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"1,2,3\n4,5\n", ["rows have different numbers of values", "line 2 has 2", "the first row 3"]),
+        (b"1,2\n\n# a note\n3,4,5\n", ["rows have different numbers of values", "line 4 has 3"]),
+        ("1,2\nä,3\n".encode("latin-1"), ["not UTF-8 text", "byte 5", "save it as a UTF-8 CSV"]),
+        (b"1,2\n3,x\n", ["line 2, value 2 is 'x', not a number", "separated by commas"]),
+        (b"a,b,c\n", ["line 1, value 1 is 'a', not a number"]),
+        (b"1;2;3\n", ["line 1, value 1 is '1;2;3', not a number", "separated by commas"]),
+        (b"1,2,\n", ["line 1, value 3 is empty"]),
+        (b"1_000,2\n", ["'1_000', not a number"]),
+    ],
+)
+def test_a_csv_that_is_not_numbers_is_refused_in_our_words(data, words):
+    msg = assert_invalid(data, "bad.csv", "bad.csv could not be read", *words)
+    assert not [w for w in NUMPY_WORDS if w in msg], msg
+
+
+def test_a_csv_with_a_byte_order_mark_loads():
+    assert explorer.load_logits(b"\xef\xbb\xbf1,2,3\n", "bom.csv").tolist() == [[1.0, 2.0, 3.0]]
+
+
+def test_a_huge_value_in_a_csv_is_quoted_cut_short():
+    msg = assert_invalid(b"1," + b"z" * 5000 + b"\n", "bad.csv", "not a number", "(5002 characters)")
+    assert len(msg) < 300
 
 
 @pytest.mark.parametrize("a", [np.array(["a", "b"]), np.array([1 + 2j, 3j]), np.zeros(2, dtype="M8[s]")])

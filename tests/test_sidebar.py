@@ -1,6 +1,7 @@
 """The sidebar through AppTest: each page shows the controls it reads and folds the rest away (values and URL
 kept); typed whole numbers are used as shown or refused in words; every widget label is unique."""
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -87,3 +88,96 @@ def test_a_large_number_is_used_as_typed_or_refused_in_words():
     at.number_input(key="cols").set_value(1e9).run()  # the browser reads "1e9" as 10⁹ in this float-typed box
     assert at.number_input(key="cols").value == 1e9 and at.query_params["cols"] == "1000000000"
     assert any("Not run" in e.value for e in at.sidebar.error)  # shown as typed, and why it does not run
+
+
+ESCAPED = r"\\[!-/:-@\[-`{-~]"  # CommonMark: a backslash before ASCII punctuation makes it plain text
+
+
+def shows(markdown: str) -> str:
+    """The text a Markdown element shows for markdown: each escaped character as itself, without the word
+    joiner explorer.errors.as_text puts into bare addresses (it is invisible)."""
+    return re.sub(ESCAPED, lambda m: m.group()[1], markdown).replace("\u2060", "")
+
+
+def plain(markdown: str) -> bool:
+    """Nothing in markdown can become markup once its escaped characters are taken out: no link, image, code,
+    emphasis, HTML, entity, math or directive can start, no bare address is left for GFM to link, no icon
+    shortcode or typography (--), and no block (a line break, a list marker at the start)."""
+    bare = re.sub(ESCAPED, "", markdown)
+    markup = r"[\[\]<>`*\\$~&#\n]|:\w|--|(?i:https?:|www\.)|@(?!\u2060)|^(?:[+-]|\d+[.)])"
+    return not re.search(markup, bare)
+
+
+def test_a_file_over_the_element_limit_is_refused_in_words_and_the_sidebar_goes_on(monkeypatch):
+    monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", "1000")
+    at = open_page("")
+    at.selectbox(key="dist").set_value("upload").run()
+    csv = "\n".join(",".join(["1"] * 50) for _ in range(50)).encode()
+    at.file_uploader(key="upload").set_value(("big.csv", csv, "text/csv")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    refusal = " ".join(shows(e.value) for e in at.sidebar.error)
+    assert "50×50 = 2,500 elements" in refusal and "this server's limit of 1,000 elements" in refusal
+    assert "KiB" in refusal and "smaller shape" in refusal and "EXPLORER_" not in refusal
+    # the rest of the sidebar is drawn, with the user's settings
+    assert at.multiselect(key="variants").value == ["online_warp", "online_block"]
+    assert at.selectbox(key="dtype").value == "float32" and at.number_input(key="rows").value == 8
+    assert any("Upload a .npy or .csv" in i.value for i in at.info)  # the page says what it waits for
+
+
+def test_an_unexpected_failure_in_the_sidebar_is_said_in_words_and_the_page_still_renders(monkeypatch):
+    import ui.sidebar
+
+    def broken():
+        raise RuntimeError("boom")
+
+    at = open_page("")
+    monkeypatch.setitem(ui.sidebar.SECTIONS, "kernels", broken)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("unexpected problem" in e.value and "settings are kept" in e.value for e in at.error)
+    assert at.title[0].value == "Outputs"  # the page below the sidebar is drawn
+    assert at.query_params["variants"] == "online_warp,online_block" and at.query_params["rows"] == "8"
+    monkeypatch.setitem(ui.sidebar.SECTIONS, "kernels", ui.sidebar._kernels)
+    at.run()
+    assert not at.exception and not [e for e in at.error if "unexpected" in e.value]
+    assert at.multiselect(key="variants").value == ["online_warp", "online_block"]
+    assert at.number_input(key="rows").value == 8 and at.number_input(key="cols").value == 100
+
+
+def test_a_shape_over_the_element_limit_is_refused_once_with_the_limit_in_elements_and_bytes():
+    at = open_page("")
+    at.number_input(key="cols").set_value(1e9).run()
+    (refusal,) = [shows(e.value) for e in at.sidebar.error]
+    assert refusal.count("smaller") == 1, refusal  # the advice once, not "choose a smaller shape. Make ... smaller"
+    assert "this server's limit of 2,147,483,647 elements (8.00 GiB)" in refusal
+    assert "8,000,000,000 elements (29.80 GiB)" in refusal and "EXPLORER_" not in refusal
+
+
+def test_a_page_over_the_run_limit_says_the_limit_in_elements_and_bytes_and_what_to_do(monkeypatch):
+    import explorer
+    from explorer import budget
+
+    warp = explorer.VARIANTS["online_warp"]
+    runs = [(warp, explorer.checks.check_block(warp, None))]  # as the sidebar counts them
+    run = explorer.bytes_needed(8, 100, "float32", "emulator", *runs[0], False, "float32")
+    page = budget.page_bytes(runs, 8, 100, "float32", "float32")
+    limit = (run + page) // 2  # one run fits, the page with its reference and errors does not
+    assert run < limit < page
+    monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(limit))
+    at = open_page("", {**QUERY, "variants": "online_warp"})
+    (refusal,) = [shows(e.value) for e in at.sidebar.error]
+    assert f"{8 * 100 * limit // page:,} elements fit" in refusal and "KiB" in refusal
+    assert "this server's limit of" in refusal and "smaller shape or fewer variants" in refusal
+    assert "EXPLORER_" not in refusal
+
+
+def test_a_file_name_with_markdown_is_shown_as_text():
+    name = "[c](http://x.io) **b** <i>.csv"
+    at = open_page("")
+    at.selectbox(key="dist").set_value("upload").run()
+    at.file_uploader(key="upload").set_value((name, b"1,2,x\n", "text/csv")).run()
+    (refusal,) = [e.value for e in at.sidebar.error]
+    assert shows(refusal).startswith(f"{name} could not be read as numbers: line 1, value 3 is 'x'") and plain(refusal)
+    at.file_uploader(key="upload").set_value((name, b"1,2,3\n", "text/csv")).run()
+    (caption,) = [c.value for c in at.sidebar.caption if c.value.endswith("1 × 3")]
+    assert shows(caption) == f"{name}: 1 × 3" and plain(caption)

@@ -2,7 +2,8 @@
 explorer.bench.load, labelled by GPU, the same file once), the bundled H200 files behind one button, the
 stamps, and how every timing table shows the measurements.
 
-Text from results files reaches plotly only through plotly_text(): it shows as text, never as markup.
+Text from results files reaches plotly only through plotly_text(), and Streamlit's Markdown (messages, labels)
+only through explorer.errors.as_text(): it shows as text, never as markup.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import streamlit as st
 
 import explorer
 from explorer import bench
+from explorer.errors import as_text
 
 from . import figures
 from .figures.share import device_line
@@ -91,7 +93,7 @@ def result_sources(
     def add(doc: dict, origin: str) -> None:
         digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
         if digest in seen:
-            st.caption(f"{origin} holds the same results as {seen[digest]}: shown once.")
+            st.caption(f"{as_text(origin)} holds the same results as {as_text(seen[digest])}: shown once.")
             return
         seen[digest] = origin
         label = _label(doc.get("meta", {}), origin, taken)
@@ -114,7 +116,7 @@ def result_sources(
         try:
             add(load_results(f.getvalue()), f.name)
         except explorer.ExplorerError as exc:
-            st.error(f"{f.name}: {exc}")
+            st.error(as_text(f"{f.name}: {exc}"))  # the name and the values it quotes come from the file
     return sources, origins
 
 
@@ -143,14 +145,19 @@ def bundled_button(key: str, topk: bool) -> dict[str, bytes]:
     files = bundled_results(topk)
     if not files:
         return {}
-    gpus = ", ".join(sorted({str(load_results(d).get("meta", {}).get("gpu") or "?") for d in files.values()}))
+    gpus = as_text(", ".join(sorted({str(load_results(d).get("meta", {}).get("gpu") or "?") for d in files.values()})))
     label = (
         f"Remove the bundled {gpus} results"
         if ss.get(key)
         else f"Load the bundled {gpus} results ({len(files)} file{'s' * (len(files) > 1)} from docs/results)"
     )
     st.button(
-        label, key=f"{key}_button", on_click=_flip, args=(key,), icon=":material/folder_open:", help=", ".join(files)
+        label,
+        key=f"{key}_button",
+        on_click=_flip,
+        args=(key,),
+        icon=":material/folder_open:",
+        help=as_text(", ".join(files)),
     )
     return files if ss.get(key) else {}
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 import explorer
-from explorer import budget
+from explorer import budget, checks
+from explorer.errors import as_text, shown
 from explorer.inputs import MAX_UPLOAD_BYTES
 
 from . import compute
@@ -60,17 +61,19 @@ def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
         f"A run needs ≈ {per_run / 2**20:,.1f} MiB and this page ≈ {page / 2**20:,.1f} MiB "
         f"(this server's limit: {limit / 2**20:,.1f} MiB)."
     )
-    try:
-        for v, b in runs:
+    for v, b in runs:
+        try:
             explorer.check_fits(cfg.rows, cfg.cols, cfg.dtype, backend, v, b, False, cfg.acc)
-    except explorer.TooLarge as exc:
-        return line, f"Not run: {exc}. Make rows or cols smaller."
+        except explorer.TooLarge as exc:  # its words say the limit and what to do
+            return line, f"Not run ({v.key}): {exc}."
     if backend != "cuda" and page > limit:
+        need, most = checks.sizes(page, limit)
+        n = cfg.rows * cfg.cols
         return line, (
-            f"Not run: {cfg.rows}×{cfg.cols} {cfg.dtype} with {len(cfg.variants)} variant(s) needs about "
-            f"{page / 2**30:.2f} GiB with the float64 reference and error reports kept beside the outputs, "
-            f"over this server's limit of {limit / 2**30:.2f} GiB. Make rows or cols smaller, or select "
-            "fewer variants."
+            f"Not run: {cfg.rows}×{cfg.cols} = {n:,} elements of {cfg.dtype} with {len(cfg.variants)} variant(s) "
+            f"needs about {need} with the float64 reference and error reports kept beside the outputs, over this "
+            f"server's limit of {most} for one run (about {n * limit // page:,} elements fit with these "
+            "variants). Choose a smaller shape or fewer variants."
         )
     return line, None
 
@@ -119,14 +122,14 @@ def _upload() -> str:
         return ""
     try:
         x = compute.get_input(UploadedInput(file.name, ss["_upload_bytes"], ss["dtype"]))
-    except explorer.InvalidInput as exc:
-        st.error(str(exc))
+    except explorer.ExplorerError as exc:  # every refusal (unreadable, too large): in words, the sidebar goes on
+        st.error(as_text(exc))
         ss["_upload_bytes"] = None
         return file.name
     if (int(ss["rows"]), int(ss["cols"])) != x.shape:  # the shape boxes may be drawn already: set it next run
         ss["_upload_shape"] = (int(x.shape[0]), int(x.shape[1]))
         st.rerun()
-    st.caption(f"{file.name}: {x.shape[0]} × {x.shape[1]}")
+    st.caption(f"{as_text(file.name)}: {x.shape[0]} × {x.shape[1]}")
     return file.name
 
 
@@ -144,8 +147,9 @@ def whole_number(key: str) -> str | None:
         ss[key] = ss[f"_{key}_ok"] = int(value)
         return None
     ss[key] = good
-    shown = f"{value:g}" if isinstance(value, int | float) else repr(value)
-    return f"{WHOLE[key]} {shown} not used: a whole number from {low:,} to {high:,} is needed; still {good:,}."
+    number = isinstance(value, float) or (isinstance(value, int) and abs(value) < 2**63)  # :g of 10**400 overflows
+    typed = f"{value:g}" if number else shown(value)
+    return f"{WHOLE[key]} {typed} not used: a whole number from {low:,} to {high:,} is needed; still {good:,}."
 
 
 def _number(column, key: str, **kw) -> None:
@@ -216,6 +220,7 @@ USES = {  # the sections each page reads (by url path; "" is the default page, O
 def sidebar(page: str = "") -> Config:
     """The sidebar: the sections `page` (a url path) reads, then the others in a folded expander that says they
     do not apply here (they keep their values and stay in the URL)."""
+    ss["_cfg"] = ss["_fit_problem"] = None  # until this run's sidebar is drawn: a failed one leaves no stale run
     init_from_url()
     keep_widget_state()
     if shape := ss.pop("_upload_shape", None):
@@ -226,7 +231,7 @@ def sidebar(page: str = "") -> Config:
     with st.sidebar:
         backend_badge()
         for problem in ss.get("_url_problems", []):
-            st.warning(problem, icon=":material/link_off:")
+            st.warning(as_text(problem), icon=":material/link_off:")  # it quotes the URL's values
         ss["_url_problems"] = []
         drawn = {name: SECTIONS[name]() for name in uses}
         if unused:
