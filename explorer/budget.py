@@ -4,8 +4,8 @@ The model counts the arrays explorer/backends/emulator.py (and explorer/trace.py
 at their peak; tests/test_memory_model.py measures the real peak with tracemalloc and holds the model
 between it and 1.5 times it. The limit is fixed (EXPLORER_RUN_BUDGET_BYTES, else a quarter of the machine's
 RAM), so the same request always gets the same answer; the pool that concurrent runs reserve from holds
-four runs at the limit. Time is modelled for the emulation only (a GPU run takes milliseconds), from constants
-measured once, against EXPLORER_RUN_SECONDS.
+four runs at the limit. Time is modelled from constants measured once, against EXPLORER_RUN_SECONDS: the
+emulation, and a trace's float64 replay on either backend (a GPU run itself takes milliseconds).
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ CHUNK_SECONDS = 1.0  # rows per chunk chosen for a progress step (and a chance t
 CHUNK_OVERHEAD = 0.25  # ... as long as repeating the row's steps per chunk adds at most this share of the run
 
 
-def _emulation_terms(
+def emulation_terms(
     variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str
 ) -> tuple[float, float]:
     """(seconds that scale with the rows, seconds every chunk of rows pays again) of an emulated run."""
@@ -190,7 +190,7 @@ def _emulation_terms(
 def chunks(variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str) -> int:
     """How many chunks of rows to emulate in: one per CHUNK_SECONDS, as long as the chunks' repeated steps add
     at most CHUNK_OVERHEAD of the run's time (a few long rows run as one chunk)."""
-    scaled, per_chunk = _emulation_terms(variant, launch, rows, cols, dtype, acc)
+    scaled, per_chunk = emulation_terms(variant, launch, rows, cols, dtype, acc)
     wanted = math.ceil(scaled / CHUNK_SECONDS)
     affordable = 1 + int(CHUNK_OVERHEAD * (scaled + per_chunk) / per_chunk) if per_chunk else wanted
     return max(1, min(wanted, affordable, rows))
@@ -202,8 +202,45 @@ def emulation_seconds(
     """About how long the emulation of one run takes on this machine class (EMULATION_COST), chunks included.
     Arguments are taken as valid (explorer.bytes_needed checks them first)."""
     launch = variant.launch(rows, cols, block_size, dtype)
-    scaled, per_chunk = _emulation_terms(variant, launch, rows, cols, dtype, acc)
+    scaled, per_chunk = emulation_terms(variant, launch, rows, cols, dtype, acc)
     return scaled + per_chunk * chunks(variant, launch, rows, cols, dtype, acc)
+
+
+# Seconds a trace adds, measured as EMULATION_COST was (1×4096 to 1×262144, each traceable variant, fp32).
+# trace.build_trace's float64 replay runs on the host on either backend: µs per step (an online lane's replay is
+# a Python loop, vectorised across lanes; a safe one is vectorised whole), ns per (lane, step) slot, µs per merge
+# node. The emulator's recording of an online fold adds µs per step and per merge node (safe_thread's rides its
+# own loop).
+TRACE_BUILD = {"online": (25, 200, 10), "safe": (0, 60, 0)}
+TRACE_RECORD = (25, 1.5)
+
+
+def trace_seconds(variant: Variant, launch: Launch, cols: int, backend: str = "emulator") -> float:
+    """About how long recording (in the emulation) and building one row's trace take."""
+    threads, steps, merges = trace_shape(variant, launch, cols)
+    per_step, per_slot, per_node = TRACE_BUILD.get(variant.method, TRACE_BUILD["online"])
+    seconds = (per_step * steps + per_node * merges) * 1e-6 + per_slot * threads * steps * 1e-9
+    if backend != "cuda" and variant.method != "safe":
+        seconds += (TRACE_RECORD[0] * steps + TRACE_RECORD[1] * merges) * 1e-6
+    return seconds
+
+
+def run_seconds(
+    variant: Variant,
+    rows: int,
+    cols: int,
+    dtype: str,
+    acc: str = "float32",
+    block_size: int | None = None,
+    trace: bool = False,
+    backend: str = "emulator",
+) -> float:
+    """About how long one run takes on this machine class: the emulation (none on the GPU, whose kernels take
+    milliseconds) and, traced, its trace. Arguments are taken as valid (explorer.bytes_needed checks them)."""
+    seconds = 0.0 if backend == "cuda" else emulation_seconds(variant, rows, cols, dtype, acc, block_size)
+    if trace:
+        seconds += trace_seconds(variant, variant.launch(rows, cols, block_size, dtype), cols, backend)
+    return seconds
 
 
 def machine_bytes() -> int:

@@ -316,6 +316,82 @@ def test_precision_page():
     assert at.selectbox(key="prec_variant").value == "online_warp"
 
 
+# The lab tests below start with nothing kept (only what still has to run counts against the time budget):
+# 24 points (one variant, 3 accumulators, 4 inputs, n = 16 and 32) and 3 stagnation traces of 2048.
+LAB = {"prec_max": 5, "prec_dtype": "bfloat16", "prec_variants": ["online_warp"], "prec_stag_n": 2048}
+
+
+def lab_app():
+    """The app, on the emulator, set to LAB with the lab's kept runs forgotten; not yet on the lab's page."""
+    from test_app import make
+
+    from ui.pages import precision as lab_page
+
+    lab_page._kept_point.clear()
+    lab_page._kept_trajectory.clear()
+    at = make({"rows": "2", "cols": "50"})
+    for key, value in LAB.items():
+        at.session_state[key] = value
+    return at
+
+
+def warnings(at) -> str:
+    return " ".join(str(w.value) for w in at.warning)
+
+
+def test_the_lab_refuses_points_over_the_time_budget_the_same_way_twice_and_runs_them_once_confirmed(monkeypatch):
+    from test_app import charts, goto, ok
+
+    from explorer import budget
+
+    monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
+    monkeypatch.setenv(budget.TIME_SETTING, "0.000001")  # every run is over it, whatever the machine
+    at = goto(lab_app(), "precision")
+    ok(at)
+    first = warnings(at)
+    assert "Not run yet: 24 points would take about" in first and "in the CPU emulation" in first
+    assert "over this server's budget" in first and "Lower the largest n" in first
+    assert not charts(at) and at.select_slider(key="prec_max").value == 5  # the controls stay to change it
+    ok(at.run())
+    assert warnings(at) == first and not charts(at)  # the same answer twice: nothing ran
+    ok(at.button(key="lab_points_anyway").click().run())
+    assert len(charts(at)) == 4 and len(at.dataframe[0].value) == 24  # every point; the stagnation asks apart
+    assert "Not run yet: 3 traces would take about" in warnings(at) and "shorter stagnation row" in warnings(at)
+    ok(at.button(key="lab_stagnation_anyway").click().run())
+    assert len(charts(at)) == 5 and "Not run yet" not in warnings(at)
+    at.session_state["prec_max"] = 4
+    ok(at.run())  # fewer points, every one kept: nothing left to ask about
+    assert len(charts(at)) == 5 and "Not run yet" not in warnings(at)
+
+
+def test_the_lab_shows_progress_per_point_and_stops_between_points(monkeypatch):
+    from test_app import charts, goto, ok
+
+    from explorer import budget
+    from ui import common
+
+    monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
+    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)  # show the progress area for these small points
+    at = lab_app()
+    ticks = iter(range(0, 10**6, 100))  # each look at the clock is 100 s later: past 3 × 60 s at the second point
+    monkeypatch.setattr(common, "clock", lambda: next(ticks))
+    ok(goto(at, "precision"))
+    words = warnings(at)
+    assert "Stopped after" in words and "passed 3× its time budget of 60 s" in words
+    assert "The points that finished are kept" in words and not charts(at) and not at.get("progress")
+    monkeypatch.setenv(budget.TIME_SETTING, "0.000001")
+    ok(at.button(key="lab_points_again").click().run())
+    assert "Not run yet: 23 points" in warnings(at)  # the one point measured before the stop is kept
+    monkeypatch.setattr(common, "clock", lambda: 0.0)  # time stands still: nothing overruns
+    monkeypatch.setattr(common.Progress, "close", lambda self: None)  # keep the area, to read its last words
+    ok(at.button(key="lab_points_anyway").click().run())
+    bar = at.get("progress")[0].proto
+    assert "Running online_warp, acc float32, constant, n = 32 (23 of 23)" in bar.text  # drawn as each point starts
+    assert 0 < bar.value < 100 and "so far" in bar.text
+    assert at.button(key="lab_points_stop").label == "Stop"
+    assert len(at.dataframe[0].value) == 24
+
+
 def test_step_page_shows_the_bits_of_d_j():
     from test_app import goto, make, ok
 

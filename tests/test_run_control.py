@@ -148,7 +148,7 @@ def test_chunks_are_about_a_second_and_cost_at_most_a_quarter_more(key, rows, co
 
 
 def per_chunk(v, launch, cols: int) -> float:
-    return budget._emulation_terms(v, launch, 1, cols, "float32", "float32")[1]
+    return budget.emulation_terms(v, launch, 1, cols, "float32", "float32")[1]
 
 
 def test_many_rows_give_many_chunks_and_few_long_rows_one():
@@ -156,6 +156,28 @@ def test_many_rows_give_many_chunks_and_few_long_rows_one():
     assert budget.chunks(v, v.launch(10**6, 1000), 10**6, 1000, "float32", "float32") > 10
     v = explorer.VARIANTS["online_thread"]
     assert budget.chunks(v, v.launch(2, 10**6), 2, 10**6, "float32", "float32") == 1
+
+
+def traced(key: str, cols: int, backend: str = "emulator", rows: int = 1) -> float:
+    return budget.run_seconds(explorer.VARIANTS[key], rows, cols, "float32", trace=True, backend=backend)
+
+
+@pytest.mark.parametrize("key", [k for k, v in explorer.VARIANTS.items() if v.traceable])
+def test_a_trace_adds_its_replay_on_either_backend(key):
+    v = explorer.VARIANTS[key]
+    untraced = budget.run_seconds(v, 1, 4096, "float32")
+    assert untraced == seconds(key, 1, 4096) and budget.run_seconds(v, 1, 4096, "float32", backend="cuda") == 0
+    assert traced(key, 4096) > untraced and 0 < traced(key, 4096, "cuda") < traced(key, 4096)
+    assert traced(key, 4096) < traced(key, 65536) and traced(key, 4096, "cuda") < traced(key, 65536, "cuda")
+
+
+def test_long_traced_rows_are_estimated_over_the_budget():
+    # the Step page's 1 × 2,000,000 online_thread row, and the lab's 2^20 points: minutes, even on a GPU (the
+    # float64 replay walks the lane's steps in Python on the host)
+    assert traced("online_thread", 2_000_000) > 2 * budget.DEFAULT_RUN_SECONDS
+    assert traced("online_thread", 2**20, "cuda") > budget.DEFAULT_RUN_SECONDS / 6
+    assert 5 < traced("online_thread", 10**5) < 30  # ~13 s measured on this machine class
+    assert traced("online_block", 10**5) < 1
 
 
 def test_the_time_budget_setting(monkeypatch):

@@ -101,3 +101,25 @@ def test_merge_levels_step_through_the_tree():
     assert len(table) == 16 and "offset 16: lane 0 ⊕ lane 16" in set(table["merge"])
     tree = json.loads(at.get("plotly_chart")[2].proto.spec)
     assert tree["layout"]["yaxis"]["ticktext"][1] == "shuffle, offset 16"
+
+
+def test_a_trace_over_the_time_budget_is_refused_the_same_way_twice_and_runs_once_confirmed(monkeypatch):
+    from explorer import budget
+    from ui import compute
+
+    compute._kept_trace.clear()  # only a trace not kept yet counts against the budget
+    monkeypatch.setenv(budget.TIME_SETTING, "0.000001")  # every trace is over it, whatever the machine
+    at = step_page({"tv": "online_thread"})
+    first = " ".join(w.value for w in at.warning)
+    assert "Not run yet: tracing row 0 (100 elements) through online_thread would take about" in first
+    assert "in the CPU emulation" in first and "over this server's budget" in first and "Make cols smaller" in first
+    assert not at.get("plotly_chart") and at.selectbox(key="tv").value == "online_thread"
+    ok(at.run())
+    assert " ".join(w.value for w in at.warning) == first and not at.get("plotly_chart")  # the same answer twice
+    ok(at.button(key="trace_anyway").click().run())
+    assert at.get("plotly_chart") and not at.warning
+    assert at.slider(key="step").value == 0
+    ok(at.selectbox(key="tv").set_value("online_warp").run())  # another trace asks again
+    assert "through online_warp would take about" in " ".join(w.value for w in at.warning)
+    ok(at.selectbox(key="tv").set_value("online_thread").run())  # the kept one is shown at once
+    assert at.get("plotly_chart") and not at.warning

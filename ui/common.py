@@ -1,13 +1,14 @@
-"""Helpers the pages share: the error guard, the backend badge, charts and downloads, running variants,
-widget values kept in range."""
+"""Helpers the pages share: the error guard, the backend badge, charts and downloads, running variants, work held
+to this server's time budget (refused until confirmed, progress, Stop), widget values kept in range."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -24,10 +25,7 @@ ss = st.session_state
 log = logging.getLogger("softmax_explorer.ui")
 PROGRESS_SECONDS = 2.0  # emulated runs estimated longer than this show progress and a Stop button
 DEADLINE = 3  # a run ends past this many times its budget (the estimate can be off on a busy machine)
-STOPPED = (
-    "Stopped before the run finished. The variants that finished are kept and your settings are unchanged: "
-    "run again, or change a setting."
-)
+STOPPED = "Stopped before the run finished. {kept} and your settings are unchanged: run again, or change a setting."
 clock = time.monotonic  # tests replace it to overrun a run without waiting
 
 
@@ -126,16 +124,60 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def _stop(key: tuple, message: str) -> None:
-    ss["_stopped"] = key, message
+# Bounded work is named ("run": the variants of Outputs and Error; "lab_points", "lab_stagnation": the precision
+# lab; "trace": the Step page): the name keys its buttons, and a stop or a "Run anyway" is kept per name, for the request `key` it
+# was given for, so one page's answer leaves another's alone.
 
 
-def _confirm(key: tuple) -> None:
-    ss["_confirmed"] = key
+def _stop(name: str, key: tuple, message: str) -> None:
+    ss["_stopped"] = {**ss.get("_stopped", {}), name: (key, message)}
 
 
-def _again() -> None:
-    ss.pop("_stopped", None)
+def _confirm(name: str, key: tuple) -> None:
+    ss["_confirmed"] = {**ss.get("_confirmed", {}), name: key}
+
+
+def _again(name: str) -> None:
+    ss["_stopped"] = {k: v for k, v in ss.get("_stopped", {}).items() if k != name}
+
+
+def confirmed(name: str, key: tuple) -> bool:
+    return ss.get("_confirmed", {}).get(name) == key
+
+
+def stopped_notice(name: str, key: tuple) -> bool:
+    """Say so where the work `name` of `key` was stopped, with a button to run it again. A stop holds for the
+    request it stopped: another one of that name forgets it."""
+    stopped = ss.get("_stopped", {}).get(name)
+    if stopped is None:
+        return False
+    if stopped[0] != key:
+        _again(name)
+        return False
+    st.warning(stopped[1], icon=":material/stop_circle:")
+    st.button("Run again", key=f"{name}_again", on_click=_again, args=(name,), icon=":material/replay:")
+    return True
+
+
+def held_back(name: str, key: tuple, total: float, what: str, advice: str) -> bool:
+    """Where `total` estimated seconds pass this server's time budget and `key` is not confirmed: say so (what:
+    the work and how long it would take; advice: what to change, and what running it anyway means) with a
+    "Run anyway" button, and return True. The answer depends on the request alone, so it is the same twice."""
+    limit = budget.time_budget()
+    if total <= limit or confirmed(name, key):
+        return False
+    st.warning(
+        f"Not run yet: {what}, over this server's budget of {duration(limit)} for one request. {advice}",
+        icon=":material/timer:",
+    )
+    st.button(
+        f"Run anyway (about {duration(total)})",
+        key=f"{name}_anyway",
+        on_click=_confirm,
+        args=(name, key),
+        icon=":material/play_arrow:",
+    )
+    return True
 
 
 class Overrun(Exception):
@@ -143,23 +185,25 @@ class Overrun(Exception):
 
 
 class Progress:
-    """The progress area of a long run: a bar over every variant's estimated share, rows done within the one
-    running, time so far and left, and a Stop button. Each update is where Streamlit ends the script of a
-    session that clicked Stop or closed; past the deadline an update raises Overrun."""
+    """The progress area of a long run: a bar over every part's estimated share (a variant, a point), rows done
+    within the one running, time so far and left, and a Stop button. Each update is where Streamlit ends the
+    script of a session that clicked Stop or closed; past the deadline an update raises Overrun."""
 
-    def __init__(self, key: tuple, seconds: dict[str, float], deadline: float):
+    def __init__(self, name: str, key: tuple, seconds: dict[str, float], deadline: float, stopped: str):
         self.seconds, self.total, self.deadline = seconds, sum(seconds.values()) or 1.0, deadline
         self.start = clock()
-        self.finished = 0.0  # estimated seconds of the variants done, cached ones included
+        self.finished = 0.0  # estimated seconds of the parts done, cached ones included
         self.worked = self.running = 0.0  # estimated seconds of the runs made here: done, and the one running
         self.slot = st.empty()
         with self.slot.container():
             self.bar = st.progress(0.0, text="Starting…")
-            st.button("Stop", key="run_stop", on_click=_stop, args=(key, STOPPED), icon=":material/stop_circle:")
+            st.button(
+                "Stop", key=f"{name}_stop", on_click=_stop, args=(name, key, stopped), icon=":material/stop_circle:"
+            )
 
-    def begin(self, variant: str, index: int, count: int) -> Callable[[int, int], None]:
-        """Show the variant starting; returns its run's progress callback."""
-        share, label = self.seconds.get(variant, 0.0), f"{variant} ({index + 1} of {count})"
+    def begin(self, part: str, index: int, count: int) -> Callable[[int, int], None]:
+        """Show the part starting; returns its run's progress callback."""
+        share, label = self.seconds.get(part, 0.0), f"{part} ({index + 1} of {count})"
         self._draw(self.finished, label)
 
         def progress(done: int, rows: int) -> None:
@@ -168,8 +212,8 @@ class Progress:
 
         return progress
 
-    def end(self, variant: str) -> None:
-        self.finished += self.seconds.get(variant, 0.0)
+    def end(self, part: str) -> None:
+        self.finished += self.seconds.get(part, 0.0)
         self.worked, self.running = self.worked + self.running, 0.0
 
     def _draw(self, done: float, label: str) -> None:
@@ -186,70 +230,66 @@ class Progress:
         self.slot.empty()
 
 
-def run_all(cfg: Config, spec: InputSpec) -> tuple[dict[str, VariantRun], dict[str, str]] | None:
-    """Every selected variant over the input: (results by variant, error messages by variant). None, after saying
-    why, where the run is stopped, or estimated over this server's time budget and not confirmed."""
-    key = run_key(cfg, spec)
-    if _stopped_notice(key):
-        return None
-    ss.pop("_stopped", None)  # a stop holds for the run it stopped; another configuration runs
-    seconds = estimate(cfg)
-    total, limit = sum(seconds.values()), budget.time_budget()
-    confirmed = ss.get("_confirmed") == key
-    if total > limit and not confirmed:
-        st.warning(
-            f"Not run yet: {len(cfg.variants)} variant(s) on {cfg.rows:,}×{cfg.cols:,} {cfg.dtype} would take "
-            f"about {duration(total)} in the CPU emulation (estimated from the shape and variants), over this "
-            f"server's budget of {duration(limit)} for one request. Make rows or cols smaller or select fewer "
-            "variants, or run it anyway: it shows its progress and can be stopped.",
-            icon=":material/timer:",
-        )
-        st.button(
-            f"Run anyway (about {duration(total)})",
-            key="run_anyway",
-            on_click=_confirm,
-            args=(key,),
-            icon=":material/play_arrow:",
-        )
-        return None
-    deadline = DEADLINE * max(limit, total if confirmed else 0.0)
-    gpu = compute.backend_info().get("backend") == "cuda"
-    note = " (a dtype's first GPU run compiles its kernels: a few seconds)" if gpu else ""
-    shown = Progress(key, seconds, deadline) if total > PROGRESS_SECONDS else None
-    results, failed = {}, {}
+@contextlib.contextmanager
+def bounded(name: str, key: tuple, seconds: dict[str, float], kept: str, smaller: str) -> Iterator[Progress | None]:
+    """The block runs the parts estimated in `seconds` under a Progress (where they are long enough to show one),
+    ended past DEADLINE times the budget (or the confirmed estimate): then the stop is kept for stopped_notice,
+    which the caller asks after the block. kept: what a stop keeps ("The variants that finished are kept");
+    smaller: what to change instead ("choose a smaller shape")."""
+    total = sum(seconds.values())
+    deadline = DEADLINE * max(budget.time_budget(), total if confirmed(name, key) else 0.0)
+    shown = Progress(name, key, seconds, deadline, STOPPED.format(kept=kept)) if total > PROGRESS_SECONDS else None
     try:
-        with st.spinner(f"Running {len(cfg.variants)} variant(s) on {cfg.rows}×{cfg.cols} {cfg.dtype}{note}…"):
-            compute.get_input(spec)
-            for i, k in enumerate(cfg.variants):
-                progress = shown.begin(k, i, len(cfg.variants)) if shown else None
-                try:
-                    results[k] = compute.run_variant(spec, k, cfg.acc, cfg.block_for(k), progress)
-                except explorer.ExplorerError as exc:
-                    failed[k] = str(exc)
-                if shown:
-                    shown.end(k)
+        yield shown
     except Overrun as exc:
         _stop(
+            name,
             key,
             f"Stopped after {duration(exc.args[0])}: this run passed {DEADLINE}× its time budget of "
             f"{duration(deadline / DEADLINE)} (the machine is slower or busier than the estimate assumed). "
-            "The variants that finished are kept and your settings are unchanged: run again, or choose a "
-            "smaller shape or fewer variants.",
+            f"{kept} and your settings are unchanged: run again, or {smaller}.",
         )
     finally:
         if shown:
             shown.close()
-    return None if _stopped_notice(key) else (results, failed)
 
 
-def _stopped_notice(key: tuple) -> bool:
-    """Say so where the run of `key` was stopped, with a button to run it again."""
-    stopped = ss.get("_stopped")
-    if not stopped or stopped[0] != key:
-        return False
-    st.warning(stopped[1], icon=":material/stop_circle:")
-    st.button("Run again", key="run_again", on_click=_again, icon=":material/replay:")
-    return True
+def run_all(cfg: Config, spec: InputSpec) -> tuple[dict[str, VariantRun], dict[str, str]] | None:
+    """Every selected variant over the input: (results by variant, error messages by variant). None, after saying
+    why, where the run is stopped, or estimated over this server's time budget and not confirmed."""
+    key = run_key(cfg, spec)
+    if stopped_notice("run", key):
+        return None
+    seconds = estimate(cfg)
+    total = sum(seconds.values())
+    if held_back(
+        "run",
+        key,
+        total,
+        f"{len(cfg.variants)} variant(s) on {cfg.rows:,}×{cfg.cols:,} {cfg.dtype} would take about "
+        f"{duration(total)} in the CPU emulation (estimated from the shape and variants)",
+        "Make rows or cols smaller or select fewer variants, or run it anyway: it shows its progress and can be "
+        "stopped.",
+    ):
+        return None
+    gpu = compute.backend_info().get("backend") == "cuda"
+    note = " (a dtype's first GPU run compiles its kernels: a few seconds)" if gpu else ""
+    results, failed = {}, {}
+    kept, smaller = "The variants that finished are kept", "choose a smaller shape or fewer variants"
+    with (
+        bounded("run", key, seconds, kept, smaller) as shown,
+        st.spinner(f"Running {len(cfg.variants)} variant(s) on {cfg.rows}×{cfg.cols} {cfg.dtype}{note}…"),
+    ):
+        compute.get_input(spec)
+        for i, k in enumerate(cfg.variants):
+            progress = shown.begin(k, i, len(cfg.variants)) if shown else None
+            try:
+                results[k] = compute.run_variant(spec, k, cfg.acc, cfg.block_for(k), progress)
+            except explorer.ExplorerError as exc:
+                failed[k] = str(exc)
+            if shown:
+                shown.end(k)
+    return None if stopped_notice("run", key) else (results, failed)
 
 
 def show_failures(failed: dict[str, str]) -> None:

@@ -119,25 +119,58 @@ def bound(spec: InputSpec, launch: explorer.Launch, acc: str) -> float:
     return softmax_bound(launch, get_input(spec), acc)
 
 
+def traced_rows(variant: str, rows: int, cols: int, block_size: int | None, dtype: str) -> int:
+    """Rows a traced run covers: the traced row alone where the launch for one row treats it exactly as the full
+    launch does (cheap whatever the number of rows); otherwise (split_row picks its chunks from the rows) all."""
+    v = explorer.VARIANTS[variant]
+    return 1 if v.launch(rows, cols, block_size, dtype).chunks == v.launch(1, cols, block_size, dtype).chunks else rows
+
+
 def trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None) -> explorer.Trace:
-    """The traced row, run alone where the launch for one row treats it exactly as the full launch
-    does (cheap whatever the number of rows); otherwise (split_row picks its chunks from the rows) the
-    whole input is run."""
-    return _trace_row(spec, row, variant, acc, block_size, backend())
+    """The traced row: the kept one, else traced now and kept."""
+    key = (spec, row, variant, acc, block_size, backend())
+    try:
+        return _kept_trace(*key)
+    except _NotKept:
+        pass
+    x = get_input(spec)
+    if traced_rows(variant, *x.shape, block_size, dtype_name(x.dtype)) == 1:
+        x, row_in_x = x[row : row + 1], 0
+    else:
+        row_in_x = row
+    r = explorer.softmax(x, variant, acc=acc, block_size=block_size, trace_row=row_in_x, backend=key[-1])
+    return _kept_trace(*key, _trace=r.trace)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _trace_row(
-    spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None, backend: str
+def _kept_trace(
+    spec: InputSpec,
+    row: int,
+    variant: str,
+    acc: str,
+    block_size: int | None,
+    backend: str,
+    _trace: explorer.Trace | None = None,
 ) -> explorer.Trace:
+    """The trace kept for these arguments; _trace (not part of the key) is the one to keep on a miss."""
+    if _trace is None:
+        raise _NotKept
+    return _trace
+
+
+def trace_cost(spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None) -> float:
+    """Seconds trace_row will take now (explorer.budget.run_seconds, the trace included): none where it is kept."""
+    try:
+        _kept_trace(spec, row, variant, acc, block_size, backend())
+        return 0.0
+    except _NotKept:
+        pass
     x = get_input(spec)
-    v = explorer.VARIANTS[variant]
-    dtype = dtype_name(x.dtype)
-    if v.launch(x.shape[0], x.shape[1], block_size, dtype).chunks == v.launch(1, x.shape[1], block_size, dtype).chunks:
-        return explorer.softmax(
-            x[row : row + 1], variant, acc=acc, block_size=block_size, trace_row=0, backend=backend
-        ).trace
-    return explorer.softmax(x, variant, acc=acc, block_size=block_size, trace_row=row, backend=backend).trace
+    v, (rows, cols), dtype = explorer.VARIANTS[variant], x.shape, dtype_name(x.dtype)
+    if dtype not in v.dtypes or acc not in v.accumulators:
+        return 0.0  # refused at once, in words
+    rows = traced_rows(variant, rows, cols, block_size, dtype)
+    return budget.run_seconds(v, rows, cols, dtype, acc, block_size, True, backend())
 
 
 def backend_info() -> dict:

@@ -7,6 +7,7 @@ the emulator otherwise. Figures come from ui.figures.precision.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
@@ -14,10 +15,10 @@ import pandas as pd
 import streamlit as st
 
 import explorer
-from explorer import precision
+from explorer import budget, precision
 from explorer.precision import Measurement, Trajectory
 
-from ..common import chart, csv_download, guarded, header, stamp
+from ..common import bounded, chart, csv_download, duration, guarded, header, held_back, stamp, stopped_notice
 from ..figures.precision import QUANTITIES, compare_figure, error_vs_n_figure, overflow_figure, stagnation_figure
 from ..params import Param
 from ..state import file_slug
@@ -81,32 +82,108 @@ def _chart(fig, name: str, key: str) -> None:
     chart(fig, file_slug("softmax_precision", name), key)
 
 
-# --- cached computations -----------------------------------------------------------------------------------
+# --- cached computations, each under the time budget --------------------------------------------------------
+# A point and a trajectory are each one traced 1 × n run, named by (variant, acc, dist, n, dtype, block, backend).
+# Only what is not kept yet counts against the budget: a request whose points are all kept runs at once.
+
+
+class _NotKept(Exception):
+    """A run not in the cache yet (nothing is cached for an exception)."""
 
 
 @st.cache_data(show_spinner=False, max_entries=8192)
-def _point(variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str) -> Measurement:
-    return precision.measure(variant, acc, dist, n, backend=backend, dtype=dtype, block_size=block)
+def _kept_point(
+    variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str, _run=None
+) -> Measurement:
+    """The measurement kept for these arguments; _run (not part of the key) is the one to keep on a miss."""
+    if _run is None:
+        raise _NotKept
+    return _run
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _trajectory(variant: str, acc: str, dist: str, n: int, dtype: str, backend: str) -> Trajectory:
-    return precision.d_trajectory(variant, acc, dist, n, backend=backend, dtype=dtype)
+def _kept_trajectory(
+    variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str, _run=None
+) -> Trajectory:
+    """The trajectory kept for these arguments; _run (not part of the key) is the one to keep on a miss."""
+    if _run is None:
+        raise _NotKept
+    return _run
 
 
-def run_points(points: list[tuple], dtype: str, block: int, backend: str) -> list[Measurement]:
-    """Every (variant, acc, dist, n) point, cached one by one, under a progress bar."""
-    bar = st.progress(0.0, text="Measuring…")
-    out, start = [], time.perf_counter()
-    for i, (v, a, d, n) in enumerate(points):
-        if i % 8 == 0:
-            bar.progress(
-                i / max(len(points), 1), text=f"Measuring {v}, acc {a}, {d}, n = {n:,} ({i + 1} of {len(points)})…"
-            )
-        out.append(_point(v, a, d, n, dtype, block if explorer.VARIANTS[v].takes_block_size else None, backend))
-    bar.empty()
+def _measure_point(variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str):
+    return precision.measure(variant, acc, dist, n, backend=backend, dtype=dtype, block_size=block)
+
+
+def _trace_lane0(variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str):
+    return precision.d_trajectory(variant, acc, dist, n, backend=backend, dtype=dtype, block_size=block)
+
+
+def _cost(variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str) -> float:
+    """Seconds of one traced 1 × n run (explorer.budget.run_seconds). On the GPU that is the trace's float64
+    replay on the host: the kernels' own milliseconds are not modelled."""
+    return budget.run_seconds(explorer.VARIANTS[variant], 1, n, dtype, acc, block, True, backend)
+
+
+def run_kept(
+    name: str, jobs: dict[str, tuple], kept, make, backend: str, what: str, advice: str, smaller: str
+) -> list | None:
+    """Each job (its label: the arguments of kept and make) from the cache, else made now and kept, the jobs still
+    to make held to this server's time budget: their estimate over it waits for "Run anyway" (what: the work;
+    advice: what to change), and a long run shows its progress per job and stops between jobs. None, after
+    saying why, where the jobs are held back or were stopped (ui.common: held_back, bounded)."""
+    key = tuple(jobs.values())
+    if stopped_notice(name, key):
+        return None
+    found = {}
+    for label, args in jobs.items():
+        with contextlib.suppress(_NotKept):
+            found[label] = kept(*args)
+    seconds = {label: _cost(*args) for label, args in jobs.items() if label not in found}
+    total = sum(seconds.values())
+    where = "on the GPU (the traces' float64 replay, on the host)" if backend == "cuda" else "in the CPU emulation"
+    if held_back(
+        name,
+        key,
+        total,
+        f"{len(seconds)} {what} would take about {duration(total)} {where} (estimated from each one's n and variant)",
+        advice,
+    ):
+        return None
+    out, todo = [], list(seconds)
+    with (
+        bounded(name, key, seconds, f"The {what} that finished are kept", smaller) as shown,
+        st.spinner(f"Running {len(todo)} {what}…") if todo else contextlib.nullcontext(),
+    ):
+        for label, args in jobs.items():
+            if label not in found:
+                if shown:
+                    shown.begin(label, todo.index(label), len(todo))
+                found[label] = kept(*args, _run=make(*args))
+                if shown:
+                    shown.end(label)
+            out.append(found[label])
+    return None if stopped_notice(name, key) else out
+
+
+def run_points(points: list[tuple], dtype: str, block: int, backend: str) -> list[Measurement] | None:
+    """Every (variant, acc, dist, n) point, kept one by one (run_kept)."""
+    blocks = {v: block if explorer.VARIANTS[v].takes_block_size else None for v in precision.ONLINE_VARIANTS}
+    jobs = {f"{v}, acc {a}, {d}, n = {n:,}": (v, a, d, n, dtype, blocks[v], backend) for v, a, d, n in points}
+    start = time.perf_counter()
+    records = run_kept(
+        "lab_points",
+        jobs,
+        _kept_point,
+        _measure_point,
+        backend,
+        "points",
+        "Lower the largest n or the steps per lane, or select fewer variants, or run it anyway: it shows its "
+        "progress and can be stopped between points.",
+        "lower the largest n or the steps per lane",
+    )
     ss["_prec_seconds"] = time.perf_counter() - start
-    return out
+    return records
 
 
 # --- the page ----------------------------------------------------------------------------------------------
@@ -237,6 +314,8 @@ def _measure(variants: list[str], dtype: str, block: int, cap: int, backend: str
             icon=":material/speed:",
         )
     records = run_points(points, dtype, block, backend)
+    if records is None:
+        return []
     if records:
         src = "the GPU kernels" if on_gpu else "the CPU emulation of the kernels"
         st.caption(
@@ -296,8 +375,22 @@ def _stagnation(cap: int, dtype: str, backend: str) -> None:
         st.markdown(TEXT_STAGNATION.format(n=n, ratio=n / 2048))
     with left:
         dist = ss["prec_stag_dist"]
-        with st.spinner("Tracing online_thread…"):
-            trajectories = [_trajectory("online_thread", a, dist, n, dtype, backend) for a in precision.ACCUMULATORS]
+        trajectories = run_kept(
+            "lab_stagnation",
+            {
+                f"online_thread, acc {a}": ("online_thread", a, dist, n, dtype, None, backend)
+                for a in precision.ACCUMULATORS
+            },
+            _kept_trajectory,
+            _trace_lane0,
+            backend,
+            "traces",
+            "Choose a shorter stagnation row, or run it anyway: it shows its progress and can be stopped "
+            "between accumulators.",
+            "choose a shorter stagnation row",
+        )
+        if trajectories is None:
+            return
         _chart(
             stagnation_figure(
                 trajectories,

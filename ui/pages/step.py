@@ -13,11 +13,11 @@ from explorer import precision
 from explorer.trace import Trace
 
 from .. import compute, figures
-from ..common import chart, clamp, config_and_spec, ensure_choice, guarded, header, stamp
+from ..common import chart, clamp, config_and_spec, duration, ensure_choice, guarded, header, held_back, stamp
 from ..figures.common import format_value
 from ..figures.step import StepNumbers
 from ..params import Param
-from ..state import MAX_DIM, Config
+from ..state import MAX_DIM, Config, InputSpec
 from .merges import merges_section
 
 ss = st.session_state
@@ -62,6 +62,8 @@ def step_page() -> None:
     c1, c2 = st.columns(2)
     c1.selectbox("Variant to trace", traceable, key="tv", format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
     key = ss["tv"]
+    if _held_back(cfg, spec, key):
+        return
     with st.spinner(f"Tracing row {cfg.row} through {key}…"):
         trace = compute.trace_row(spec, cfg.row, key, cfg.acc, cfg.block_for(key))
     lane = _choose_lane(trace, c2)
@@ -81,6 +83,30 @@ def step_page() -> None:
         _lanes(trace, cfg, key)
     if trace.merges:
         merges_section(trace, cfg, key)
+
+
+def _held_back(cfg: Config, spec: InputSpec, key: str) -> bool:
+    """A trace not kept yet, estimated over this server's time budget (explorer.budget.run_seconds, the trace
+    included) waits for "Run anyway" (ui.common.held_back). Once started it runs to its end: a trace is made in
+    one call, with no progress to stop at."""
+    block = cfg.block_for(key)
+    seconds = compute.trace_cost(spec, cfg.row, key, cfg.acc, block)
+    gpu = compute.backend() == "cuda"
+    where = "on the GPU (the trace's float64 replay, on the host)" if gpu else "in the CPU emulation"
+    rows = (
+        f"every row of the {cfg.rows:,}×{cfg.cols:,} input"
+        if compute.traced_rows(key, cfg.rows, cfg.cols, block, cfg.dtype) > 1
+        else f"row {cfg.row:,} ({cfg.cols:,} elements)"
+    )
+    return held_back(
+        "trace",
+        (spec, cfg.row, key, cfg.acc, block, compute.backend()),
+        seconds,
+        f"tracing {rows} through {key} would take about {duration(seconds)} {where} (estimated from the shape "
+        "and the variant's lanes)",
+        "Make cols smaller or trace a variant with more lanes per row (online_warp, online_block), or run it "
+        "anyway: once started, a trace runs to its end.",
+    )
 
 
 def _choose_lane(trace: Trace, column) -> int:
