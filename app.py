@@ -9,8 +9,8 @@ from ui.pages.outputs import outputs_page
 from ui.pages.precision import precision_page
 from ui.pages.step import step_page
 from ui.pages.timing import timing_page
+from ui.pages.topk import topk_page
 from ui.sidebar import sidebar, sync_url
-from ui.topk import topk_page
 
 st.set_page_config(page_title="Softmax kernel explorer", page_icon=":material/function:", layout="wide")
 

@@ -144,7 +144,7 @@ def test_topk_frame_keeps_torch_lse_and_the_floor():
     table = topk_timing.topk_table(df)
     assert table.set_index("name").loc["torch_lse", "pct_floor_device"] == pytest.approx(38.3)
     assert table.set_index("name").loc["torch_lse", "speedup_vs_torch"] == pytest.approx(2.0)
-    fig = topk_timing.topk_figure(table, "t <x>", "stamp")
+    fig = figures.topk_figure(table, "t <x>", "stamp")
     bars = fig.data[0]
     assert list(bars.x) == ["topk_fused", "topk_unfused", "torch.softmax + torch.topk", "torch.topk + logsumexp"]
     assert bars.text[0] == "2.0 MB · 82% of floor (device) · 4.00× torch"
@@ -259,12 +259,10 @@ def test_a_stamp_of_several_files_goes_under_the_axis_title():
     df = figures.topk_timing_frame({"A": a, "B": b, "C": topk_doc()})
     stamp = results.chart_stamp(df, {"A": a, "B": b, "C": topk_doc()})
     assert stamp.count("<br>") == 1  # the same GPU, CUDA, CuPy and date once
-    fig = topk_timing.topk_figure(topk_timing.topk_table(df), "t", stamp)
+    fig = figures.topk_figure(topk_timing.topk_table(df), "t", stamp)
     note = next(x for x in fig.layout.annotations if x.name == "stamp")
     assert note.yshift == -50 and note.align == "right" and fig.layout.margin.b == 64 + 28
-    one = topk_timing.topk_figure(
-        topk_timing.topk_table(df), "t", results.chart_stamp(df[df["source"] == "A"], {"A": a})
-    )
+    one = figures.topk_figure(topk_timing.topk_table(df), "t", results.chart_stamp(df[df["source"] == "A"], {"A": a}))
     assert next(x for x in one.layout.annotations if x.name == "stamp").yshift == -28  # beside the title, as before
 
 

@@ -13,7 +13,8 @@ from explorer.topk import TOPK_VARIANTS, VOCABS, TopkReport
 pytest.importorskip("streamlit")
 from test_app import arr, chart_configs, charts, goto, make, ok  # the AppTest page helpers
 
-from ui import compute, figures, topk, topk_timing
+from ui import compute, figures
+from ui.pages import topk
 from ui.state import GeneratedInput, UploadedInput
 
 STAMP = "CPU emulation (no GPU) · NumPy x · 2025-01-01"
@@ -352,14 +353,14 @@ def test_topk_timing_frame_table_and_figure():
     t = figures.topk_timing_table(part)
     assert list(t["speedup_vs_torch"][t["source"] == "H200"]) == pytest.approx([4.0, 160 / 110, 1.0])
     assert t["MB_moved"].iloc[0] == pytest.approx(t["bytes_moved"].iloc[0] / 1e6)
-    fig = topk_timing.topk_figure(t, "top-k", STAMP)
+    fig = figures.topk_figure(t, "top-k", STAMP)
     assert [tr.name for tr in fig.data] == ["H200", "A100"] and _stamped(fig)
     assert list(fig.data[1].y) == [500.0, 1375.0, 2000.0]
     assert list(fig.data[0].marker.pattern.shape) == ["", "", "/"]
     # without torch there is no speed-up, and the labels say only the bytes
     no_torch = figures.topk_timing_table(part[part["name"] != "torch"])
     assert no_torch["speedup_vs_torch"].isna().all()
-    fig = topk_timing.topk_figure(no_torch, "top-k", STAMP)
+    fig = figures.topk_figure(no_torch, "top-k", STAMP)
     assert all(text.endswith("MB") for text in fig.data[0].text)
     assert figures.topk_timing_frame({"softmax only": {"results": [{"name": "online_warp", "rows": 1}]}}).empty
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from ui import topk, url
+from ui import url
 from ui.pages import precision as precision_page
+from ui.pages import topk
 
 pytest.importorskip("streamlit")
 from test_app import charts, goto, make, ok  # the AppTest page helpers

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import html
 import json
 from pathlib import Path
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 import explorer
@@ -23,6 +21,7 @@ from explorer import bench
 from explorer.errors import as_text
 
 from . import figures
+from .figures import plotly_text
 from .figures.share import device_line
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "results"  # the bundled H200 results
@@ -55,11 +54,6 @@ TIME_COLUMNS = {
     "version": st.column_config.TextColumn("version"),
     "error": st.column_config.TextColumn("error"),
 }
-
-
-def plotly_text(text) -> str:
-    """Text from a results file for a plotly label, legend or hover: `<` and `&` escaped, so shown as text."""
-    return html.escape(str(text), quote=False)
 
 
 def display_names(df: pd.DataFrame) -> pd.DataFrame:
@@ -178,16 +172,6 @@ def meta_stamp(meta: dict) -> str:
 def chart_stamp(part: pd.DataFrame, sources: dict[str, dict]) -> str:
     """The charts' stamp for results rows: each file's GPU, CUDA, CuPy and date, one line each (once)."""
     return "<br>".join(dict.fromkeys(meta_stamp(sources[s].get("meta", {})) for s in part["source"]))
-
-
-def stamp_below(*figs: go.Figure) -> None:
-    """A stamp of several lines goes under the x axis title (figures.finish puts one line beside it, where
-    several would run over the title), with the bottom margin grown to hold it."""
-    for fig in figs:
-        lines = max((a.text.count("<br>") + 1 for a in fig.layout.annotations if a.name == "stamp"), default=1)
-        if lines > 1:
-            fig.update_annotations(selector=dict(name="stamp"), yshift=-50, align="right")
-            fig.update_layout(margin_b=64 + 14 * lines, height=fig.layout.height + 14 * lines)
 
 
 def _label(meta: dict, filename: str, taken: set) -> str:

@@ -3,26 +3,19 @@ and the figure (fused, unfused, both torch baselines, % of the read-once floor).
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from explorer import bench
 
 from . import figures, gpu_lock
 from .common import chart, csv_download
-from .figures.timing import TOPK_NAMES, spread
 from .results import (
     TIME_COLUMNS,
     TIMES_CAPTION,
     chart_stamp,
-    plotly_text,
     result_sources,
     share_stamp,
-    stamp_below,
 )
 from .share import share_button
 from .state import file_slug
@@ -49,52 +42,6 @@ def topk_table(part: pd.DataFrame) -> pd.DataFrame:
         if c in part.columns:
             table[c] = part[c].to_numpy()
     return table
-
-
-def _pct_floor_label(r) -> str:
-    for field, basis in (("pct_floor_device", " (device)"), ("pct_floor", "")):
-        v = r.get(field)
-        if v is not None and isinstance(v, (int, float)) and np.isfinite(v):
-            return f" · {v:.0f}% of floor{basis}"
-    return ""
-
-
-def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
-    """Median µs per launch (event time) with p10–p90 bars, one group per source; each bar labelled with the
-    bytes it moves, its % of the read-once floor and its speed-up against torch.softmax + torch.topk."""
-    fig = go.Figure()
-    timed = table[table["median_us"].notna()]
-    colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
-    for i, (source, part) in enumerate(timed.groupby("source", sort=False)):
-        order = [n for n in TOPK_NAMES if n in set(part["name"])]
-        part = part.set_index("name").loc[order].reset_index()
-        text = []
-        for _, r in part.iterrows():
-            speed = r["speedup_vs_torch"]
-            text.append(
-                f"{r['MB_moved']:,.1f} MB"
-                + _pct_floor_label(r)
-                + (f" · {speed:.2f}× torch" if math.isfinite(speed) else "")
-            )
-        fig.add_trace(
-            go.Bar(
-                x=[TOPK_NAMES[n] for n in part["name"]],
-                y=part["median_us"],
-                name=plotly_text(source),
-                marker_color=colors[i % len(colors)],
-                text=text,
-                textposition="outside",
-                marker_pattern_shape=["/" if n.startswith("torch") else "" for n in part["name"]],
-                error_y=spread(part),
-                hovertemplate="%{x}<br>median %{y:.2f} µs<br>%{text}<extra>" + plotly_text(source) + "</extra>",
-            )
-        )
-    fig.update_layout(barmode="group", showlegend=True)
-    fig.update_yaxes(title_text="median time per launch (µs), bars p10–p90", rangemode="tozero")
-    fig.update_xaxes(title_text="pipeline (hatched: the torch baselines)")
-    fig = figures.finish(fig, plotly_text(title), stamp, height=480)
-    stamp_below(fig)
-    return fig
 
 
 def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
@@ -142,7 +89,7 @@ def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
     part = df[df["shape"] == ss["tk_tshape"]]
     table = topk_table(part)
-    fig = topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", chart_stamp(part, sources))
+    fig = figures.topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", chart_stamp(part, sources))
     slug = file_slug("softmax_topk_timing", *ss["tk_tshape"].split())
     chart(fig, slug, "chart_topk_time")
     st.caption(

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import topk
-from .pages import kernels, merges, outputs, precision, step, timing
+from .pages import kernels, merges, outputs, precision, step, timing, topk
 from .params import ParamTable
 from .state import RUN_PARAMS, default_dist, dist_params_query, parse_dist_params
 

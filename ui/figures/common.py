@@ -6,6 +6,7 @@ date) so a screenshot or a PNG download says where its numbers came from.
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -271,3 +272,18 @@ def log_ticks(fig: go.Figure, values: np.ndarray, **where) -> None:
         fig.update_yaxes(type="log", tickmode="array", tickvals=ends, ticktext=[f"{e:g}" for e in ends], **where)
         return
     fig.update_yaxes(type="log", exponentformat="power", dtick=max(1, math.ceil((high - low) / 3)), tick0=0, **where)
+
+
+def plotly_text(text) -> str:
+    """Text from a results file for a plotly label, legend or hover: `<` and `&` escaped, so shown as text."""
+    return html.escape(str(text), quote=False)
+
+
+def stamp_lines_below(*figs: go.Figure) -> None:
+    """A stamp of several lines goes under the x axis title (figures.finish puts one line beside it, where
+    several would run over the title), with the bottom margin grown to hold it."""
+    for fig in figs:
+        lines = max((a.text.count("<br>") + 1 for a in fig.layout.annotations if a.name == "stamp"), default=1)
+        if lines > 1:
+            fig.update_annotations(selector=dict(name="stamp"), yshift=-50, align="right")
+            fig.update_layout(margin_b=64 + 14 * lines, height=fig.layout.height + 14 * lines)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .common import COLORS, REF_COLOR, finish, legend_right, note_above
+from .common import COLORS, REF_COLOR, finish, legend_right, note_above, plotly_text, stamp_lines_below
 
 
 def results_frame(sources: dict[str, dict]) -> pd.DataFrame:
@@ -195,3 +195,49 @@ def topk_timing_table(df: pd.DataFrame) -> pd.DataFrame:
         "max_rel",
     ]
     return out[[c for c in columns if c in out.columns]].reset_index(drop=True)
+
+
+def _pct_floor_label(r) -> str:
+    for field, basis in (("pct_floor_device", " (device)"), ("pct_floor", "")):
+        v = r.get(field)
+        if v is not None and isinstance(v, (int, float)) and np.isfinite(v):
+            return f" · {v:.0f}% of floor{basis}"
+    return ""
+
+
+def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
+    """Median µs per launch (event time) with p10–p90 bars, one group per source; each bar labelled with the
+    bytes it moves, its % of the read-once floor and its speed-up against torch.softmax + torch.topk."""
+    fig = go.Figure()
+    timed = table[table["median_us"].notna()]
+    colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
+    for i, (source, part) in enumerate(timed.groupby("source", sort=False)):
+        order = [n for n in TOPK_NAMES if n in set(part["name"])]
+        part = part.set_index("name").loc[order].reset_index()
+        text = []
+        for _, r in part.iterrows():
+            speed = r["speedup_vs_torch"]
+            text.append(
+                f"{r['MB_moved']:,.1f} MB"
+                + _pct_floor_label(r)
+                + (f" · {speed:.2f}× torch" if math.isfinite(speed) else "")
+            )
+        fig.add_trace(
+            go.Bar(
+                x=[TOPK_NAMES[n] for n in part["name"]],
+                y=part["median_us"],
+                name=plotly_text(source),
+                marker_color=colors[i % len(colors)],
+                text=text,
+                textposition="outside",
+                marker_pattern_shape=["/" if n.startswith("torch") else "" for n in part["name"]],
+                error_y=spread(part),
+                hovertemplate="%{x}<br>median %{y:.2f} µs<br>%{text}<extra>" + plotly_text(source) + "</extra>",
+            )
+        )
+    fig.update_layout(barmode="group", showlegend=True)
+    fig.update_yaxes(title_text="median time per launch (µs), bars p10–p90", rangemode="tozero")
+    fig.update_xaxes(title_text="pipeline (hatched: the torch baselines)")
+    fig = finish(fig, plotly_text(title), stamp, height=480)
+    stamp_lines_below(fig)
+    return fig

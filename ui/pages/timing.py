@@ -1,18 +1,177 @@
-"""The Timing page: its header, then ui/timing.py's body (run explorer.bench on a GPU, or load results files)."""
+"""The Timing page: run explorer.bench on a GPU, or load results files (several GPUs side by side; the H200's,
+shipped in docs/results, with one button: ui/results.py), and a share image of the view."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from .. import timing
-from ..common import guarded, header
+import explorer
+from explorer import bench
+
+from .. import compute, figures, gpu_lock
+from ..common import chart, csv_download, guarded, header
 from ..params import Param
+from ..results import (
+    TIME_COLUMNS,
+    TIMES_CAPTION,
+    chart_stamp,
+    display_names,
+    failed,
+    result_sources,
+    share_stamp,
+)
+from ..share import share_button
+from ..state import file_slug
 
 PARAMS = (Param("tshape", "text", ""), Param("bench_bundled", "flag", False, sparse=True))  # bundled: ui/results.py
+
+TABLE_COLUMNS = [
+    "source",
+    "name",
+    "version",
+    "kind",
+    "dtype",
+    "acc",
+    "rows",
+    "cols",
+    "block_size",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "device_us",
+    "device_p10_us",
+    "device_p90_us",
+    "gbps",
+    "pct_copy",
+    "pct_copy_device",
+    "bytes_moved",
+    "reads_per_element",
+    "writes_per_element",
+    "max_rel",
+    "error",
+]
+ss = st.session_state
+
+TIMING_COLUMNS = {
+    **TIME_COLUMNS,  # the Timing page's table
+    "pct_copy": st.column_config.NumberColumn("% of copy (event)", format="%.0f"),
+    "pct_copy_device": st.column_config.NumberColumn("% of copy (device)", format="%.0f"),
+    "reads_per_element": st.column_config.NumberColumn("reads/elem"),
+    "writes_per_element": st.column_config.NumberColumn("writes/elem"),
+}
+SHARE_COLUMNS = [
+    "source",
+    "name",
+    "version",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "device_us",
+    "gbps",
+    "pct_copy",
+    "pct_copy_device",
+    "bytes_moved",
+    "max_rel",
+    "error",
+]  # the table in the share image
+
+
+def _run_benchmark(cfg) -> None:
+    peers = st.toggle(
+        "Include peers (cupyx, torch, and QuACK and Liger where installed)", value=True, key="bench_peers"
+    )
+    if not st.button(
+        f"Run the benchmark: {len(cfg.variants)} variant(s) on {cfg.rows}×{cfg.cols} {cfg.dtype}",
+        key="bench_run",
+        icon=":material/timer:",
+        type="primary",
+    ):
+        return
+    with gpu_lock.bench_turn() as progress:  # one benchmark at a time across sessions: ui/gpu_lock.py
+        ss["_bench_results"] = bench.run(
+            list(cfg.variants),
+            [(cfg.rows, cfg.cols)],
+            [cfg.dtype],
+            acc=cfg.acc,
+            block_size=cfg.block if any(explorer.VARIANTS[k].takes_block_size for k in cfg.variants) else None,
+            peers=peers,
+            progress=progress,
+        )
+
+
+def render(cfg) -> None:
+    info = compute.backend_info()
+    gpu = info.get("backend") == "cuda"
+    if not gpu:
+        st.info(
+            "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
+            "Load results files measured on a GPU (written by `explorer.bench`) to see and compare them.",
+            icon=":material/timer_off:",
+        )
+    elif cfg is not None and cfg.variants and not ss.get("_fit_problem"):
+        _run_benchmark(cfg)
+
+    sources, origins = result_sources(
+        "Benchmark results (JSON, one file per GPU)",
+        "bench",
+        f"Files with schema {bench.SCHEMA!r}; several files show side by side.",
+        ss.get("_bench_results"),
+        "bench",
+        "bench_bundled",
+        topk=False,
+    )
+    if not sources:
+        return
+    df = figures.results_frame(sources)
+    df["shape"] = df.apply(figures.shape_label, axis=1)
+    shapes = list(dict.fromkeys(df["shape"]))
+    if ss.get("tshape") not in shapes:
+        ss["tshape"] = shapes[0]
+    st.selectbox("Shape and dtype", shapes, key="tshape")
+    part = df[df["shape"] == ss["tshape"]]
+    selected = set(cfg.variants) if cfg is not None else set()
+    chosen = part[(part["kind"] != "variant") | part["name"].isin(selected)]
+    if not (chosen["kind"] == "variant").any():
+        st.caption("None of the sidebar's variants is in these results; showing every variant measured.")
+        chosen = part
+    stamp = chart_stamp(chosen, sources)
+    broken = failed(chosen)
+    t, g = figures.timing_figures(
+        display_names(chosen.drop(index=broken.index)), figures.plotly_text(ss["tshape"]), stamp
+    )
+    figures.stamp_lines_below(t, g)
+    slug = file_slug("softmax_timing", *ss["tshape"].split())
+    chart(t, slug + "_time", "chart_time")
+    chart(g, slug + "_bandwidth", "chart_bandwidth")
+    table = chosen[[c for c in TABLE_COLUMNS if c in chosen.columns]].reset_index(drop=True)
+    shown = [c for c in table.columns if c not in ("dtype", "acc", "rows", "cols")]  # the shape is chosen above
+    st.caption(
+        "Bars: event time, p10–p90 spread. Hatched: peers (/, with their versions) and the copy baseline (.). "
+        "GB/s = bytes moved / median time; % of copy: against a device-to-device copy of the same bytes "
+        "measured in the same run, from event time and (table) from device time."
+    )
+    if len(broken):
+        st.warning(
+            f"{len(broken)} peer result(s) on this shape could not be timed: the table's error column says why.",
+            icon=":material/error:",
+        )
+    st.caption(TIMES_CAPTION)
+    st.dataframe(table[shown], width="stretch", hide_index=True, key="table_timing", column_config=TIMING_COLUMNS)
+    csv_download(table, slug, "csv_timing", index=False)
+    share_button(
+        "share_timing",
+        slug,
+        "Softmax timing",
+        [t, g],
+        table[[c for c in SHARE_COLUMNS if c in table]],
+        share_stamp(chosen, sources, origins),
+        ss["tshape"],
+        TIMING_COLUMNS,
+    )
 
 
 @guarded
 def timing_page() -> None:
     cfg = st.session_state.get("_cfg")
     header("Timing", cfg)
-    timing.render(cfg)
+    render(cfg)

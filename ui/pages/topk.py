@@ -19,10 +19,10 @@ import explorer
 from explorer.numerics import dtype_name
 from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, TopkReport, tie_within_rounding
 
-from . import compute, figures, topk_timing
-from .common import backend_badge, chart, clamp, csv_download, ensure_choice, guarded, stamp
-from .params import Param
-from .state import MAX_DIM, UPLOAD_STEM, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text
+from .. import compute, figures, topk_timing
+from ..common import backend_badge, chart, clamp, csv_download, ensure_choice, guarded, stamp
+from ..params import Param
+from ..state import MAX_DIM, UPLOAD_STEM, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text
 
 ss = st.session_state
 
@@ -280,8 +280,7 @@ def _describe(spec: InputSpec) -> str:
 def topk_page() -> None:
     st.title("Softmax + top-k")
     cfg = ss.get("_cfg")
-    info = compute.backend_info()
-    gpu = info.get("backend") == "cuda"
+    gpu = compute.backend_info().get("backend") == "cuda"
     left, right = st.columns([3, 2], vertical_alignment="center")
     with right:
         backend_badge()
@@ -297,7 +296,15 @@ def topk_page() -> None:
     x = compute.get_input(spec)
     rows, cols = x.shape
     dtype = dtype_name(x.dtype)
+    runs = _run_variants(spec, k, rows, cols, dtype)
+    if runs:
+        _row_section(spec, runs, k, rows, cols, dtype, gpu)
+    _bytes_section(rows, cols, k, dtype)
+    topk_timing.render(gpu, rows, cols, k, dtype)
 
+
+def _run_variants(spec: InputSpec, k: int, rows: int, cols: int, dtype: str) -> dict[str, TopkRun]:
+    """Both variants on the input; a refusal is shown as a warning and the other variant still runs."""
     runs, failed = {}, {}
     with st.spinner(f"Top-{k} of {rows}×{cols} {dtype}, fused and unfused…"):
         for key in TOPK_VARIANTS:
@@ -307,67 +314,70 @@ def topk_page() -> None:
                 failed[key] = str(exc)
     for key, message in failed.items():
         st.warning(f"**{key}**: {message}", icon=":material/warning:")
+    return runs
 
-    # 1. the shown row's top-k beside the reference --------------------------------------------------------
-    if runs:
-        st.subheader("Top-k against the float64 reference")
-        c1, c2 = st.columns([1, 2])
-        clamp("tk_row", 0, rows - 1)
-        if rows > 1:
-            c1.number_input(f"Row (0–{rows - 1})", min_value=0, max_value=rows - 1, step=1, key="tk_row")
-        c2.toggle("Log scale", key="tk_log", help="Top-k probabilities can span many decades (zeros are left off).")
-        row = int(ss["tk_row"])
-        ref_row, ref_values, ref_indices = reference_row(spec, row, k)
-        runs_row = {key: (r.values[row], r.indices[row]) for key, r in runs.items()}
-        status = {key: position_status(ref_row, ref_indices, idx, dtype) for key, (_, idx) in runs_row.items()}
-        backend = "GPU" if gpu else "CPU emulation"
-        fig = figures.topk_bars_figure(
-            ref_values,
-            ref_indices,
-            runs_row,
-            bool(ss["tk_log"]),
-            f"Top-{k} of row {row}, {rows}×{cols} {dtype}: each variant ({backend}) vs float64",
-            stamp(),
-            status=status,
-        )
-        slug = input_slug(spec, k, row)
-        chart(fig, slug, "chart_topk")
-        if not np.isfinite(ref_row).all():
-            st.info(
-                f"Row {row} has a NaN or +inf logit: its float64 softmax is not finite, so it has no meaningful "
-                "top-k and is not checked.",
-                icon=":material/info:",
-            )
 
-        st.subheader("Agreement over the whole input")
-        df = agreement_table(runs, k)
-        st.dataframe(
-            df,
-            width="stretch",
-            key="table_topk",
-            column_config={
-                "index agreement": st.column_config.NumberColumn(format="%.4f"),
-                "max rel": st.column_config.NumberColumn(format="%.2e"),
-                "wall ms (not a benchmark)": st.column_config.NumberColumn(format="%.1f"),
-            },
+def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, cols: int, dtype: str, gpu: bool):
+    """The shown row's top-k beside the reference, then the agreement over the whole input."""
+    st.subheader("Top-k against the float64 reference")
+    c1, c2 = st.columns([1, 2])
+    clamp("tk_row", 0, rows - 1)
+    if rows > 1:
+        c1.number_input(f"Row (0–{rows - 1})", min_value=0, max_value=rows - 1, step=1, key="tk_row")
+    c2.toggle("Log scale", key="tk_log", help="Top-k probabilities can span many decades (zeros are left off).")
+    row = int(ss["tk_row"])
+    ref_row, ref_values, ref_indices = reference_row(spec, row, k)
+    runs_row = {key: (r.values[row], r.indices[row]) for key, r in runs.items()}
+    status = {key: position_status(ref_row, ref_indices, idx, dtype) for key, (_, idx) in runs_row.items()}
+    backend = "GPU" if gpu else "CPU emulation"
+    fig = figures.topk_bars_figure(
+        ref_values,
+        ref_indices,
+        runs_row,
+        bool(ss["tk_log"]),
+        f"Top-{k} of row {row}, {rows}×{cols} {dtype}: each variant ({backend}) vs float64",
+        stamp(),
+        status=status,
+    )
+    slug = input_slug(spec, k, row)
+    chart(fig, slug, "chart_topk")
+    if not np.isfinite(ref_row).all():
+        st.info(
+            f"Row {row} has a NaN or +inf logit: its float64 softmax is not finite, so it has no meaningful "
+            "top-k and is not checked.",
+            icon=":material/info:",
         )
-        st.caption(
-            "index mismatches: positions whose index differs from the float64 reference's beyond a tie; "
-            "tie swaps: positions that differ only between probabilities the kernels cannot order "
-            f"(within 2 ulps of {dtype} + 16 fp32 units of roundoff; not errors: see above); index agreement: 1 − mismatches / positions; max rel: the "
-            "returned probabilities against float64 at the returned indices; rows with a NaN or +inf logit "
-            "are not checked."
-        )
-        table = row_table(ref_values, ref_indices, runs_row, status)
-        with st.expander(f"Row {row}, rank by rank"):
-            st.dataframe(table, width="stretch", key="table_topk_row")
-        c1, c2 = st.columns(2)
-        with c1:
-            csv_download(df, f"{slug}_agreement", "csv_topk", "Download agreement (CSV)")
-        with c2:
-            csv_download(table, slug, "csv_topk_row", f"Download row {row} (CSV)")
 
-    # 2. bytes and timing --------------------------------------------------------------------------------------
+    st.subheader("Agreement over the whole input")
+    df = agreement_table(runs, k)
+    st.dataframe(
+        df,
+        width="stretch",
+        key="table_topk",
+        column_config={
+            "index agreement": st.column_config.NumberColumn(format="%.4f"),
+            "max rel": st.column_config.NumberColumn(format="%.2e"),
+            "wall ms (not a benchmark)": st.column_config.NumberColumn(format="%.1f"),
+        },
+    )
+    st.caption(
+        "index mismatches: positions whose index differs from the float64 reference's beyond a tie; "
+        "tie swaps: positions that differ only between probabilities the kernels cannot order "
+        f"(within 2 ulps of {dtype} + 16 fp32 units of roundoff; not errors: see above); index agreement: "
+        "1 − mismatches / positions; max rel: the returned probabilities against float64 at the returned "
+        "indices; rows with a NaN or +inf logit are not checked."
+    )
+    table = row_table(ref_values, ref_indices, runs_row, status)
+    with st.expander(f"Row {row}, rank by rank"):
+        st.dataframe(table, width="stretch", key="table_topk_row")
+    c1, c2 = st.columns(2)
+    with c1:
+        csv_download(df, f"{slug}_agreement", "csv_topk", "Download agreement (CSV)")
+    with c2:
+        csv_download(table, slug, "csv_topk_row", f"Download row {row} (CSV)")
+
+
+def _bytes_section(rows: int, cols: int, k: int, dtype: str) -> None:
     st.subheader("Bytes moved and timing: fused vs unfused vs torch")
     st.dataframe(
         bytes_table(rows, cols, k, dtype),
@@ -384,4 +394,3 @@ def topk_page() -> None:
         "again), plus k probabilities and int32 indices written per row. Top-k is memory-bound, so time "
         "should follow these bytes."
     )
-    topk_timing.render(gpu, rows, cols, k, dtype)
