@@ -172,8 +172,6 @@ def cmd_show(args) -> int:
     for path in args.files:
         try:
             doc = bench.load(Path(path).read_bytes())
-        except RecursionError:
-            raise InvalidInput(f"{path}: not a results file (its JSON is nested too deeply)") from None
         except ExplorerError as exc:
             raise InvalidInput(f"{path}: {exc}") from None
         _print_results(doc)
