@@ -29,11 +29,19 @@ ARGS = [
 ]
 
 
+# how long an expect(...) waits for its condition unless told otherwise (Playwright's default is 5 s): fixed and
+# generous, so that a loaded machine is only slower, never failed
+EXPECT_TIMEOUT_MS = 30_000
+
+
 def require_browser():
-    """playwright.sync_api, or a clean module-level skip without chromium or playwright."""
+    """playwright.sync_api (its expect() waiting EXPECT_TIMEOUT_MS by default), or a clean module-level skip
+    without chromium or playwright."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing", allow_module_level=True)
-    return pytest.importorskip("playwright.sync_api")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api.expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+    return sync_api
 
 
 def _free_port() -> int:

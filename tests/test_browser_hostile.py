@@ -118,6 +118,9 @@ def test_an_npy_whose_header_claims_forty_gigabytes_is_refused_in_words(server, 
     dropzone.wait_for(state="attached", timeout=60_000)
     dropzone.set_input_files(str(path))
     bh.settle(page, timeout=120)
+    # the refusal is waited for: the rerun that reads the file may still be drawing when settle() returns
+    refusal = _sidebar(page).get_by_test_id("stAlert").filter(has_text="lying_header.npy")
+    assert bh.shown(refusal, timeout=120), _sidebar(page).inner_text()
     errors = [t for t in _alerts(page, _sidebar(page)) if "lying_header.npy" in t]
     assert errors, _sidebar(page).inner_text()
     assert "header" in errors[0] or "could not be read" in errors[0], errors[0]
@@ -170,6 +173,8 @@ def test_a_malformed_results_file_is_refused_with_a_reason(server, page, tmp_pat
     path.write_text(_malformed(kind))
     _upload_to_timing(page, server, path)
     main = page.get_by_test_id("stMain")
+    # the refusal is waited for: the rerun that reads the file may still be drawing when settle() returns
+    assert bh.shown(main.get_by_test_id("stAlert").filter(has_text=path.name), timeout=120), main.inner_text()
     _no_hostile_text(page)
     refusals = [t for t in _alerts(page, main) if path.name in t]
     assert refusals, main.inner_text()

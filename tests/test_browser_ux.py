@@ -2,8 +2,8 @@
 formula follows Play, a 1 × 2^20 row renders and answers a click, and no two texts of a chart overlap at
 1000 px (at 1400 px: tests/test_browser.py).
 
-Limits are fixed and generous (a shared 2-core box runs these); nothing depends on the machine's speed beyond
-them."""
+Waits are fixed and generous timeouts (a shared 2-core box runs these); no outcome depends on the machine's speed:
+how long the click took is printed, not checked."""
 
 import re
 import time
@@ -17,9 +17,9 @@ sync_api = bh.require_browser()
 BASE = "?rows=8&cols=1000&variants=naive,safe_thread,online_thread,online_warp,online_block,safe_block,split_row,fast"
 NARROW_PAGES = {"outputs": "", "errors": "errors", "step": "step"}
 EXTRA = {"step": "&tv=online_block&mlevel=1024"}
-# a click on a 1 × 2^20 row's page: the target is 2 s (about 2 s measured on a loaded 2-core box, the server's
-# part 0.5 s); the limit is fixed and generous so that a slower machine does not fail it
-CLICK_LIMIT_S = 10.0
+# how long a click on a 1 × 2^20 row's page may take to be answered before the test gives up: a timeout, not a
+# speed check (about 2 s measured on a loaded 2-core box, the server's part 0.5 s; the time is printed)
+CLICK_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +75,12 @@ def test_the_step_formula_follows_play(server, page):
     main.get_by_role("button", name="▶ Play").click()
     page.wait_for_function("() => Number(new URLSearchParams(location.search).get('step')) >= 6", timeout=120_000)
     main.get_by_role("button", name="❚❚ Pause").click()
+    # the server has taken the Pause once it draws the Play button again (a tick in flight when the click lands
+    # may still move the step before that; no run after it does): waited for, then the run settled
+    sync_api.expect(main.get_by_role("button", name="▶ Play")).to_be_visible()
     bh.settle(page)
-    # a tick in flight when Pause lands may still move the slider and redraw the chart: wait until the URL, the
-    # slider and the chart's marker agree (all read afresh each time), then compare
+    # the URL, the slider and the chart's marker are updated by separate messages: wait until they agree (all read
+    # afresh each time), then compare
     page.wait_for_function(STEP_SHOWN_EVERYWHERE, timeout=30_000)
     step = int(bh.query(page)["step"])
     assert step >= 6
@@ -100,14 +103,15 @@ def test_a_row_of_two_to_the_twenty_renders_and_answers_a_click(server, page):
     assert max(points) <= 10_001, points
     assert "drawn as at most" in page.get_by_test_id("stMain").inner_text()
     toggle = page.get_by_test_id("stMain").get_by_text("Log scale", exact=True)
+    assert page.evaluate("() => document.querySelector('.js-plotly-plot').layout.yaxis.type") != "linear"
     start = time.perf_counter()
     toggle.click()
+    # answered: the chart is redrawn with the other scale (how long it took is printed only)
     page.wait_for_function(
-        "() => document.querySelector('.js-plotly-plot').layout.yaxis.type === 'linear'", timeout=60_000
+        "() => document.querySelector('.js-plotly-plot').layout.yaxis.type === 'linear'",
+        timeout=CLICK_TIMEOUT_S * 1000,
     )
-    answered = time.perf_counter() - start
-    print(f"the click on a 1 × 2^20 row's page was answered in {answered:.2f} s")
-    assert answered <= CLICK_LIMIT_S, f"the click took {answered:.1f} s"
+    print(f"the click on a 1 × 2^20 row's page was answered in {time.perf_counter() - start:.2f} s")
     bh.no_exception(page)
 
 

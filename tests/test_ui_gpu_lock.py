@@ -1,7 +1,8 @@
 """GPU timing is serialised across sessions: two sessions press their benchmark buttons together and the
 benchmarks run one after the other, the second saying it waits for the GPU. No GPU needed: the backend
-info claims a GPU (as tests/test_topk_page.py does) and explorer.bench.run / bench_topk are slow fakes
-that record when they start and end."""
+info claims a GPU (as tests/test_topk_page.py does) and explorer.bench.run / bench_topk are fakes that
+record when they start and end and hold the (fake) GPU until the test lets them go: the first is let go
+only once the second session is seen waiting, so the order is forced, not timed."""
 
 import threading
 import time
@@ -15,7 +16,8 @@ from test_app import charts, goto, make, ok  # the AppTest page helpers
 import explorer.bench
 from ui import compute, gpu_lock
 
-SLOW_S = 1.5
+HOLD_S = 1.0  # the first benchmark goes on this long after the second session is seen waiting
+TIMEOUT_S = 180  # for an AppTest run, a thread, a wait: fixed and generous (a loaded 2-core box runs these)
 QUERY = {"rows": "4", "cols": "100", "variants": "online_warp"}
 
 
@@ -42,17 +44,18 @@ def _row(name, kind, rows, cols, dtype, k=None) -> dict:
 
 
 class FakeGPU:
-    """explorer.bench.run and bench_topk that take SLOW_S seconds and log (what, start, end)."""
+    """explorer.bench.run and bench_topk that log (what, start, end) and end only once `release` is set."""
 
     def __init__(self):
         self.log: list[tuple[str, float, float]] = []
         self.started = threading.Event()
+        self.release = threading.Event()
 
     def _busy(self, what: str, progress) -> None:
         start = time.perf_counter()
         self.started.set()
         progress(0.5, "timing (fake)")
-        time.sleep(SLOW_S)
+        assert self.release.wait(TIMEOUT_S), "the fake benchmark was never let go"
         self.log.append((what, start, time.perf_counter()))
 
     def run(self, variants, shapes, dtypes, acc="float32", block_size=None, peers=True, progress=None):
@@ -100,23 +103,39 @@ def fake_gpu(monkeypatch):
     assert not gpu_lock.GPU_LOCK.locked(), "a session kept the GPU"
 
 
+def _waiting_shown(fake: FakeGPU) -> bool:
+    return any(t.startswith(gpu_lock.WAITING) for t in fake.shown)
+
+
 def _press_together(fake: FakeGPU, first, second) -> None:
-    """Press first's button (AppTest, key), and second's once the first benchmark is on the (fake) GPU."""
+    """Press first's button (AppTest, key); once the first benchmark holds the (fake) GPU, second's; once the
+    second session says it waits for the GPU (and HOLD_S more), let the first benchmark end."""
     errors = []
 
     def press(at, key):
         try:
-            at.button(key=key).click().run(timeout=60)
+            at.button(key=key).click().run(timeout=TIMEOUT_S)
         except Exception as exc:  # reported in the main thread
             errors.append(exc)
 
     a = threading.Thread(target=press, args=first)
     b = threading.Thread(target=press, args=second)
-    a.start()
-    assert fake.started.wait(30), "the first benchmark did not start"
-    b.start()
-    a.join(60)
-    b.join(60)
+    try:
+        a.start()
+        assert fake.started.wait(TIMEOUT_S), "the first benchmark did not start"
+        assert gpu_lock.GPU_LOCK.locked()
+        b.start()
+        deadline = time.monotonic() + TIMEOUT_S
+        while not _waiting_shown(fake):
+            assert b.is_alive() and time.monotonic() < deadline, ("the second session never waited", errors)
+            time.sleep(0.05)
+        # the second session waits from before its notice was seen until after the release: HOLD_S at least
+        time.sleep(HOLD_S)
+    finally:
+        fake.release.set()  # whatever happened, no benchmark is left holding the GPU
+        a.join(TIMEOUT_S)
+        b.join(TIMEOUT_S)
+    assert not a.is_alive() and not b.is_alive(), "a session's run did not end"
     assert not errors, errors
 
 
@@ -124,10 +143,10 @@ def _check_serialised(fake: FakeGPU, waiting_at) -> None:
     assert len(fake.log) == 2, fake.log
     (_, _, first_end), (_, second_start, _) = sorted(fake.log, key=lambda r: r[1])
     assert first_end <= second_start, f"benchmarks overlapped: {fake.log}"
-    assert any(t.startswith(gpu_lock.WAITING) for t in fake.shown), fake.shown
+    assert _waiting_shown(fake), fake.shown
     waited = [c.value for c in waiting_at.caption if c.value.startswith("Waited ")]
     assert waited and "another session was benchmarking" in waited[0]
-    assert float(waited[0].split()[1]) >= SLOW_S * 0.5
+    assert float(waited[0].split()[1]) >= HOLD_S - 0.05  # the caption rounds to 0.1 s
 
 
 def test_timing_and_topk_benchmarks_do_not_overlap(fake_gpu):
@@ -159,7 +178,8 @@ def test_two_timing_sessions_take_turns(fake_gpu):
 
 def test_a_free_gpu_is_taken_without_waiting(fake_gpu):
     at = goto(make(QUERY), "topk")
-    at.button(key="tk_bench_run").click().run(timeout=60)
+    fake_gpu.release.set()  # nothing to wait for: the benchmark ends at once
+    at.button(key="tk_bench_run").click().run(timeout=TIMEOUT_S)
     ok(at)
     assert len(fake_gpu.log) == 1
     assert not any(t.startswith(gpu_lock.WAITING) for t in fake_gpu.shown)
