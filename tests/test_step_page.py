@@ -63,8 +63,8 @@ def test_play_steps_the_server_state_and_pause_stops_it():
     at = step_page({"tv": "online_thread", "step": "10"})
     ok(at.button(key="step_play").click().run())
     assert at.slider(key="step").value == 11  # the run that starts playing moves one step
-    assert at.button(key="step_play").label == "❚❚ Pause"
-    ok(at.button(key="step_play").click().run())
+    assert at.button(key="step_pause").label == "❚❚ Pause"
+    ok(at.button(key="step_pause").click().run())
     assert at.button(key="step_play").label == "▶ Play"
     assert at.slider(key="step").value == 11
 

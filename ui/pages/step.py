@@ -133,8 +133,8 @@ def _fresh_step(what: tuple) -> None:
     ss["_step_of"] = what
 
 
-def _toggle_play() -> None:
-    ss["_playing"] = not ss.get("_playing")
+def _set_playing(playing: bool) -> None:
+    ss["_playing"] = playing
 
 
 def _set_step(value: int) -> None:
@@ -207,12 +207,15 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
         width="stretch",
         help="Next step",
     )
+    # Play and Pause are two buttons with their own keys, each setting its state: a click that Streamlit
+    # delivers again after the redraw (a timed fragment rerun can carry it) finds no button of that key
     b[2].button(
         "❚❚ Pause" if playing else "▶ Play",
-        key="step_play",
+        key="step_pause" if playing else "step_play",
         disabled=step >= last and not playing,
         width="stretch",
-        on_click=_toggle_play,
+        on_click=_set_playing,
+        args=(not playing,),
         help=f"One step every {PLAY_SECONDS:g} s, run on the server",
     )
     j = st.columns(2)
