@@ -103,7 +103,7 @@ def plain(markdown: str) -> bool:
     """Nothing in markdown can become markup once its escaped characters are taken out: no link, image, code,
     emphasis, HTML, entity, math or directive can start, no bare address is left for GFM to link, no icon
     shortcode or typography (--), and no block (a line break, a list marker at the start)."""
-    bare = re.sub(ESCAPED, "", markdown)
+    bare = re.sub(ESCAPED, "\u2060", markdown)  # an escaped character keeps its place (so '\\[-' starts no list)
     markup = r"[\[\]<>`*\\$~&#\n]|:\w|--|(?i:https?:|www\.)|@(?!\u2060)|^(?:[+-]|\d+[.)])"
     return not re.search(markup, bare)
 
