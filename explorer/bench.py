@@ -273,6 +273,7 @@ def sweep_shapes(kind: str) -> list[tuple[int, int]]:
 
 
 MAX_DEPTH = 32  # a results file nests 3 deep; past this it is refused before anything walks it
+TOO_DEEP = f"not a results file: its JSON is nested too deeply (more than {MAX_DEPTH} levels)"
 
 
 def load(data: bytes | str | dict) -> dict:
@@ -283,9 +284,7 @@ def load(data: bytes | str | dict) -> dict:
     try:
         doc = data if isinstance(data, dict) else json.loads(bytes(data) if isinstance(data, memoryview) else data)
     except RecursionError:
-        raise InvalidInput(
-            f"not a results file: its JSON is nested too deeply (more than {MAX_DEPTH} levels)"
-        ) from None
+        raise InvalidInput(TOO_DEEP) from None
     except UnicodeDecodeError:
         raise InvalidInput("not a results file (JSON expected): it is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
@@ -295,7 +294,7 @@ def load(data: bytes | str | dict) -> dict:
     except ValueError:  # a number past Python's 4,300 digits
         raise InvalidInput("not a results file (JSON expected): it holds a number too long to read") from None
     if _depth(doc) > MAX_DEPTH:
-        raise InvalidInput(f"not a results file: its JSON is nested too deeply (more than {MAX_DEPTH} levels)")
+        raise InvalidInput(TOO_DEEP)
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise InvalidInput(f"not a softmax-explorer results file (schema {SCHEMA!r} expected)")
     results = doc.get("results")

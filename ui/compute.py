@@ -64,8 +64,8 @@ def memory_turn(spec: InputSpec) -> Iterator[None]:
             slot.empty()
 
 
-class _NotKept(Exception):
-    """A run not in the cache yet (nothing is cached for an exception)."""
+class NotKept(Exception):
+    """A run not in a keeping cache yet (nothing is cached for an exception): the pages' caches raise it too."""
 
 
 def run_variant(
@@ -80,7 +80,7 @@ def run_variant(
     key = (spec, variant, acc, block_size, backend())
     try:
         return _kept(*key)
-    except _NotKept:
+    except NotKept:
         pass
     with memory_turn(spec):
         x = get_input(spec)
@@ -95,7 +95,7 @@ def _kept(
 ) -> VariantRun:
     """The run kept for these arguments; _run (not part of the key) is the one to keep on a miss."""
     if _run is None:
-        raise _NotKept
+        raise NotKept
     return _run
 
 
@@ -131,7 +131,7 @@ def trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int
     key = (spec, row, variant, acc, block_size, backend())
     try:
         return _kept_trace(*key)
-    except _NotKept:
+    except NotKept:
         pass
     x = get_input(spec)
     if traced_rows(variant, *x.shape, block_size, dtype_name(x.dtype)) == 1:
@@ -154,7 +154,7 @@ def _kept_trace(
 ) -> explorer.Trace:
     """The trace kept for these arguments; _trace (not part of the key) is the one to keep on a miss."""
     if _trace is None:
-        raise _NotKept
+        raise NotKept
     return _trace
 
 
@@ -163,7 +163,7 @@ def trace_cost(spec: InputSpec, row: int, variant: str, acc: str, block_size: in
     try:
         _kept_trace(spec, row, variant, acc, block_size, backend())
         return 0.0
-    except _NotKept:
+    except NotKept:
         pass
     x = get_input(spec)
     v, (rows, cols), dtype = explorer.VARIANTS[variant], x.shape, dtype_name(x.dtype)

@@ -19,6 +19,7 @@ from explorer import budget, precision
 from explorer.precision import Measurement, Trajectory
 
 from ..common import bounded, chart, csv_download, duration, guarded, header, held_back, stamp, stopped_notice
+from ..compute import NotKept
 from ..figures.precision import QUANTITIES, compare_figure, error_vs_n_figure, overflow_figure, stagnation_figure
 from ..params import Param
 from ..state import file_slug
@@ -87,17 +88,13 @@ def _chart(fig, name: str, key: str) -> None:
 # Only what is not kept yet counts against the budget: a request whose points are all kept runs at once.
 
 
-class _NotKept(Exception):
-    """A run not in the cache yet (nothing is cached for an exception)."""
-
-
 @st.cache_data(show_spinner=False, max_entries=8192)
 def _kept_point(
     variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str, _run=None
 ) -> Measurement:
     """The measurement kept for these arguments; _run (not part of the key) is the one to keep on a miss."""
     if _run is None:
-        raise _NotKept
+        raise NotKept
     return _run
 
 
@@ -107,7 +104,7 @@ def _kept_trajectory(
 ) -> Trajectory:
     """The trajectory kept for these arguments; _run (not part of the key) is the one to keep on a miss."""
     if _run is None:
-        raise _NotKept
+        raise NotKept
     return _run
 
 
@@ -137,7 +134,7 @@ def run_kept(
         return None
     found = {}
     for label, args in jobs.items():
-        with contextlib.suppress(_NotKept):
+        with contextlib.suppress(NotKept):
             found[label] = kept(*args)
     seconds = {label: _cost(*args) for label, args in jobs.items() if label not in found}
     total = sum(seconds.values())
