@@ -27,8 +27,6 @@ from .bench_topk import TOPK_SHAPES as TOPK_SHAPES
 from .bench_topk import bench_topk as bench_topk
 from .errors import GPUUnavailable, InvalidInput, KernelFailed, shown
 from .harness import SCHEMA as SCHEMA
-from .harness import round_on_device as _round_on_device
-from .harness import time_launches as _time_launches
 from .numerics import DTYPES, FORMATS
 from .registry import VARIANTS
 
@@ -44,9 +42,6 @@ ODD_COLS = (1000, 5000, 50257, 151936)  # widths with no power-of-two factor to 
 LONG_ROW_SHAPES = ((1, 2**20), (4, 2**20), (1, 2**24), (8, 2**22))
 # A peer whose output is further than this from float64 is refused before timing (the max_rel is kept).
 PEER_MAX_REL = {"float32": 1e-3, "float16": 5e-2, "bfloat16": 5e-2}
-
-
-_torch = torch_peers.torch_module
 
 
 def _row(
@@ -78,7 +73,7 @@ def _row(
     }
 
 
-def _max_rel_device(y, ref64, dtype: str) -> float:
+def max_rel_device(y, ref64, dtype: str) -> float:
     """max |y - ref| / max(|ref|, smallest normal) over elements finite in both, on the GPU."""
     cp = cuda.cp
     got = (
@@ -136,15 +131,15 @@ def bench_shape(
     l2 = cuda.device_info()["l2_bytes"]
     buffers = max(1, min(64, math.ceil(4 * l2 / bytes_in)))  # the rotation covers 4x L2
     rng = cp.random.default_rng(seed)
-    xs = [_round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32), dtype) for _ in range(buffers)]
+    xs = [harness.round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32), dtype) for _ in range(buffers)]
     ys = [cp.empty_like(x) for x in xs]
-    ref64 = _reference_device(xs[0], dtype)
+    ref64 = reference_device(xs[0], dtype)
     poison = cuda.poison_value(DTYPES[dtype])
 
     def copy(i):
         cp.copyto(ys[i], xs[i])
 
-    copy_times = _time_launches(copy, buffers)
+    copy_times = harness.time_launches(copy, buffers)
     copy_gbps = 2 * bytes_in / float(np.median(copy_times)) / 1e3
     results = [
         _row("copy", "copy", dtype, acc, rows, cols, 0, copy_times, copy_gbps, 1, 1, 0.0, "device-to-device copy")
@@ -159,7 +154,7 @@ def bench_shape(
         y = ys[0]
         y.fill(poison)
         cuda.launch(v, geometry, xs[0], y, rows, cols, dtype, acc)
-        max_rel = _max_rel_device(y, ref64, dtype)
+        max_rel = max_rel_device(y, ref64, dtype)
         unwritten = int((y == poison).sum())
         if unwritten:
             raise KernelFailed(f"{key} left {unwritten} outputs unwritten on {rows}×{cols} {dtype}")
@@ -176,7 +171,7 @@ def bench_shape(
                 rows,
                 cols,
                 block,
-                _time_launches(launch, buffers),
+                harness.time_launches(launch, buffers),
                 copy_gbps,
                 v.reads_per_element,
                 v.writes_per_element,
@@ -189,10 +184,10 @@ def bench_shape(
         max_rel = None
         try:
             ys[0].fill(poison)
-            max_rel = _max_rel_device(_as_cupy(launch(0), dtype), ref64, dtype)
+            max_rel = max_rel_device(_as_cupy(launch(0), dtype), ref64, dtype)
             if not max_rel <= PEER_MAX_REL[dtype]:  # NaN (a NaN where float64 has none, or the reverse) too
                 raise KernelFailed(f"output differs from float64: max_rel {max_rel:.3g}")
-            times = _time_launches(launch, buffers)
+            times = harness.time_launches(launch, buffers)
         except Exception as exc:  # a peer's failure on one shape is a result, not the end of the run
             results.append(
                 harness.error_row(name, dtype, acc, rows, cols, version, label, f"{type(exc).__name__}: {exc}", max_rel)
@@ -206,7 +201,7 @@ def bench_shape(
     return results
 
 
-def _reference_device(x, dtype: str):
+def reference_device(x, dtype: str):
     cp = cuda.cp
     x64 = (
         (x.view(cp.uint16).astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)

@@ -161,11 +161,11 @@ def _bench_topk_shape(rows: int, cols: int, ks: list[int], dtype: str, seed: int
     harness.add_device_times(timed, buffers)
     copy_row = results[0]
     for r in results[1:]:
-        _add_floor(r, copy_row)
+        add_floor(r, copy_row)
     return results
 
 
-def _add_floor(row: dict, copy_row: dict) -> None:
+def add_floor(row: dict, copy_row: dict) -> None:
     """The read-once floor: the logits' bytes at the copy's byte rate (read + write), i.e. half the
     copy's time; and the row's time as a percentage of it, from event time and from device time."""
     row["floor_us"] = copy_row["median_us"] / 2

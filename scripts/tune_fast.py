@@ -66,13 +66,13 @@ def tune_shape(rows: int, cols: int, dtype: str) -> dict:
         harness.round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32) * 3, dtype) for _ in range(buffers)
     ]
     ys = [cp.empty_like(x) for x in xs]
-    ref = bench._reference_device(xs[0], dtype)
+    ref = bench.reference_device(xs[0], dtype)
     copy_us = median_us(lambda i: ys[i].data.copy_from_device_async(xs[i].data, bytes_in), buffers)  # cudaMemcpyAsync
     timed = []
     for launch in candidates(rows, cols, dtype):
         ys[0].fill(cuda.poison_value(DTYPES[dtype]))
         cuda.launch(FAST, launch, xs[0], ys[0], rows, cols, dtype, "float32")
-        max_rel = bench._max_rel_device(ys[0], ref, dtype)
+        max_rel = bench.max_rel_device(ys[0], ref, dtype)
         unwritten = int((ys[0] == cuda.poison_value(DTYPES[dtype])).sum())
         if unwritten or not max_rel < 1e-5 * (1 if dtype == "float32" else 1e3):
             timed.append({"launch": launch.describe(), "error": f"max_rel {max_rel}, {unwritten} unwritten"})

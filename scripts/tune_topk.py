@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from explorer import bench, devicetime
+from explorer import devicetime, harness, peers
 from explorer.backends import cuda
 from explorer.registry import VARIANTS, cdiv
 from explorer.topk import TopkResult, topk_errors, topk_launch
@@ -44,13 +44,13 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shapes", nargs="+", help="ROWSxCOLS (default: a batch-4096/512/64/1 set)")
     args = parser.parse_args()
-    cp, torch = cuda.cp, bench._torch()
+    cp, torch = cuda.cp, peers.torch_module()
     dtype = args.dtype
     shapes = [tuple(int(n) for n in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
     for rows, cols in shapes:
         x32 = cp.random.default_rng(rows + cols).standard_normal((rows, cols), dtype=cp.float32) * 3
         buffers = max(1, min(16, math.ceil(4 * cuda.device_info()["l2_bytes"] / x32.nbytes)))
-        xs = [bench._round_on_device(cp.roll(x32, i, axis=1), dtype) for i in range(buffers)]
+        xs = [harness.round_on_device(cp.roll(x32, i, axis=1), dtype) for i in range(buffers)]
         x_host = cuda.from_device(xs[0][:8], cuda.DTYPES[dtype])
         for k in args.ks:
             print(tune(rows, cols, k, dtype, xs, x_host, args, torch), flush=True)
@@ -64,7 +64,7 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
     line = [f"{rows}x{cols} k={k}"]
     if torch is not None and dtype != "bfloat16":
         tx = [torch.from_dlpack(x) for x in xs]
-        t = bench._time_launches(lambda i: torch.topk(torch.softmax(tx[i], dim=1), k, dim=1), buffers)
+        t = harness.time_launches(lambda i: torch.topk(torch.softmax(tx[i], dim=1), k, dim=1), buffers)
         line.append(f"torch {np.median(t):.1f}")
     seen = set()
     for block in args.blocks:
@@ -89,7 +89,7 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
             def run(i, launch=launch):
                 cuda.topk_on_device(True, launch, xs[i], rows, cols, dtype, k, fast, False)
 
-            t = bench._time_launches(run, buffers)
+            t = harness.time_launches(run, buffers)
             device = devicetime.measure(
                 run, buffers, devicetime.calls_per_batch(float(np.median(t))), cp.cuda.get_current_stream().synchronize
             )

@@ -176,11 +176,11 @@ def test_device_times_give_pct_of_copy_from_device_time(monkeypatch):
 def test_floor_is_reading_the_logits_once_at_the_copys_rate():
     copy = {"median_us": 40.0, "device_us": 30.0}
     row = {"median_us": 25.0, "device_us": 20.0}
-    bench_topk._add_floor(row, copy)
+    bench_topk.add_floor(row, copy)
     assert row["floor_us"] == 20.0 and row["pct_floor"] == pytest.approx(80.0)
     assert row["floor_device_us"] == 15.0 and row["pct_floor_device"] == pytest.approx(75.0)
     failed = {"median_us": None, "device_us": None}
-    bench_topk._add_floor(failed, {"median_us": 40.0, "device_us": None})
+    bench_topk.add_floor(failed, {"median_us": 40.0, "device_us": None})
     assert failed["pct_floor"] is None and failed["floor_device_us"] is None and failed["pct_floor_device"] is None
 
 

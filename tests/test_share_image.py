@@ -122,19 +122,19 @@ def test_line_charts_log_axes_and_subplots_are_drawn_and_counted():
 def test_without_a_unicode_font_the_text_is_written_in_ascii(monkeypatch):
     monkeypatch.setattr(raster, "REGULAR", ("no-such-font.ttf",))
     monkeypatch.setattr(raster, "BOLD", ("no-such-font.ttf",))
-    raster._font.cache_clear()
+    raster.load_font.cache_clear()
     try:
         assert raster.Pen.fit("5 µs × 2 – 1", 12) == "5 us x 2 - 1"
         charts, table = _timing_figures(_sweep())
         assert _image(share.share_png("t", charts[:1], table, ["GPU NVIDIA H200"])).width == share.WIDTH
     finally:
-        raster._font.cache_clear()
+        raster.load_font.cache_clear()
 
 
 @pytest.mark.parametrize("shape", ["/", "x", ".", ""])
 def test_hatching_stays_inside_the_bar(shape):
     img = Image.new("RGB", (60, 60), "black")
-    raster._hatch(raster.ImageDraw.Draw(img), (10, 10, 30, 50), shape)
+    raster.hatch(raster.ImageDraw.Draw(img), (10, 10, 30, 50), shape)
     a = np.asarray(img.convert("L"))
     outside = a.copy()
     outside[10:50, 10:30] = 0

@@ -131,13 +131,14 @@ def test_an_unexpected_failure_in_the_sidebar_is_said_in_words_and_the_page_stil
         raise RuntimeError("boom")
 
     at = open_page("")
+    kernels = ui.sidebar.SECTIONS["kernels"]
     monkeypatch.setitem(ui.sidebar.SECTIONS, "kernels", broken)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("unexpected problem" in e.value and "settings are kept" in e.value for e in at.error)
     assert at.title[0].value == "Outputs"  # the page below the sidebar is drawn
     assert at.query_params["variants"] == "online_warp,online_block" and at.query_params["rows"] == "8"
-    monkeypatch.setitem(ui.sidebar.SECTIONS, "kernels", ui.sidebar._kernels)
+    monkeypatch.setitem(ui.sidebar.SECTIONS, "kernels", kernels)
     at.run()
     assert not at.exception and not [e for e in at.error if "unexpected" in e.value]
     assert at.multiselect(key="variants").value == ["online_warp", "online_block"]

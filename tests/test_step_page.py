@@ -107,7 +107,7 @@ def test_a_trace_over_the_time_budget_is_refused_the_same_way_twice_and_runs_onc
     from explorer import budget
     from ui import compute
 
-    compute._kept_trace.clear()  # only a trace not kept yet counts against the budget
+    compute.kept_trace.clear()  # only a trace not kept yet counts against the budget
     monkeypatch.setenv(budget.TIME_SETTING, "0.000001")  # every trace is over it, whatever the machine
     at = step_page({"tv": "online_thread"})
     first = " ".join(w.value for w in at.warning)

@@ -130,7 +130,7 @@ def trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int
     """The traced row: the kept one, else traced now and kept."""
     key = (spec, row, variant, acc, block_size, backend())
     try:
-        return _kept_trace(*key)
+        return kept_trace(*key)
     except NotKept:
         pass
     x = get_input(spec)
@@ -139,11 +139,11 @@ def trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int
     else:
         row_in_x = row
     r = explorer.softmax(x, variant, acc=acc, block_size=block_size, trace_row=row_in_x, backend=key[-1])
-    return _kept_trace(*key, _trace=r.trace)
+    return kept_trace(*key, _trace=r.trace)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _kept_trace(
+def kept_trace(
     spec: InputSpec,
     row: int,
     variant: str,
@@ -161,7 +161,7 @@ def _kept_trace(
 def trace_cost(spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None) -> float:
     """Seconds trace_row will take now (explorer.budget.run_seconds, the trace included): none where it is kept."""
     try:
-        _kept_trace(spec, row, variant, acc, block_size, backend())
+        kept_trace(spec, row, variant, acc, block_size, backend())
         return 0.0
     except NotKept:
         pass

@@ -78,8 +78,8 @@ def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
     return line, None
 
 
-def _input() -> tuple[str, tuple[tuple[str, float], ...], str]:
-    """The distribution and its parameters, or the uploaded file: (dist, params, upload name)."""
+def _input() -> dict:
+    """The Config fields the input section sets: the distribution and its parameters, or the uploaded file."""
     dist_options = TABLE.options("dist")
     if ss.get("dist") not in dist_options:
         ss["dist"] = TABLE["dist"].default_value()
@@ -94,7 +94,7 @@ def _input() -> tuple[str, tuple[tuple[str, float], ...], str]:
     )
     dist = ss["dist"]
     if dist == UPLOAD:
-        return dist, (), _upload()
+        return {"dist": dist, "params": (), "upload_name": _upload()}
     spec = explorer.DISTRIBUTIONS[dist]
     st.caption(spec.shows)
     values = []
@@ -103,7 +103,7 @@ def _input() -> tuple[str, tuple[tuple[str, float], ...], str]:
         ss[key] = float(min(max(float(ss.get(key, p.default)), p.low), p.high))
         st.number_input(name, min_value=float(p.low), max_value=float(p.high), key=key, help=p.help, format="%g")
         values.append((name, float(ss[key])))
-    return dist, tuple(values), ""
+    return {"dist": dist, "params": tuple(values)}
 
 
 def _upload() -> str:
@@ -238,10 +238,8 @@ def sidebar(page: str = "") -> Config:
             with st.expander("Not used on this page: " + ", ".join(unused), icon=":material/visibility_off:"):
                 st.caption("They apply to the Outputs, Step-through and Error pages.")
                 drawn |= {name: SECTIONS[name]() for name in unused}
-        dist, params, upload_name = drawn["input"]
         cfg = Config(
-            dist=dist,
-            params=params,
+            **drawn["input"],
             rows=int(ss["rows"]),
             cols=int(ss["cols"]),
             seed=int(ss["seed"]),
@@ -250,7 +248,6 @@ def sidebar(page: str = "") -> Config:
             variants=tuple(ss["variants"]),
             block=int(ss.get("block", TABLE["block"].default_value())),
             row=int(ss["row"]),
-            upload_name=upload_name,
         )
         line, problem = _memory_line(cfg, explorer.resolve_backend("auto"))
         if "shape" in uses and problem:

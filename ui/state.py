@@ -54,6 +54,13 @@ def params_text(params: tuple[tuple[str, float], ...], sep: str = "_", eq: str =
     return "".join(f"{sep}{name}{eq}{value:g}" for name, value in params)
 
 
+def source_slug(dist: str, params: tuple[tuple[str, float], ...], upload_name: str = "") -> str:
+    """The input's part of a download's name: the distribution and its parameters, or the upload's file stem."""
+    if dist == UPLOAD:
+        return f"upload-{upload_name.rsplit('.', 1)[0][:UPLOAD_STEM] or 'file'}"
+    return dist + params_text(params)
+
+
 @dataclass(frozen=True)
 class GeneratedInput:
     """An input drawn from one of explorer.DISTRIBUTIONS."""
@@ -117,12 +124,10 @@ class Config:
 
     def slug(self, page: str) -> str:
         """A file name for downloads, naming the configuration."""
-        stem = self.upload_name.rsplit(".", 1)[0][:UPLOAD_STEM] or "file"
-        source = f"upload-{stem}" if self.uploaded else self.dist + params_text(self.params)
         return file_slug(
             "softmax",
             page,
-            source,
+            source_slug(self.dist, self.params, self.upload_name),
             f"{self.rows}x{self.cols}",
             self.dtype,
             f"acc-{self.acc}",

@@ -34,7 +34,7 @@ def plain(text) -> str:
 
 
 @functools.cache
-def _font(size: int, bold: bool = False) -> tuple[ImageFont.FreeTypeFont, bool]:
+def load_font(size: int, bold: bool = False) -> tuple[ImageFont.FreeTypeFont, bool]:
     """(font, whether it has the non-ASCII glyphs)."""
     for name in BOLD if bold else REGULAR:
         try:
@@ -53,11 +53,11 @@ class Pen:
 
     @staticmethod
     def font(size: int, bold: bool = False) -> ImageFont.FreeTypeFont:
-        return _font(size, bold)[0]
+        return load_font(size, bold)[0]
 
     @staticmethod
     def fit(text: str, size: int, bold: bool = False) -> str:
-        return text if _font(size, bold)[1] else text.translate(ASCII)
+        return text if load_font(size, bold)[1] else text.translate(ASCII)
 
     def width(self, text: str, size: int, bold: bool = False) -> float:
         return self.font(size, bold).getlength(self.fit(text, size, bold))
@@ -175,7 +175,7 @@ def _color(trace, i: int) -> str:
     return COLORS[i % len(COLORS)]
 
 
-def _hatch(draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], shape: str) -> None:
+def hatch(draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], shape: str) -> None:
     """Plotly's pattern shapes as white marks inside a bar: / diagonal lines, x crossed, . dots."""
     x0, y0, x1, y1 = box
     if x1 - x0 < 3 or y1 - y0 < 3:
@@ -331,7 +331,7 @@ def _draw_bars(pen: Pen, bars: list, cats: list[str], left: float, slot: float, 
             x0 = left + cats.index(c) * slot + slot * 0.1 + (b * width if grouped else 0)
             box = (int(x0 + 1), int(min(axis(v), axis(base))), int(x0 + width - 1), int(max(axis(v), axis(base))))
             pen.draw.rectangle(box, fill=color)
-            _hatch(pen.draw, box, str(patterns[i] or ""))
+            hatch(pen.draw, box, str(patterns[i] or ""))
             mid, cap = x0 + width / 2, min(width * 0.25, 10)
             if hi[i] != v or lo[i] != v:
                 for e in (hi[i], lo[i]):

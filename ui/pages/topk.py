@@ -22,7 +22,7 @@ from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, TopkReport, tie_within_r
 from .. import compute, figures, topk_timing
 from ..common import backend_badge, chart, clamp, csv_download, ensure_choice, guarded, stamp
 from ..params import Param
-from ..state import MAX_DIM, UPLOAD_STEM, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text
+from ..state import MAX_DIM, UPLOAD, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text, source_slug
 
 ss = st.session_state
 
@@ -165,11 +165,10 @@ def row_table(ref_values, ref_indices, runs_row: dict[str, tuple], status: dict[
 def input_slug(spec: InputSpec, k: int, row: int) -> str:
     """File names for downloads: distribution (or upload), params, shape, dtype, seed, k, row."""
     if isinstance(spec, UploadedInput):
-        stem = spec.filename.rsplit(".", 1)[0][:UPLOAD_STEM] or "file"
-        return file_slug("softmax_topk", f"upload-{stem}", spec.dtype, f"k{k}", f"row{row}")
+        return file_slug("softmax_topk", source_slug(UPLOAD, (), spec.filename), spec.dtype, f"k{k}", f"row{row}")
     return file_slug(
         "softmax_topk",
-        spec.dist + params_text(spec.params),
+        source_slug(spec.dist, spec.params),
         f"{spec.rows}x{spec.cols}",
         spec.dtype,
         f"seed{spec.seed}",
