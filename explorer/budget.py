@@ -43,28 +43,38 @@ REFERENCE = 24  # numerics.reference beyond its float64 result: x in float64 and
 ERRORS = 66  # numerics.errors: float64 output, difference, relative and ulp errors, masks (measured 66.0)
 
 
+def _row_group(launch: Launch, rows: int, cols: int) -> int:
+    """The most rows fast_row's emulation takes at once: rows are grouped by where their first 16-byte boundary
+    falls, which cycles with period vec / gcd(cols, vec) along the rows."""
+    vec = launch.template_args[0]
+    return cdiv(rows, vec // math.gcd(cols, vec))
+
+
 def _gather_bytes(launch: Launch, rows: int, cols: int) -> int:
-    """The slots fast's emulation gathers at once: a row's padded elements, or one batch of them where the row
-    streams (fast_split, topk)."""
+    """The slots fast's emulation gathers at once: a group of rows' padded elements, or one batch of them where
+    the row streams (fast_split, topk)."""
     vec, per = launch.template_args[:2]
     streams = launch.kernel in ("fast_split", "topk")
     if launch.kernel == "fast_warp":
         slots = launch.template_args[2] * per * vec
     elif streams:
         slots = launch.chunks * launch.block * per * vec
-    else:  # fast_row: each thread's packs and its loose slot
+    else:  # fast_row: each thread's packs and its loose slot, for one group of rows
         slots = max(launch.chunks * launch.block * (per * vec + 1), cols)
+        rows = _row_group(launch, rows, cols)
     shared = not streams and launch.kernel != "fast_warp" and launch.template_args[2] == 2
     return (FAST_GATHER_SHARED if shared else FAST_GATHER) * rows * slots + INDEX * slots
 
 
 def _fast_bytes(launch: Launch, rows: int, cols: int) -> int:
     """_fast beyond the input: x and y in fp32, then the gathered slots (fast_split: x - m over the whole input;
-    fast_row: also a group of rows' output before it is placed in y)."""
+    fast_row: also a group of rows' copy and output before it is placed in y)."""
     n = rows * cols
     if launch.kernel == "fast_split":
         return 4 * n + max(_gather_bytes(launch, rows, cols), (NORMALISE + 4) * n)
-    return (8 if launch.kernel == "fast_warp" else 12) * n + _gather_bytes(launch, rows, cols)
+    if launch.kernel == "fast_warp":
+        return 8 * n + _gather_bytes(launch, rows, cols)
+    return 8 * n + 8 * _row_group(launch, rows, cols) * cols + _gather_bytes(launch, rows, cols)
 
 
 def emulator_bytes(variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str) -> int:

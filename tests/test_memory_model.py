@@ -40,6 +40,16 @@ def test_run_bytes_bounds_the_measured_peak(key, dtype, acc, traced, rows, cols)
     assert measured <= estimate <= 1.5 * measured
 
 
+@pytest.mark.parametrize("dtype", ("float32", "float16"))
+@pytest.mark.parametrize(("rows", "cols"), ((64, 777), (3, 12345), (2, 50257), (1, 151936)))
+def test_fast_bytes_bounds_the_measured_peak_at_odd_widths(dtype, rows, cols):
+    """Rows whose 16-byte boundaries fall at different offsets are emulated a group at a time."""
+    x = explorer.make_input("normal", rows=rows, cols=cols, dtype=dtype, seed=0)
+    estimate = explorer.bytes_needed(rows, cols, dtype, "emulator", explorer.VARIANTS["fast"], None, False, "float32")
+    measured = peak(lambda: explorer.softmax(x, "fast", backend="emulator"), x)
+    assert measured <= estimate <= 1.5 * measured
+
+
 @pytest.mark.parametrize("variant", explorer.TOPK_VARIANTS)
 @pytest.mark.parametrize(("rows", "cols"), ((64, 4096), (1, 100000)))
 def test_topk_bytes_bounds_the_measured_peak(variant, rows, cols):
