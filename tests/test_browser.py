@@ -48,6 +48,8 @@ PAGE_QUERIES = {
     "topk": "&dist=zipf&dtype=float16&tk_vocab=50257&tk_k=16",
 }
 CHARTS = {"outputs": 2, "step": 2, "errors": 1, "precision": 5, "topk": 1, "timing": 2}
+# checked again at 1000 px: the page as it is, or (step) the merge tree of a 1024-thread block
+NARROW = {"outputs": None, "errors": None, "step": f"step{EVERY_VARIANT_QUERY}&tv=online_block&mlevel=1024"}
 
 
 @pytest.fixture(scope="module")
@@ -159,8 +161,9 @@ def test_png_and_csv_downloads(server, page, tmp_path):
 
 
 def test_every_page_renders_without_overlapping_texts_and_is_captured(server, page, tmp_path):
-    """Every page at 1400 px with all eight variants: no exception, no two texts of a chart overlapping (1000 px:
-    tests/test_browser_ux.py), and a full-page screenshot in docs/screenshots/."""
+    """Every page at 1400 px with all eight variants: no exception, no two texts of a chart overlapping, and a
+    full-page screenshot in docs/screenshots/; the pages whose charts are widest (Outputs and Error with all eight
+    variants, the merge tree of a 1024-thread block) also at 1000 px."""
     overlaps = []
     for name, path in PAGES.items():
         page.goto(f"{server}/{path}{EVERY_VARIANT_QUERY}{PAGE_QUERIES.get(name, '')}")
@@ -177,4 +180,27 @@ def test_every_page_renders_without_overlapping_texts_and_is_captured(server, pa
         overlaps += [f"{name}: {hit}" for hit in chart_text_overlaps(page)]
         shot = screenshot(page, name)
         assert shot.stat().st_size > 20_000
+        if name in NARROW:
+            overlaps += [f"{name} at 1000 px: {hit}" for hit in narrow_overlaps(page, server, NARROW[name])]
     assert overlaps == [], "\n".join(overlaps)
+
+
+CHART_WIDTHS = "() => [...document.querySelectorAll('.js-plotly-plot')].map(c => c._fullLayout?.width)"
+
+
+def narrow_overlaps(page, server: str, path: str | None) -> list[str]:
+    """The overlapping texts at 1000 px of this page (once its charts are redrawn at the new width), or of the
+    page at path; the viewport is 1400 px again after."""
+    wide = page.evaluate(CHART_WIDTHS)
+    page.set_viewport_size({"width": 1000, "height": 900})
+    try:
+        if path is None:
+            page.wait_for_function(f"() => JSON.stringify(({CHART_WIDTHS})()) !== {json.dumps(json.dumps(wide))}")
+        else:
+            page.goto(f"{server}/{path}")
+            settle(page, timeout=120)
+            no_exception(page)
+        wait_for_charts(page)
+        return chart_text_overlaps(page)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 900})

@@ -182,3 +182,33 @@ def test_a_file_name_with_markdown_is_shown_as_text():
     at.file_uploader(key="upload").set_value((name, b"1,2,3\n", "text/csv")).run()
     (caption,) = [c.value for c in at.sidebar.caption if c.value.endswith("1 × 3")]
     assert shows(caption) == f"{name}: 1 × 3" and plain(caption)
+
+
+def _guarded_app():
+    import explorer
+    from ui.common import guarded, show_failures
+
+    @guarded
+    def refused():
+        raise explorer.InvalidInput("[evil.npy](http://x) could not be read: <b>x</b> *a*")
+
+    @guarded
+    def broken():
+        raise RuntimeError("![img](http://x/y.png)")
+
+    refused()
+    broken()
+    show_failures({"fast": "`code` :red[red] http://x"})
+
+
+def test_messages_under_the_pages_guard_show_as_text():
+    """An ExplorerError's message, an unexpected exception's and a failed variant's may quote a file's name or a
+    value from it: each is shown as the text it is."""
+    at = AppTest.from_function(_guarded_app).run(timeout=60)
+    assert not at.exception
+    refused, broken = (e.value for e in at.error)
+    (failed,) = (w.value for w in at.warning)
+    assert plain(refused) and shows(refused) == "[evil.npy](http://x) could not be read: <b>x</b> *a*"
+    assert plain(broken) and "(RuntimeError: ![img](http://x/y.png))" in shows(broken)
+    assert failed.startswith("**fast**: ") and plain(failed.removeprefix("**fast**: "))
+    assert shows(failed.removeprefix("**fast**: ")) == "`code` :red[red] http://x"

@@ -182,22 +182,23 @@ def test_topk_view_round_trips_through_the_url():
 
 
 def test_precision_view_round_trips_through_the_url():
-    at = goto(make({**PAGE_QUERY, "prec_max": "8", "prec_cap": "256"}), "precision")
+    at = goto(make({**PAGE_QUERY, "prec_max": "5", "prec_cap": "256"}), "precision")
     ok(at)
-    assert at.select_slider(key="prec_max").value == 8 and at.select_slider(key="prec_cap").value == 256
+    assert at.select_slider(key="prec_max").value == 5 and at.select_slider(key="prec_cap").value == 256
+    # the settings that shrink the lab's work first: every later rerun redraws the page
+    at.multiselect(key="prec_variants").set_value(["online_warp", "online_block"]).run()
+    at.select_slider(key="prec_stag_n").set_value(2048).run()
     at.selectbox(key="prec_dtype").set_value("float16").run()
     at.select_slider(key="prec_block").set_value(128).run()
-    at.multiselect(key="prec_variants").set_value(["online_warp", "online_block"]).run()
     at.radio(key="prec_quantity").set_value("out").run()
     at.selectbox(key="prec_variant").set_value("online_block").run()
     at.radio(key="prec_stag_dist").set_value("decreasing").run()
-    at.select_slider(key="prec_stag_n").set_value(2048).run()
     at.selectbox(key="prec_cmp_acc").set_value("bfloat16").run()
     at.selectbox(key="prec_cmp_dist").set_value("increasing").run()
     ok(at)
     q = dict(at.query_params)
     assert {k: v for k, v in q.items() if k.startswith("prec_")} == {
-        "prec_max": "8",
+        "prec_max": "5",
         "prec_cap": "256",
         "prec_dtype": "float16",
         "prec_block": "128",

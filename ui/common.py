@@ -16,6 +16,7 @@ import streamlit as st
 
 import explorer
 from explorer import budget
+from explorer.errors import as_text
 
 from . import compute, figures
 from .compute import VariantRun
@@ -30,19 +31,22 @@ clock = time.monotonic  # tests replace it to overrun a run without waiting
 
 
 def guarded(page):
-    """Words, never a traceback: ExplorerError messages as they are, anything else as a short note."""
+    """Words, never a traceback: ExplorerError messages as they are, anything else as a short note; both shown as
+    text (a message may quote a file's name or a value from it, which must not become markup)."""
 
     @functools.wraps(page)
     def run(*args, **kwargs) -> None:
         try:
             page(*args, **kwargs)
         except explorer.ExplorerError as exc:
-            st.error(str(exc))
+            st.error(as_text(exc))
         except Exception as exc:  # st.stop / st.rerun are BaseExceptions and pass through
             log.exception("page %s failed", page.__name__)
             st.error(
-                f"This view hit an unexpected problem ({type(exc).__name__}: {str(exc)[:200]}). "
-                "Your settings are kept; change one, or reload the page."
+                as_text(
+                    f"This view hit an unexpected problem ({type(exc).__name__}: {str(exc)[:200]}). "
+                    "Your settings are kept; change one, or reload the page."
+                )
             )
 
     return run
@@ -294,7 +298,7 @@ def run_all(cfg: Config, spec: InputSpec) -> tuple[dict[str, VariantRun], dict[s
 
 def show_failures(failed: dict[str, str]) -> None:
     for key, message in failed.items():
-        st.warning(f"**{key}**: {message}", icon=":material/warning:")
+        st.warning(f"**{key}**: {as_text(message)}", icon=":material/warning:")
 
 
 def config_and_spec() -> tuple[Config, InputSpec] | tuple[None, None]:

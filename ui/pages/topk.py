@@ -20,7 +20,7 @@ from explorer.numerics import dtype_name
 from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, TopkReport, tie_within_rounding
 
 from .. import compute, figures, topk_timing
-from ..common import backend_badge, chart, clamp, csv_download, ensure_choice, guarded, stamp
+from ..common import backend_badge, chart, clamp, csv_download, ensure_choice, guarded, show_failures, stamp
 from ..params import Param
 from ..state import MAX_DIM, UPLOAD, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text, source_slug
 
@@ -311,8 +311,7 @@ def _run_variants(spec: InputSpec, k: int, rows: int, cols: int, dtype: str) -> 
                 runs[key] = run_topk(spec, k, key)
             except explorer.ExplorerError as exc:
                 failed[key] = str(exc)
-    for key, message in failed.items():
-        st.warning(f"**{key}**: {message}", icon=":material/warning:")
+    show_failures(failed)
     return runs
 
 
