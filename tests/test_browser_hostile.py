@@ -95,10 +95,10 @@ def _lying_npy(path, shape=(100_000, 100_000)):
     return path
 
 
-def _upload_to_timing(pg, server: str, path) -> None:
+def _upload_to_timing(pg, server: str, *paths) -> None:
     pg.goto(f"{server}/timing{SETTINGS}")
     bh.settle(pg)
-    pg.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(path))
+    pg.get_by_test_id("stFileUploaderDropzoneInput").set_input_files([str(p) for p in paths])
     bh.settle(pg)
 
 
@@ -162,26 +162,25 @@ def _malformed(kind: str) -> str:
     return json.dumps(doc)
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "empty_results",
-        "text_rows",
-        "text_times",
-        "not_json",
-    ],
-)
-def test_a_malformed_results_file_is_refused_with_a_reason(server, page, tmp_path, kind):
-    path = tmp_path / f"malformed_{kind}.json"
-    path.write_text(_malformed(kind))
-    _upload_to_timing(page, server, path)
+MALFORMED = ("empty_results", "text_rows", "text_times", "not_json")
+
+
+def test_malformed_results_files_are_each_refused_with_a_reason(server, page, tmp_path):
+    """Four malformed files uploaded together: each refused in its own words, nothing drawn."""
+    paths = []
+    for kind in MALFORMED:
+        paths.append(tmp_path / f"malformed_{kind}.json")
+        paths[-1].write_text(_malformed(kind))
+    _upload_to_timing(page, server, *paths)
     main = page.get_by_test_id("stMain")
-    # the refusal is waited for: the rerun that reads the file may still be drawing when settle() returns
-    assert bh.shown(main.get_by_test_id("stAlert").filter(has_text=path.name), timeout=120), main.inner_text()
+    for path in paths:
+        # each refusal is waited for: the rerun that reads the files may still be drawing when settle() returns
+        assert bh.shown(main.get_by_test_id("stAlert").filter(has_text=path.name), timeout=120), main.inner_text()
     _no_hostile_text(page)
-    refusals = [t for t in _alerts(page, main) if path.name in t]
-    assert refusals, main.inner_text()
-    assert len(refusals[0]) > len(path.name) + 10  # a reason, not only the name
+    for path in paths:
+        refusals = [t for t in _alerts(page, main) if path.name in t]
+        assert len(refusals) == 1, (path.name, refusals)
+        assert len(refusals[0]) > len(path.name) + 10, refusals  # a reason, not only the name
     assert page.locator(".js-plotly-plot").count() == 0
 
 
@@ -313,16 +312,19 @@ def test_a_page_url_opened_directly_shows_that_page(server, page):
     assert bh.query(page)["seed"] == "7"
 
 
-@pytest.mark.parametrize("key", ["rows", "variants", "p_std"])
-def test_a_ten_thousand_character_parameter_is_warned_about_without_echoing_it(server, page, key):
+LONG_KEYS = ("rows", "variants", "p_std")  # a number, a list and a distribution's parameter
+
+
+def test_ten_thousand_character_parameters_are_warned_about_without_echoing_them(server, page):
     value = "9" * LONG_VALUE
-    page.goto(f"{server}/?{key}={value}")
+    page.goto(f"{server}/kernels?" + "&".join(f"{key}={value}" for key in LONG_KEYS))
     bh.settle(page)
-    # a fresh server's first run can start after settle() has returned: the warning is waited for
-    assert bh.shown(_sidebar(page).get_by_test_id("stAlert").filter(has_text=key)), _sidebar(page).inner_text()
+    for key in LONG_KEYS:  # a fresh server's first run can start after settle() has returned: each is waited for
+        assert bh.shown(_sidebar(page).get_by_test_id("stAlert").filter(has_text=key)), _sidebar(page).inner_text()
     bh.settle(page)
     bh.no_exception(page)
-    warnings = [t for t in _alerts(page, _sidebar(page)) if key in t]
-    assert len(page.url) < LONG_VALUE  # the value is not kept in the URL
+    assert len(page.url) < LONG_VALUE  # no value is kept in the URL
     _expect_numbers(page, {"Rows": "8"})  # the default is used
-    assert all(len(t) < 1000 and value[:200] not in t for t in warnings), [len(t) for t in warnings]
+    for key in LONG_KEYS:
+        warnings = [t for t in _alerts(page, _sidebar(page)) if key in t]
+        assert warnings and all(len(t) < 1000 and value[:200] not in t for t in warnings), (key, warnings)

@@ -23,12 +23,17 @@ def server():
         yield url
 
 
+@pytest.fixture(scope="module")
+def browser():
+    with bh.chromium(sync_api) as b:
+        yield b
+
+
 @pytest.fixture
-def page():
-    with bh.chromium(sync_api) as browser:
-        context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
-        yield context.new_page()
-        context.close()
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    yield context.new_page()
+    context.close()
 
 
 def _share(page, name_start: str, save: str = "") -> Image.Image:
@@ -73,21 +78,22 @@ def test_bundled_results_load_with_one_click_and_share_as_one_png(server, page, 
     assert stamp.startswith("shape ") and "GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0" in stamp
 
 
-@pytest.mark.parametrize(
-    ("path", "name", "panels"),
-    [
-        ("", "outputs", 2),  # the reference, the deviations (the strip's marks as notes)
-        ("errors", "errors", 1),
-    ],
-)
-def test_outputs_and_error_share_one_stamped_png(server, page, path, name, panels):
-    page.goto(f"{server}/{path}{RUN_QUERY}")
-    bh.settle(page)
-    bh.wait_for_charts(page, 1)
-    bh.no_exception(page)
-    img = _share(page, f"softmax_{name}_large_scale100_4x300_float16_acc-float32_seed0_row1", f"{name}_share")
-    assert img.width >= 1600 and img.height > panels * 440 + 200  # the chart's panels, the table and the stamp
-    shape, source, device = img.text["Description"].split("\n")
-    assert shape == "shape 4×300 · dtype float16 · accumulator float32"
-    assert source == "distribution large scale=100 · seed 0 · row 1"
-    assert device.startswith(("GPU ", "CPU emulation (no GPU)"))
+def test_outputs_and_error_share_one_stamped_png(server, page):
+    """Outputs, then the Error page reached within the app (the runs kept): each page's PNG, stamped."""
+    page.goto(f"{server}/{RUN_QUERY}")
+    for name, title, panels in (
+        ("outputs", None, 2),  # the reference, the deviations (the strip's marks as notes)
+        ("errors", "Error vs float64", 1),
+    ):
+        if title:
+            page.get_by_test_id("stSidebarNavLink").filter(has_text=title).click()
+            page.wait_for_url(f"**/{name}?*")
+        bh.settle(page)
+        bh.wait_for_charts(page, 1)
+        bh.no_exception(page)
+        img = _share(page, f"softmax_{name}_large_scale100_4x300_float16_acc-float32_seed0_row1", f"{name}_share")
+        assert img.width >= 1600 and img.height > panels * 440 + 200  # the chart's panels, the table and the stamp
+        shape, source, device = img.text["Description"].split("\n")
+        assert shape == "shape 4×300 · dtype float16 · accumulator float32"
+        assert source == "distribution large scale=100 · seed 0 · row 1"
+        assert device.startswith(("GPU ", "CPU emulation (no GPU)"))
