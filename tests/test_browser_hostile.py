@@ -20,6 +20,7 @@ sync_api = bh.require_browser()
 
 SETTINGS = "?rows=8&cols=1000&seed=7&dtype=float16&variants=online_warp,naive"
 BUDGET_S = "1"  # the second server's EXPLORER_RUN_SECONDS
+OVER_MEMORY = "?rows=8192&cols=8192"  # every variant: about 5 GiB for the page, over the second server's 4 GiB
 OVER_BUDGET = "?rows=1024&cols=4096"  # every variant: about 2 s in the emulation, over 1 s
 # two variants that emulate in many chunks of rows: about 46 s estimated, with a chance to stop every second
 LONG_RUN = "?rows=131072&cols=64&variants=online_block,split_row"
@@ -263,6 +264,29 @@ def test_a_run_over_the_time_budget_is_refused_before_running_the_same_way_twice
     assert _budget_refusal(page) == (first, button)
     assert page.locator(".js-plotly-plot").count() == 0
     _no_hostile_text(page)
+
+
+def _memory_refusal(pg) -> str:
+    main = pg.get_by_test_id("stMain")
+    refusal = main.get_by_test_id("stAlert").filter(has_text="over this server's limit")
+    assert bh.shown(refusal), main.inner_text()
+    return refusal.first.inner_text()
+
+
+def test_a_run_over_the_memory_limit_is_refused_at_once_the_same_way_twice(budget_server, page):
+    """8192×8192 float32 with every variant: its page needs more than the server's fixed 4 GiB for one run, so it
+    is refused from the shape alone (nothing allocated, nothing run), in words that say what to change."""
+    page.goto(f"{budget_server}/{OVER_MEMORY}")
+    bh.settle(page)
+    first = _memory_refusal(page)
+    assert "8192×8192" in first and "4.00 GiB" in first and "smaller shape or fewer variants" in first, first
+    assert page.locator(".js-plotly-plot").count() == 0
+    assert page.get_by_test_id("stProgress").count() == 0
+    _no_hostile_text(page)
+    page.reload()
+    bh.settle(page)
+    assert _memory_refusal(page) == first
+    assert page.locator(".js-plotly-plot").count() == 0
 
 
 # --- 5. a long run stopped -----------------------------------------------------------------------------------------
