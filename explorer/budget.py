@@ -2,9 +2,10 @@
 
 The model counts the arrays explorer/backends/emulator.py (and explorer/trace.py, explorer/numerics.py) hold
 at their peak; tests/test_memory_model.py measures the real peak with tracemalloc and holds the model
-between it and 1.5 times it. The limit is fixed (EXPLORER_RUN_BUDGET_BYTES, else a quarter of the machine's
+between it and 1.5 times it. The limit is fixed (EXPLORER_RUN_BUDGET_BYTES, else 3/16 of the machine's
 RAM), so the same request always gets the same answer; the pool that concurrent runs reserve from holds
-four runs at the limit. Time is modelled from constants measured once, against EXPLORER_RUN_SECONDS: the
+four runs at the limit, and what the app keeps between reruns is held to KEPT_BUDGET (a quarter of the RAM)
+beside it. Time is modelled from constants measured once, against EXPLORER_RUN_SECONDS: the
 emulation, and a trace's float64 replay on either backend (a GPU run itself takes milliseconds).
 """
 
@@ -261,7 +262,11 @@ def machine_bytes() -> int:
         return 0
 
 
-DEFAULT_RUN_BUDGET = machine_bytes() // RUNS_AT_ONCE or 2**32  # unknown RAM: 4 GiB
+# The machine's memory, shared out: what the app keeps between reruns (inputs, references, outputs, traces: ui/keep.py)
+# may hold a quarter, and the pool that runs reserve from (RUNS) the rest, four runs at the default limit.
+KEPT_SHARE = 4
+KEPT_BUDGET = machine_bytes() // KEPT_SHARE or 2**30  # unknown RAM: 1 GiB
+DEFAULT_RUN_BUDGET = (machine_bytes() - machine_bytes() // KEPT_SHARE) // RUNS_AT_ONCE or 2**32  # unknown RAM: 4 GiB
 
 
 def _seconds_setting() -> float | None:
@@ -281,7 +286,8 @@ def settings_problems() -> list[str]:
     if raw and not (raw.isdigit() and int(raw) >= 1):
         problems.append(
             f"{SETTING}={raw!r} is refused: it must be a whole number of bytes >= 1; "
-            f"using the default of {DEFAULT_RUN_BUDGET:,} bytes (a quarter of this machine's memory)"
+            f"using the default of {DEFAULT_RUN_BUDGET:,} bytes (3/16 of this machine's memory: four runs at it and "
+            "what the app keeps fill it)"
         )
     raw = os.environ.get(TIME_SETTING, "").strip()
     if raw and _seconds_setting() is None:

@@ -90,12 +90,14 @@ def test_more_than_the_pool_is_refused_at_once():
             pass
 
 
-def test_the_limit_is_the_setting_else_a_quarter_of_the_machine(monkeypatch):
+def test_the_limit_is_the_setting_else_what_leaves_room_for_four_runs_and_the_kept_results(monkeypatch):
     monkeypatch.setenv(budget.SETTING, "123456789")
     assert budget.run_budget() == 123456789
     monkeypatch.delenv(budget.SETTING)
     assert budget.run_budget() == budget.DEFAULT_RUN_BUDGET
-    assert budget.DEFAULT_RUN_BUDGET == (budget.machine_bytes() // 4 or 2**32)
+    ram = budget.machine_bytes()
+    assert budget.KEPT_BUDGET == ram // 4 and budget.DEFAULT_RUN_BUDGET == (ram - ram // 4) // 4
+    assert budget.RUNS_AT_ONCE * budget.DEFAULT_RUN_BUDGET + budget.KEPT_BUDGET <= ram  # together, within the RAM
     for bad in ("lots", "-5", "0", "1.5e9"):
         monkeypatch.setenv(budget.SETTING, bad)
         assert budget.run_budget() == budget.DEFAULT_RUN_BUDGET

@@ -325,10 +325,10 @@ def lab_app():
     """The app, on the emulator, set to LAB with the lab's kept runs forgotten; not yet on the lab's page."""
     from test_app import make
 
-    from ui import lab_runs
+    from ui import keep, lab_runs
 
     lab_runs.kept_point.clear()
-    lab_runs.kept_trajectory.clear()
+    keep.KEPT.clear()
     at = make({"rows": "2", "cols": "50"})
     for key, value in LAB.items():
         at.session_state[key] = value

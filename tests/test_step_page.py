@@ -105,9 +105,9 @@ def test_merge_levels_step_through_the_tree():
 
 def test_a_trace_over_the_time_budget_is_refused_the_same_way_twice_and_runs_once_confirmed(monkeypatch):
     from explorer import budget
-    from ui import compute
+    from ui import keep
 
-    compute.kept_trace.clear()  # only a trace not kept yet counts against the budget
+    keep.KEPT.clear()  # only a trace not kept yet counts against the budget
     monkeypatch.setenv(budget.TIME_SETTING, "0.000001")  # every trace is over it, whatever the machine
     at = step_page({"tv": "online_thread"})
     first = " ".join(w.value for w in at.warning)

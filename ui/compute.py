@@ -1,5 +1,7 @@
 """Cached computations. Each depends only on its arguments: the input is named by a hashable InputSpec
-(an upload's bytes travel in it, so the cache key is the data itself, never a global)."""
+(an upload's bytes travel in it, so the key is the data itself, never a global). Arrays (inputs, references,
+outputs, traces) are kept in ui/keep.py's byte-bounded store; small results (error reports, bounds) in
+st.cache_data."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import explorer
 from explorer import budget
 from explorer.numerics import ErrorReport, dtype_name, softmax_bound
 
+from .keep import KEPT, NotKept
 from .state import InputSpec
 
 
@@ -30,17 +33,11 @@ class VariantRun:
 
 
 def get_input(spec: InputSpec) -> np.ndarray:
-    return _load(spec)
+    return KEPT.get_or_make(("input", spec), spec.load)
 
 
-@st.cache_data(show_spinner=False, max_entries=4)
-def _load(spec: InputSpec) -> np.ndarray:
-    return spec.load()
-
-
-@st.cache_data(show_spinner=False, max_entries=4)
 def get_reference(spec: InputSpec) -> np.ndarray:
-    return explorer.reference(get_input(spec))
+    return KEPT.get_or_make(("reference", spec), lambda: explorer.reference(get_input(spec)))
 
 
 def backend() -> str:
@@ -64,10 +61,6 @@ def memory_turn(spec: InputSpec) -> Iterator[None]:
             slot.empty()
 
 
-class NotKept(Exception):
-    """A run not in a keeping cache yet (nothing is cached for an exception): the pages' caches raise it too."""
-
-
 def run_variant(
     spec: InputSpec,
     variant: str,
@@ -77,26 +70,16 @@ def run_variant(
 ) -> VariantRun:
     """The variant's run over the input: the cached one, else run now (outside the cache, so progress may draw
     on the page and a stop may end the run between chunks of rows) and then kept."""
-    key = (spec, variant, acc, block_size, backend())
+    key = ("run", spec, variant, acc, block_size, backend())
     try:
-        return _kept(*key)
+        return KEPT.get(key)
     except NotKept:
         pass
     with memory_turn(spec):
         x = get_input(spec)
         start = time.perf_counter()
         r = explorer.softmax(x, variant, acc=acc, block_size=block_size, backend=key[-1], progress=progress)
-    return _kept(*key, _run=VariantRun(r.out, r.backend, r.block_size, r.launch, time.perf_counter() - start))
-
-
-@st.cache_data(show_spinner=False, max_entries=24)
-def _kept(
-    spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str, _run: VariantRun | None = None
-) -> VariantRun:
-    """The run kept for these arguments; _run (not part of the key) is the one to keep on a miss."""
-    if _run is None:
-        raise NotKept
-    return _run
+    return KEPT.put(key, VariantRun(r.out, r.backend, r.block_size, r.launch, time.perf_counter() - start))
 
 
 def error_report(spec: InputSpec, variant: str, acc: str, block_size: int | None) -> ErrorReport:
@@ -128,9 +111,9 @@ def traced_rows(variant: str, rows: int, cols: int, block_size: int | None, dtyp
 
 def trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None) -> explorer.Trace:
     """The traced row: the kept one, else traced now and kept."""
-    key = (spec, row, variant, acc, block_size, backend())
+    key = trace_key(spec, row, variant, acc, block_size)
     try:
-        return kept_trace(*key)
+        return KEPT.get(key)
     except NotKept:
         pass
     x = get_input(spec)
@@ -139,32 +122,18 @@ def trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int
     else:
         row_in_x = row
     r = explorer.softmax(x, variant, acc=acc, block_size=block_size, trace_row=row_in_x, backend=key[-1])
-    return kept_trace(*key, _trace=r.trace)
+    return KEPT.put(key, r.trace)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def kept_trace(
-    spec: InputSpec,
-    row: int,
-    variant: str,
-    acc: str,
-    block_size: int | None,
-    backend: str,
-    _trace: explorer.Trace | None = None,
-) -> explorer.Trace:
-    """The trace kept for these arguments; _trace (not part of the key) is the one to keep on a miss."""
-    if _trace is None:
-        raise NotKept
-    return _trace
+def trace_key(spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None) -> tuple:
+    return ("trace", spec, row, variant, acc, block_size, backend())
 
 
 def trace_cost(spec: InputSpec, row: int, variant: str, acc: str, block_size: int | None) -> float:
     """Seconds trace_row will take now (explorer.budget.run_seconds, the trace included): none where it is kept."""
-    try:
-        kept_trace(spec, row, variant, acc, block_size, backend())
+    with contextlib.suppress(NotKept):
+        KEPT.get(trace_key(spec, row, variant, acc, block_size))
         return 0.0
-    except NotKept:
-        pass
     x = get_input(spec)
     v, (rows, cols), dtype = explorer.VARIANTS[variant], x.shape, dtype_name(x.dtype)
     if dtype not in v.dtypes or acc not in v.accumulators:

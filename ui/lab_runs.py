@@ -13,27 +13,27 @@ from explorer import budget, precision
 from explorer.precision import Measurement, Trajectory
 
 from .common import bounded, duration, held_back, stopped_notice
-from .compute import NotKept
+from .keep import KEPT, NotKept
 
 
 @st.cache_data(show_spinner=False, max_entries=8192)
 def kept_point(
     variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str, _run=None
 ) -> Measurement:
-    """The measurement kept for these arguments; _run (not part of the key) is the one to keep on a miss."""
+    """The measurement kept for these arguments (a few numbers: st.cache_data's entry count bounds them); _run
+    (not part of the key) is the one to keep on a miss."""
     if _run is None:
         raise NotKept
     return _run
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
 def kept_trajectory(
     variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str, _run=None
 ) -> Trajectory:
-    """The trajectory kept for these arguments; _run (not part of the key) is the one to keep on a miss."""
-    if _run is None:
-        raise NotKept
-    return _run
+    """The trajectory kept for these arguments (its arrays in ui/keep.py's store); _run is the one to keep on a
+    miss."""
+    key = ("trajectory", variant, acc, dist, n, dtype, block, backend)
+    return KEPT.get(key) if _run is None else KEPT.put(key, _run)
 
 
 def measure_point(variant: str, acc: str, dist: str, n: int, dtype: str, block: int | None, backend: str):
