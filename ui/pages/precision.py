@@ -20,7 +20,7 @@ from explorer.precision import Measurement
 from .. import lab_runs
 from ..common import chart, csv_download, guarded, header, stamp
 from ..figures.precision import QUANTITIES, compare_figure, error_vs_n_figure, overflow_figure, stagnation_figure
-from ..params import Param
+from ..params import Param, ParamTable
 from ..state import file_slug
 
 ss = st.session_state
@@ -49,6 +49,7 @@ PARAMS = (
     Param("prec_stag_dist", "word", "constant", choices=STAGNATION_DISTS, sparse=True),
     Param("prec_stag_n", "int", 2**13, choices=STAGNATION_NS, sparse=True),
 )
+OPTIONS = ParamTable(PARAMS).options  # what each widget offers: its row's choices
 RECORD_COLUMNS = [
     "variant",
     "acc",
@@ -159,18 +160,18 @@ def precision_page() -> None:
 def _controls() -> None:
     c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
     c1.select_slider(
-        "Largest n (rows of 2^4, 2^5, … elements up to this)", EXPONENTS, key="prec_max", format_func=_pow2
+        "Largest n (rows of 2^4, 2^5, … elements up to this)", OPTIONS("prec_max"), key="prec_max", format_func=_pow2
     )
     c2.selectbox(
         "Input and output type",
-        list(explorer.DTYPES),
+        OPTIONS("prec_dtype"),
         key="prec_dtype",
         help="float16 with the float32 accumulator is the mixed-precision case: bound 3·n·u32 + u16.",
     )
-    c3.select_slider("Block size B (online_block)", BLOCKS, key="prec_block")
+    c3.select_slider("Block size B (online_block)", OPTIONS("prec_block"), key="prec_block")
     c4.select_slider(
         "Steps per lane at most",
-        STEP_CAPS,
+        OPTIONS("prec_cap"),
         key="prec_cap",
         format_func=lambda v: f"{v:,}",
         help="Every run is traced, and its float64 replay walks a lane's steps in a Python loop "
@@ -180,7 +181,7 @@ def _controls() -> None:
     )
     st.multiselect(
         "Variants in the lab",
-        list(precision.ONLINE_VARIANTS),
+        OPTIONS("prec_variants"),
         key="prec_variants",
         format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}",
     )
@@ -226,7 +227,7 @@ def _error_vs_n(records: list[Measurement], variants: list[str], dtype: str) -> 
     """The main figure and every measurement; returns the chosen (quantity, variant)."""
     st.subheader("Measured error vs n, with the seed's bound")
     c1, c2 = st.columns(2)
-    c1.radio("Error of", list(QUANTITIES), key="prec_quantity", format_func=QUANTITIES.get, horizontal=True)
+    c1.radio("Error of", OPTIONS("prec_quantity"), key="prec_quantity", format_func=QUANTITIES.get, horizontal=True)
     if ss.get("prec_variant") not in variants:
         ss["prec_variant"] = variants[0]
     c2.selectbox("Variant", variants, key="prec_variant")
@@ -259,7 +260,7 @@ def _stagnation(cap: int, dtype: str, backend: str) -> None:
     with right:
         st.radio(
             "Stagnation input",
-            list(STAGNATION_DISTS),
+            OPTIONS("prec_stag_dist"),
             key="prec_stag_dist",
             horizontal=True,
             format_func=precision.INPUT_TITLES.get,
@@ -350,9 +351,9 @@ def _tree(records: list[Measurement], quantity: str) -> None:
     st.subheader("Warp and block variants cut the error")
     left, right = st.columns([3, 2])
     with right:
-        st.selectbox("Accumulator compared", list(precision.ACCUMULATORS), key="prec_cmp_acc")
+        st.selectbox("Accumulator compared", OPTIONS("prec_cmp_acc"), key="prec_cmp_acc")
         st.selectbox(
-            "Input compared", list(precision.INPUT_CLASSES), key="prec_cmp_dist", format_func=precision.INPUT_TITLES.get
+            "Input compared", OPTIONS("prec_cmp_dist"), key="prec_cmp_dist", format_func=precision.INPUT_TITLES.get
         )
         st.markdown(TEXT_TREE)
     with left:

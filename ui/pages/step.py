@@ -16,7 +16,7 @@ from .. import compute, figures
 from ..common import chart, clamp, config_and_spec, duration, ensure_choice, guarded, header, held_back, stamp
 from ..figures.common import format_value
 from ..figures.step import StepNumbers
-from ..params import Param
+from ..params import Param, ParamTable
 from ..state import MAX_DIM, Config, InputSpec
 from .merges import merges_section
 
@@ -29,6 +29,7 @@ PARAMS = (
     Param("step", "int", 0, low=0, high=MAX_DIM),
     Param("heat", "word", "d", choices=tuple(HEAT_CHOICES)),
 )
+OPTIONS = ParamTable(PARAMS).options  # what each widget offers: its row's choices
 
 
 def latex_number(v: float) -> str:
@@ -325,7 +326,7 @@ def bits_section(trace: Trace, n: StepNumbers) -> None:
 def _lanes(trace: Trace, cfg: Config, key: str) -> None:
     st.subheader(f"All {trace.threads} lanes' partial states")
     ensure_choice("heat", list(HEAT_CHOICES), "d")
-    st.radio("Colour by", list(HEAT_CHOICES), key="heat", format_func=HEAT_CHOICES.get, horizontal=True)
+    st.radio("Colour by", OPTIONS("heat"), key="heat", format_func=HEAT_CHOICES.get, horizontal=True)
     heat = figures.lanes_heatmap(
         trace, ss["heat"], f"{key}, row {cfg.row}: {HEAT_CHOICES[ss['heat']]} per lane and step", stamp()
     )

@@ -21,7 +21,7 @@ from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, TopkReport, tie_within_r
 
 from .. import compute, figures, topk_timing
 from ..common import backend_badge, chart, clamp, csv_download, ensure_choice, guarded, show_failures, stamp
-from ..params import Param
+from ..params import Param, ParamTable
 from ..state import MAX_DIM, UPLOAD, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text, source_slug
 
 ss = st.session_state
@@ -38,6 +38,7 @@ PARAMS = (
     Param("tk_tshape", "text", "", sparse=True),
     Param("tk_bundled", "flag", False, sparse=True),
 )
+OPTIONS = ParamTable(PARAMS).options  # what each widget offers: its row's choices
 
 INTRO = """
 Sampling from a language model's head, or routing tokens in a mixture of experts, needs only the **k largest
@@ -236,10 +237,11 @@ def _input_spec(cfg, emulated: bool) -> InputSpec | None:
         clamp("tk_k", 1, min(K_MAX, cols))
         c2.number_input(f"k (1–{min(K_MAX, cols)})", min_value=1, max_value=min(K_MAX, cols), step=1, key="tk_k")
         return spec
-    ensure_choice("tk_vocab", list(VOCABS))
+    vocabs = OPTIONS("tk_vocab")
+    ensure_choice("tk_vocab", vocabs)
     c1.selectbox(
         "Vocabulary (cols)",
-        list(VOCABS),
+        vocabs,
         key="tk_vocab",
         format_func=vocab_label,
         help="Row lengths of real LM heads: LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma.",
