@@ -29,6 +29,10 @@ ARGS = [
 ]
 
 
+# how often a wait_for_function checks its condition: Playwright's default, every animation frame, costs about a
+# tenth of a core per waiting page, which a 2-core box running several pages at once pays in everything else
+POLL_MS = 100
+
 # how long an expect(...) waits for its condition unless told otherwise (Playwright's default is 5 s): fixed and
 # generous, so that a loaded machine is only slower, never failed
 EXPECT_TIMEOUT_MS = 30_000
@@ -125,8 +129,10 @@ def settle(pg, timeout: float = 60) -> None:
     """Wait until the script run has started and is over, and the page has stopped changing."""
     pg.wait_for_selector('[data-testid="stAppViewContainer"]', timeout=timeout * 1000)
     time.sleep(0.5)
-    pg.wait_for_function(_SCRIPT_IDLE, timeout=timeout * 1000)
-    pg.wait_for_function("!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout * 1000)
+    pg.wait_for_function(_SCRIPT_IDLE, timeout=timeout * 1000, polling=POLL_MS)
+    pg.wait_for_function(
+        "!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout * 1000, polling=POLL_MS
+    )
     time.sleep(0.7)
 
 
@@ -196,7 +202,9 @@ def choose(pg, label: str, option: str) -> None:
 def wait_for_charts(pg, count: int = 1, timeout: float = 60) -> None:
     """Until `count` plotly charts have drawn their SVG (not only their frames)."""
     pg.wait_for_function(
-        f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {count}", timeout=timeout * 1000
+        f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {count}",
+        timeout=timeout * 1000,
+        polling=POLL_MS,
     )
     time.sleep(1.0)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from browser_helpers import (
+    POLL_MS,
     bench_file,
     chart_text_overlaps,
     choose,
@@ -195,7 +196,9 @@ def narrow_overlaps(page, server: str, path: str | None) -> list[str]:
     page.set_viewport_size({"width": 1000, "height": 900})
     try:
         if path is None:
-            page.wait_for_function(f"() => JSON.stringify(({CHART_WIDTHS})()) !== {json.dumps(json.dumps(wide))}")
+            page.wait_for_function(
+                f"() => JSON.stringify(({CHART_WIDTHS})()) !== {json.dumps(json.dumps(wide))}", polling=POLL_MS
+            )
         else:
             page.goto(f"{server}/{path}")
             settle(page, timeout=120)

@@ -223,6 +223,7 @@ def test_a_row_of_two_million_renders_reduced_and_answers_a_click(server, page):
     page.wait_for_function(  # redrawn with the other scale, not caught mid-draw
         "() => document.querySelector('.js-plotly-plot')?.layout?.yaxis?.type === 'linear'",
         timeout=CLICK_TIMEOUT_S * 1000,
+        polling=bh.POLL_MS,
     )
     print(f"the click on a 1 × 2,000,000 row's page was answered in {time.perf_counter() - start:.2f} s")
     page.get_by_test_id("stSidebarNavLink").filter(has_text="Error vs float64").click()

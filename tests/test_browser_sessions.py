@@ -8,6 +8,7 @@ import urllib.request
 
 import pytest
 from browser_helpers import (
+    POLL_MS,
     SCRIPT_STATE,
     bench_file,
     chromium,
@@ -83,7 +84,9 @@ def test_four_large_emulations_at_once_all_finish_while_a_fifth_session_is_serve
                 pg.goto(f"{url}/{LARGE.format(seed=seed)}", wait_until="commit")
             for pg in pages[:SESSIONS]:  # each is seen running its own run (a run of its own takes seconds)
                 pg.wait_for_function(
-                    f"() => ['running', 'rerunRequested'].includes({SCRIPT_STATE})", timeout=LARGE_LIMIT_S * 1000
+                    f"() => ['running', 'rerunRequested'].includes({SCRIPT_STATE})",
+                    timeout=LARGE_LIMIT_S * 1000,
+                    polling=POLL_MS,
                 )
             # while they run, the server answers at once: its health check and the app's page, over plain HTTP
             # (the four were seen running just before the requests: each emulation takes seconds, a request ms)

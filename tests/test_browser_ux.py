@@ -65,7 +65,9 @@ def test_the_step_formula_follows_play(server, page):
         assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 900, box
     before = _formula(page)
     main.get_by_role("button", name="▶ Play").click()
-    page.wait_for_function("() => Number(new URLSearchParams(location.search).get('step')) >= 6", timeout=120_000)
+    page.wait_for_function(
+        "() => Number(new URLSearchParams(location.search).get('step')) >= 6", timeout=120_000, polling=bh.POLL_MS
+    )
     main.get_by_role("button", name="❚❚ Pause").click()
     # the server has taken the Pause once it draws the Play button again (a tick in flight when the click lands
     # may still move the step before that; no run after it does): waited for, then the run settled
@@ -73,7 +75,7 @@ def test_the_step_formula_follows_play(server, page):
     bh.settle(page)
     # the URL, the slider and the chart's marker are updated by separate messages: wait until they agree (all read
     # afresh each time), then compare
-    page.wait_for_function(STEP_SHOWN_EVERYWHERE, timeout=30_000)
+    page.wait_for_function(STEP_SHOWN_EVERYWHERE, timeout=30_000, polling=bh.POLL_MS)
     step = int(bh.query(page)["step"])
     assert step >= 6
     # everything for the step moved together: the slider, the heading, the formula, the chart's marker
