@@ -1,5 +1,6 @@
 """Finite logits at the edges of each format: every non-naive variant and both top-k variants match
-float64, on the emulation (always) and on the GPU (gpu-marked). Values near the top of fp32 once
+float64, on the emulation (always) and on the GPU (gpu-marked); a row long enough to stream through
+fast_split and a 262,144-logit vocabulary split over many blocks, on the emulation. Values near the top of fp32 once
 overflowed in x·log2e before the max was subtracted, giving NaN for finite input."""
 
 import ml_dtypes
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 import explorer
 from explorer.backends import cuda
+from explorer.topk import topk_launch
 
 NOT_NAIVE = [k for k in explorer.VARIANTS if k != "naive"]
 DTYPES = ("float32", "float16", "bfloat16")
@@ -65,6 +67,29 @@ def test_topk_at_edge_values(variant, dtype, backend):
         pytest.skip("no GPU")
     x = edge_rows(dtype, 300)
     result = explorer.softmax_topk(x, 5, variant, backend=backend)
+    report = explorer.topk_errors(result, x)
+    assert report.index_mismatch == 0, report
+    assert np.isfinite(result.values.astype(np.float64)).all()
+    assert report.max_rel <= explorer.MAX_REL_FP32_ACC[dtype], report
+
+
+def test_edge_values_through_the_streamed_long_row_path():
+    """A 1 × 2^22 fp32 row is too long to hold on chip: fast streams it through fast_split (chunks of a row per
+    block, their (m, d) merged after), emulated here one edge row at a time."""
+    cols = 2**22
+    assert explorer.VARIANTS["fast"].launch(1, cols, None, "float32").kernel == "fast_split"
+    x = edge_rows("float32", cols)
+    for row in range(x.shape[0]):
+        check(x[row : row + 1], "fast", "emulator")
+
+
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16"))
+@pytest.mark.parametrize("variant", list(explorer.TOPK_VARIANTS))
+def test_topk_at_edge_values_over_a_vocabulary_of_many_chunks(variant, dtype):
+    """262,144 logits a row: the fused kernel's row is split over many blocks, the last merging their (m, d)."""
+    x = edge_rows(dtype, 262144)
+    assert topk_launch(*x.shape, 50, dtype).chunks > 1
+    result = explorer.softmax_topk(x, 50, variant, backend="emulator")
     report = explorer.topk_errors(result, x)
     assert report.index_mismatch == 0, report
     assert np.isfinite(result.values.astype(np.float64)).all()
