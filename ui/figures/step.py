@@ -154,12 +154,6 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
     if steps.size == 0:
         raise ValueError(f"lane {lane} folded no element")
     online = trace.kind == "online"
-    xs = trace.x[trace.index[lane, steps]]
-    m, d = trace.m[lane, steps], trace.d[lane, steps]
-    em, ed = trace.exact_m[lane, steps], trace.exact_d[lane, steps]
-    fin = lambda a: np.where(np.isfinite(a), a, np.nan)  # noqa: E731
-    with np.errstate(all="ignore"):
-        err = np.where(np.isfinite(d) & np.isfinite(ed), np.maximum(trace.d_rel_error[lane, steps], ERR_FLOOR), np.nan)
     titles = [
         "x<sub>j</sub> and the running max m<sub>j</sub> (▲: m grows, d is rescaled)",
         "running denominator d<sub>j</sub>",
@@ -175,66 +169,12 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
         subplot_titles=titles,
         row_heights=[0.32, 0.26, 0.2, 0.22] if online else [0.38, 0.34, 0.28],
     )
-    line = lambda color, **kw: dict(mode="lines", line=dict(color=color, width=2, **kw))  # noqa: E731
-    fig.add_trace(
-        go.Scatter(x=steps, y=fin(xs), mode="markers", name="x<sub>j</sub> (input)", marker=dict(color="#999", size=5)),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=steps, y=fin(m), line_shape="hv", name=f"kernel (acc {trace.acc})", legendgroup="k", **line(KERNEL_COLOR)
-        ),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=steps,
-            y=fin(em),
-            line_shape="hv",
-            name="exact (float64)",
-            legendgroup="e",
-            **line(EXACT_COLOR, dash="dash"),
-        ),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(go.Scatter(x=steps, y=fin(d), showlegend=False, legendgroup="k", **line(KERNEL_COLOR)), row=2, col=1)
-    fig.add_trace(
-        go.Scatter(x=steps, y=fin(ed), showlegend=False, legendgroup="e", **line(EXACT_COLOR, dash="dash")),
-        row=2,
-        col=1,
-    )
+    _add_states(fig, trace, lane, steps)
     if online:
-        grow = thin_marks(rescale_steps(trace, lane), lane_steps(trace, lane).size)
-        with np.errstate(all="ignore"):
-            factor = np.exp(trace.m[lane, grow - 1] - trace.m[lane, grow])
-        fig.add_trace(
-            go.Scatter(
-                x=grow,
-                y=fin(trace.m[lane, grow]),
-                mode="markers",
-                name="m grows (rescale)",
-                marker=dict(symbol="triangle-up", size=9, color=RESCALE_COLOR),
-            ),
-            row=1,
-            col=1,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=grow,
-                y=np.where(factor > 0, factor, np.nan),
-                mode="markers",
-                showlegend=False,
-                marker=dict(symbol="triangle-up", size=8, color=RESCALE_COLOR),
-                hovertemplate="step %{x}<br>factor %{y:.4g}<extra></extra>",
-            ),
-            row=3,
-            col=1,
-        )
-        log_ticks(fig, factor, row=3, col=1)
-        fig.update_yaxes(title_text="factor", row=3, col=1)
+        _add_rescales(fig, trace, lane)
+    with np.errstate(all="ignore"):
+        d, ed = trace.d[lane, steps], trace.exact_d[lane, steps]
+        err = np.where(np.isfinite(d) & np.isfinite(ed), np.maximum(trace.d_rel_error[lane, steps], ERR_FLOOR), np.nan)
     fig.add_trace(
         go.Scatter(
             x=steps,
@@ -247,6 +187,108 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
         row=rows,
         col=1,
     )
+    _add_current_step(fig, trace, lane, current)
+    last = int(lane_steps(trace, lane)[-1])
+    _shade_nonfinite(fig, trace, lane, last)
+    fig.update_yaxes(title_text="value", row=1, col=1)
+    fig.update_yaxes(title_text="d<sub>j</sub>", row=2, col=1)
+    log_ticks(fig, np.append(err, ERR_FLOOR), row=rows, col=1)
+    fig.update_yaxes(title_text="rel. error", row=rows, col=1)
+    fig.update_xaxes(title_text="step j (this lane's j-th element)", row=rows, col=1)
+    integer_ticks(fig, last + 1)
+    return stamp_below(legend_right(finish(fig, title, stamp, height=640 if online else 560)))
+
+
+def _finite(a: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(a), a, np.nan)
+
+
+def _line(color: str, **kw) -> dict:
+    return dict(mode="lines", line=dict(color=color, width=2, **kw))
+
+
+def _add_states(fig: go.Figure, trace: Trace, lane: int, steps: np.ndarray) -> None:
+    """Row 1: the inputs x_j and the running max m_j; row 2: d_j; kernel solid, float64 dashed."""
+    fig.add_trace(
+        go.Scatter(
+            x=steps,
+            y=_finite(trace.x[trace.index[lane, steps]]),
+            mode="markers",
+            name="x<sub>j</sub> (input)",
+            marker=dict(color="#999", size=5),
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=steps,
+            y=_finite(trace.m[lane, steps]),
+            line_shape="hv",
+            name=f"kernel (acc {trace.acc})",
+            legendgroup="k",
+            **_line(KERNEL_COLOR),
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=steps,
+            y=_finite(trace.exact_m[lane, steps]),
+            line_shape="hv",
+            name="exact (float64)",
+            legendgroup="e",
+            **_line(EXACT_COLOR, dash="dash"),
+        ),
+        row=1,
+        col=1,
+    )
+    d, ed = trace.d[lane, steps], trace.exact_d[lane, steps]
+    fig.add_trace(
+        go.Scatter(x=steps, y=_finite(d), showlegend=False, legendgroup="k", **_line(KERNEL_COLOR)), row=2, col=1
+    )
+    fig.add_trace(
+        go.Scatter(x=steps, y=_finite(ed), showlegend=False, legendgroup="e", **_line(EXACT_COLOR, dash="dash")),
+        row=2,
+        col=1,
+    )
+
+
+def _add_rescales(fig: go.Figure, trace: Trace, lane: int) -> None:
+    """The steps where m grew: marked on row 1, their factor e^{m_{j-1} - m_j} on row 3."""
+    grow = thin_marks(rescale_steps(trace, lane), lane_steps(trace, lane).size)
+    with np.errstate(all="ignore"):
+        factor = np.exp(trace.m[lane, grow - 1] - trace.m[lane, grow])
+    fig.add_trace(
+        go.Scatter(
+            x=grow,
+            y=_finite(trace.m[lane, grow]),
+            mode="markers",
+            name="m grows (rescale)",
+            marker=dict(symbol="triangle-up", size=9, color=RESCALE_COLOR),
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=grow,
+            y=np.where(factor > 0, factor, np.nan),
+            mode="markers",
+            showlegend=False,
+            marker=dict(symbol="triangle-up", size=8, color=RESCALE_COLOR),
+            hovertemplate="step %{x}<br>factor %{y:.4g}<extra></extra>",
+        ),
+        row=3,
+        col=1,
+    )
+    log_ticks(fig, factor, row=3, col=1)
+    fig.update_yaxes(title_text="factor", row=3, col=1)
+
+
+def _add_current_step(fig: go.Figure, trace: Trace, lane: int, current: int) -> None:
+    """The current step: a dot on m_j and on d_j, and a dotted line through every row."""
     n = step_numbers(trace, lane, current)
     dot = dict(color="#d62728", size=11, line=dict(color="white", width=1))
     for row, y in ((1, n.m), (2, n.d)):
@@ -264,28 +306,25 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
             col=1,
         )
     fig.add_vline(x=current, line=dict(color="#d62728", width=1, dash="dot"))
+
+
+def _shade_nonfinite(fig: go.Figure, trace: Trace, lane: int, last: int) -> None:
+    """From the first step where d_j is not finite to the lane's last: shaded and labelled."""
     bad = first_nonfinite(trace, lane)
-    last = int(lane_steps(trace, lane)[-1])
-    if bad is not None:
-        what = "NaN" if math.isnan(trace.d[lane, bad]) else "±∞"
-        fig.add_vrect(x0=bad - 0.5, x1=last + 0.5, fillcolor=NAN_FILL, line_width=0, layer="below")
-        fig.add_annotation(
-            text=f"d<sub>j</sub> = {what} from step {bad}",
-            x=bad,
-            xref="x",
-            yref="y2 domain",
-            y=0.5,
-            xanchor="left",
-            showarrow=False,
-            font=dict(color="#b22222", size=12),
-        )
-    fig.update_yaxes(title_text="value", row=1, col=1)
-    fig.update_yaxes(title_text="d<sub>j</sub>", row=2, col=1)
-    log_ticks(fig, np.append(err, ERR_FLOOR), row=rows, col=1)
-    fig.update_yaxes(title_text="rel. error", row=rows, col=1)
-    fig.update_xaxes(title_text="step j (this lane's j-th element)", row=rows, col=1)
-    integer_ticks(fig, last + 1)
-    return stamp_below(legend_right(finish(fig, title, stamp, height=640 if online else 560)))
+    if bad is None:
+        return
+    what = "NaN" if math.isnan(trace.d[lane, bad]) else "±∞"
+    fig.add_vrect(x0=bad - 0.5, x1=last + 0.5, fillcolor=NAN_FILL, line_width=0, layer="below")
+    fig.add_annotation(
+        text=f"d<sub>j</sub> = {what} from step {bad}",
+        x=bad,
+        xref="x",
+        yref="y2 domain",
+        y=0.5,
+        xanchor="left",
+        showarrow=False,
+        font=dict(color="#b22222", size=12),
+    )
 
 
 def heat_values(trace: Trace, quantity: str) -> tuple[np.ndarray, str]:
