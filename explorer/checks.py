@@ -176,17 +176,6 @@ def check_real(value: object, name: str) -> float:
     return number
 
 
-def free_bytes(backend: str) -> int:
-    if backend == "cuda":
-        return cuda.free_bytes()
-    try:
-        with open("/proc/meminfo") as f:
-            info = dict(line.split(":", 1) for line in f)
-        return int(info["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return 2**63 - 1  # unknown: let the allocation itself fail
-
-
 def size(n: int) -> str:
     """Bytes in words: GiB/MiB/KiB with two decimals, or exact bytes below 1 KiB."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -217,7 +206,7 @@ def check_memory(
         )
     # The same limit in elements: need grows with the elements, so about n · limit / need of them fit.
     if backend == "cuda":
-        have = free_bytes(backend)
+        have = cuda.free_bytes()
         if need > have:
             shown_need, shown_have = sizes(need, have)
             raise TooLarge(

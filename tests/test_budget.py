@@ -106,7 +106,7 @@ def test_the_limit_is_the_setting_else_what_leaves_room_for_four_runs_and_the_ke
 
 def test_refusal_is_fixed_by_the_limit_and_names_a_gpu_where_one_would_fit(monkeypatch):
     need = explorer.bytes_needed(64, 4096, "float32", "emulator", explorer.VARIANTS["online_warp"])
-    monkeypatch.setattr(checks, "free_bytes", lambda backend: pytest.fail("momentary free memory was read"))
+    monkeypatch.setattr(checks.cuda, "free_bytes", lambda: pytest.fail("momentary free memory was read"))
     monkeypatch.setenv(budget.SETTING, str(need))
     explorer.check_fits(64, 4096, "float32", "emulator", explorer.VARIANTS["online_warp"])
     monkeypatch.setenv(budget.SETTING, str(need - 1))
