@@ -265,8 +265,9 @@ def machine_bytes() -> int:
 # The machine's memory, shared out: what the app keeps between reruns (inputs, references, outputs, traces: ui/keep.py)
 # may hold a quarter, and the pool that runs reserve from (RUNS) the rest, four runs at the default limit.
 KEPT_SHARE = 4
-KEPT_BUDGET = machine_bytes() // KEPT_SHARE or 2**30  # unknown RAM: 1 GiB
-DEFAULT_RUN_BUDGET = (machine_bytes() - machine_bytes() // KEPT_SHARE) // RUNS_AT_ONCE or 2**32  # unknown RAM: 4 GiB
+_RAM = machine_bytes()
+KEPT_BUDGET = _RAM // KEPT_SHARE or 2**30  # unknown RAM: 1 GiB
+DEFAULT_RUN_BUDGET = (_RAM - _RAM // KEPT_SHARE) // RUNS_AT_ONCE or 2**32  # unknown RAM: 4 GiB
 
 
 def _seconds_setting() -> float | None:

@@ -78,6 +78,11 @@ def scatter_type(n: int):
     return go.Scattergl if n > GL_POINTS else go.Scatter
 
 
+def finite_or_nan(values: np.ndarray) -> np.ndarray:
+    """values with ±inf (and NaN) as NaN: plotly leaves a gap there instead of drawing to infinity."""
+    return np.where(np.isfinite(values), values, np.nan)
+
+
 def format_value(v: float, digits: int = 7) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "NaN"

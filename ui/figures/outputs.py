@@ -19,6 +19,7 @@ from .common import (
     SYMBOLS,
     envelope_index,
     finish,
+    finite_or_nan,
     legend_right,
     log_ticks,
     note_above,
@@ -114,7 +115,7 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
     fig.add_trace(
         scatter_type(keep.size)(
             x=keep,
-            y=np.where(np.isfinite(ref), ref, np.nan)[keep],
+            y=finite_or_nan(ref)[keep],
             mode="lines+markers" if keep.size <= 200 else "lines",
             name="float64 reference",
             line=dict(color=REF_COLOR, width=1.5),

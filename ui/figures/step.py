@@ -16,6 +16,7 @@ from .common import (
     ERR_FLOOR,
     envelope_index,
     finish,
+    finite_or_nan,
     format_value,
     integer_ticks,
     legend_right,
@@ -199,10 +200,6 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
     return stamp_below(legend_right(finish(fig, title, stamp, height=640 if online else 560)))
 
 
-def _finite(a: np.ndarray) -> np.ndarray:
-    return np.where(np.isfinite(a), a, np.nan)
-
-
 def _line(color: str, **kw) -> dict:
     return dict(mode="lines", line=dict(color=color, width=2, **kw))
 
@@ -212,7 +209,7 @@ def _add_states(fig: go.Figure, trace: Trace, lane: int, steps: np.ndarray) -> N
     fig.add_trace(
         go.Scatter(
             x=steps,
-            y=_finite(trace.x[trace.index[lane, steps]]),
+            y=finite_or_nan(trace.x[trace.index[lane, steps]]),
             mode="markers",
             name="x<sub>j</sub> (input)",
             marker=dict(color="#999", size=5),
@@ -223,7 +220,7 @@ def _add_states(fig: go.Figure, trace: Trace, lane: int, steps: np.ndarray) -> N
     fig.add_trace(
         go.Scatter(
             x=steps,
-            y=_finite(trace.m[lane, steps]),
+            y=finite_or_nan(trace.m[lane, steps]),
             line_shape="hv",
             name=f"kernel (acc {trace.acc})",
             legendgroup="k",
@@ -235,7 +232,7 @@ def _add_states(fig: go.Figure, trace: Trace, lane: int, steps: np.ndarray) -> N
     fig.add_trace(
         go.Scatter(
             x=steps,
-            y=_finite(trace.exact_m[lane, steps]),
+            y=finite_or_nan(trace.exact_m[lane, steps]),
             line_shape="hv",
             name="exact (float64)",
             legendgroup="e",
@@ -246,10 +243,10 @@ def _add_states(fig: go.Figure, trace: Trace, lane: int, steps: np.ndarray) -> N
     )
     d, ed = trace.d[lane, steps], trace.exact_d[lane, steps]
     fig.add_trace(
-        go.Scatter(x=steps, y=_finite(d), showlegend=False, legendgroup="k", **_line(KERNEL_COLOR)), row=2, col=1
+        go.Scatter(x=steps, y=finite_or_nan(d), showlegend=False, legendgroup="k", **_line(KERNEL_COLOR)), row=2, col=1
     )
     fig.add_trace(
-        go.Scatter(x=steps, y=_finite(ed), showlegend=False, legendgroup="e", **_line(EXACT_COLOR, dash="dash")),
+        go.Scatter(x=steps, y=finite_or_nan(ed), showlegend=False, legendgroup="e", **_line(EXACT_COLOR, dash="dash")),
         row=2,
         col=1,
     )
@@ -263,7 +260,7 @@ def _add_rescales(fig: go.Figure, trace: Trace, lane: int) -> None:
     fig.add_trace(
         go.Scatter(
             x=grow,
-            y=_finite(trace.m[lane, grow]),
+            y=finite_or_nan(trace.m[lane, grow]),
             mode="markers",
             name="m grows (rescale)",
             marker=dict(symbol="triangle-up", size=9, color=RESCALE_COLOR),
@@ -330,7 +327,7 @@ def _shade_nonfinite(fig: go.Figure, trace: Trace, lane: int, last: int) -> None
 def heat_values(trace: Trace, quantity: str) -> tuple[np.ndarray, str]:
     with np.errstate(all="ignore"):
         if quantity == "m":
-            return np.where(np.isfinite(trace.m), trace.m, np.nan), "kernel's m"
+            return finite_or_nan(trace.m), "kernel's m"
         if quantity == "err":
             return np.log10(np.maximum(trace.d_rel_error, ERR_FLOOR)), "log10 rel. error of d"
         return np.log10(np.where(trace.d > 0, trace.d, np.nan)), "log10 of kernel's d"
