@@ -51,6 +51,13 @@ STEP_SHOWN_EVERYWHERE = """() => {
 }"""
 
 
+STEP_SHOWN_WHERE = """() => [
+    new URLSearchParams(location.search).get('step'),
+    document.querySelector('[data-testid="stMain"] [data-testid="stSliderThumbValue"]')?.innerText,
+    document.querySelector('.js-plotly-plot')?.layout?.shapes?.[0]?.x0,
+]"""
+
+
 def test_the_step_formula_follows_play(server, page):
     page.goto(server + "/step?rows=8&cols=1000&variants=online_thread,online_warp&tv=online_thread&step=3")
     bh.settle(page, timeout=120)
@@ -75,7 +82,10 @@ def test_the_step_formula_follows_play(server, page):
     bh.settle(page)
     # the URL, the slider and the chart's marker are updated by separate messages: wait until they agree (all read
     # afresh each time), then compare
-    page.wait_for_function(STEP_SHOWN_EVERYWHERE, timeout=30_000, polling=bh.POLL_MS)
+    try:
+        page.wait_for_function(STEP_SHOWN_EVERYWHERE, timeout=30_000, polling=bh.POLL_MS)
+    except sync_api.TimeoutError:
+        pytest.fail(f"the step shown never agreed (url, slider, chart marker): {page.evaluate(STEP_SHOWN_WHERE)}")
     step = int(bh.query(page)["step"])
     assert step >= 6
     # everything for the step moved together: the slider, the heading, the formula, the chart's marker
