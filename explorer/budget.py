@@ -61,7 +61,7 @@ def _gather_bytes(launch: Launch, rows: int, cols: int) -> int:
     elif streams:
         slots = launch.chunks * launch.block * per * vec
     else:  # fast_row: each thread's packs and its loose slot, for one group of rows
-        slots = max(launch.chunks * launch.block * (per * vec + 1), cols)
+        slots = max(launch.threads_per_row * (per * vec + 1), cols)
         rows = _row_group(launch, rows, cols)
     shared = not streams and launch.kernel != "fast_warp" and launch.template_args[2] == 2
     return (FAST_GATHER_SHARED if shared else FAST_GATHER) * rows * slots + INDEX * slots

@@ -131,37 +131,44 @@ def fast_vector(cols: int, dtype: str) -> int:
     return next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
 
 
-def fast_row_launch(rows: int, cols: int, dtype: str, threads: int, elements: int, hold: int = 1) -> Launch | None:
-    """fast_row with at most `threads` threads per block, each holding `elements` elements of its row;
+def fast_row_launch(
+    rows: int, cols: int, dtype: str, threads: int, elements: int, hold: int = 1, rows_per_block: int = 1
+) -> Launch | None:
+    """fast_row with at most `threads` threads per row (or slice), each holding `elements` elements of its row;
     as many slices (blocks) per row as that needs, balanced, in a Hopper cluster where they fit in
     one. None if the slices could not all be resident at once (the row is too long to hold on chip).
     Loads are 16-byte packs at any width (a row's loose head and tail go to its first threads).
     `hold`: where the slice waits (fast.cu): 0 registers, 1 registers after cp.async through shared
-    memory (48 KiB at most), 2 shared memory."""
+    memory, 2 shared memory. `rows_per_block`: rows a block holds, each with its own threads, where a
+    row needs one slice (None otherwise)."""
     vec = 16 // ITEMSIZE[dtype]
     per = max(1, elements // vec)
     packs = max(1, cols // vec)  # whole packs in a row at most
     slices = cdiv(packs, threads * per)
-    if slices > FAST_ROW_MAX_SLICES:
+    if slices > FAST_ROW_MAX_SLICES or (rows_per_block > 1 and slices > 1):
         return None
     cluster = pow2_at_least(slices) if 1 < slices <= MAX_CLUSTER else 1
     slices = max(slices, cluster)
     threads = 32 * cdiv(cdiv(packs, slices), 32 * per)
-    staging = threads * per * 16
-    if hold == 1 and staging > 48 * 1024:
+    block = threads * rows_per_block
+    staging = block * per * 16
+    if staging > MAX_STAGING_BYTES:
+        if hold == 2:
+            return None
         hold = 0
     held = per * vec
-    if hold == 2 and staging > MAX_STAGING_BYTES:
+    if hold < 2 and (held > MAX_REGISTER_ELEMENTS or block * held > REGISTER_ELEMENTS_PER_BLOCK):
         return None
-    if hold < 2 and (held > MAX_REGISTER_ELEMENTS or threads * held > REGISTER_ELEMENTS_PER_BLOCK):
+    if hold == 2 and block > 1024:
         return None
+    loose = int(cols % vec != 0)
     return Launch(
-        grid=rows * slices,
-        block=threads,
+        grid=cdiv(rows, rows_per_block) * slices,
+        block=block,
         shared_bytes=272 + (staging if hold else 0),
         threads_per_row=threads * slices,
         kernel="fast_row_cluster" if cluster > 1 else "fast_row",
-        template_args=(vec, per, hold) + ((cluster,) if cluster > 1 else ()) + (int(cols % vec != 0),),
+        template_args=(vec, per, hold, cluster, loose) if cluster > 1 else (vec, per, hold, loose, rows_per_block),
         chunks=slices,
         protocol="slices",
     )

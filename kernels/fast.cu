@@ -3,7 +3,7 @@
 // | kernel             | idea                                                            | global reads / writes per element |
 // |--------------------|-----------------------------------------------------------------|-----------------------------------|
 // | fast_warp          | lanes of a warp per row, row cached in registers, 16-byte loads | 1 / 1                          |
-// | fast_row           | a block per row, or slices of it merged through global memory;  | 1 / 1 (+ 2 floats per slice)   |
+// | fast_row           | a block per row (or several), or slices merged through global;  | 1 / 1 (+ 2 floats per slice)   |
 // |                    | cp.async loads, the slice held in registers or shared memory,   |                                |
 // |                    | 16-byte loads at any width (loose head and tail elements)       |                                |
 // | fast_row_cluster   | fast_row whose slices form a Hopper cluster, merged over DSMEM  | 1 / 1                          |
@@ -54,70 +54,70 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
     }
 }
 
-// fast_row: fast_warp's on-chip caching for longer rows. A block holds one row, or one of `slices`
-// consecutive slices of it; slices exchange their (m, d) through distributed shared memory when they
-// form a Hopper cluster (CLUSTER = slices), else through global memory (exchange_row), and each
-// normalises the slice it still holds: x is read once, y written once (1 read, 1 write), at any
-// width that the GPU's resident blocks can hold. Rows of any width load 16-byte packs: where the width
-// is not a multiple of VEC (LOOSE), the loose elements before and after each row's aligned body
-// (RowSplit) go one each to the first slice's first threads, folded after their packs (a separate
-// instantiation: the per-row split costs registers). The block size is chosen at launch. HOLD says where the slice
-// waits: 0 registers (plain 16-byte loads), 1 registers (cp.async through shared memory, no
-// registers held while the loads are in flight), 2 shared memory (cp.async; e^{x - m} computed
-// again from it for the output, so few registers and more bytes in flight).
-template <typename T, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE>
+// fast_row: fast_warp's on-chip caching for longer rows. A block holds ROWS rows (blockDim.x / ROWS
+// threads each), or one of `slices` consecutive slices of a row; slices exchange their (m, d) through
+// distributed shared memory when they form a Hopper cluster (CLUSTER = slices), else through global
+// memory (exchange_row), and each normalises the slice it still holds: x is read once, y written once
+// (1 read, 1 write), at any width that the GPU's resident blocks can hold. Rows of any width load 16-byte
+// packs: where the width is not a multiple of VEC (LOOSE), the loose elements before and after each
+// row's aligned body (RowSplit) go one each to the first slice's first threads, folded after their packs
+// (a separate instantiation: the per-row split costs registers). The block size is chosen at launch.
+// HOLD says where the slice waits: 0 registers (plain 16-byte loads), 1 registers (cp.async through
+// shared memory, no registers held while the loads are in flight), 2 shared memory (cp.async; e^{x - m}
+// computed again from it for the output, so few registers and more bytes in flight).
+template <typename T, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE, int ROWS>
 __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
-                                              unsigned* __restrict__ sync, int cols, int slices) {
+                                              unsigned* __restrict__ sync, int rows, int cols, int slices) {
+    const int threads = blockDim.x / ROWS, t = threadIdx.x % threads;  // the row's threads, this one's index
     const long long block = slices > CLUSTER ? start_ticket(sync) : blockIdx.x;
-    const long long row = block / slices;
-    const int slice = block % slices;
+    const long long row = ROWS == 1 ? block / slices : block * ROWS + threadIdx.x / threads;
+    const bool live = ROWS == 1 || row < rows;  // a last block's missing rows still take part in its barriers
+    const int slice = ROWS == 1 ? block % slices : 0;
     const RowSplit<VEC> split(LOOSE ? row : 0, cols);
     const int chunk = (split.packs + slices - 1) / slices;
-    const int begin = slice * chunk, end = min(split.packs, begin + chunk);
+    const int begin = slice * chunk, end = live ? min(split.packs, begin + chunk) : begin;
     const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols + split.head);
     Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols + split.head);
-    const bool holds_loose = LOOSE && slice == 0 && threadIdx.x < split.loose;
-    const long long loose_at = row * cols + split.loose_col(threadIdx.x);
+    const bool holds_loose = LOOSE && live && slice == 0 && t < split.loose;
+    const long long loose_at = row * cols + split.loose_col(t);
     const float loose = holds_loose ? to_float(x[loose_at]) : 0.0f;
-    if constexpr (HOLD > 0) stage_packs<T, VEC, PER>(xr, begin, end);
+    if constexpr (HOLD > 0) stage_packs<T, VEC, PER>(xr, begin, end, t, threads);
     if constexpr (HOLD == 2) {
-        const State<float> mine = staged_state<T, VEC, PER>(begin, end, loose, holds_loose);
-        State<float> s = fast_block_merge(mine);
+        const State<float> mine = staged_state<T, VEC, PER>(begin, end, t, threads, loose, holds_loose);
+        State<float> s = fast_block_merge<ROWS>(mine);
         if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
         else if (slices > 1) s = exchange_row(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
         const float inv_d = 1.0f / s.d;
 #pragma unroll
         for (int k = 0; k < PER; ++k) {
-            const int p = begin + k * blockDim.x + threadIdx.x;
+            const int p = begin + k * threads + t;
             if (p < end) yr[p] = normalised<T, VEC>(staged_pack<T, VEC>(k), s.m, inv_d);
         }
         if (holds_loose) y[loose_at] = from_float<T>(__fmul_rn(exp_shifted(loose, s.m), inv_d));
         return;
     }
     constexpr int N = PER * VEC;
-    float v[N + 1];  // the packs' elements, then the loose one
-    bool valid[N + 1];
+    float v[N + 1];  // the packs' elements, then the loose one; -inf where the thread holds none
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-        const int p = begin + k * blockDim.x + threadIdx.x;
+        const int p = begin + k * threads + t;
         Pack<T, VEC> pack;
         if (p < end) {
             if constexpr (HOLD == 1) pack = staged_pack<T, VEC>(k);
             else pack = xr[p];
         }
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
+        for (int i = 0; i < VEC; ++i) v[k * VEC + i] = p < end ? to_float(pack.v[i]) : NEG_INF;
     }
-    v[N] = loose;
-    valid[N] = holds_loose;
-    const State<float> mine = exps_in_place(v, valid);
-    State<float> s = fast_block_merge(mine);
+    v[N] = holds_loose ? loose : NEG_INF;
+    const State<float> mine = exps_in_place(v);
+    State<float> s = fast_block_merge<ROWS>(mine);
     if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
     else if (slices > 1) s = exchange_row(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
     const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-        const int p = begin + k * blockDim.x + threadIdx.x;
+        const int p = begin + k * threads + t;
         if (p < end) yr[p] = scaled<T, VEC>(v + k * VEC, c);
     }
     if (holds_loose) y[loose_at] = from_float<T>(__fmul_rn(v[N], c));
@@ -127,10 +127,11 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
 // (32 · 1024 elements a block at most; explorer/registry.py's fast_row_launch keeps to it).
 __host__ __device__ constexpr int fast_row_threads(int hold, int held) { return hold < 2 && held > 32 ? 32 * 1024 / held : 1024; }
 
-template <typename T, typename Acc, int VEC, int PER, int HOLD, bool LOOSE>
+// ROWS > 1 only with one slice a row (short rows: several a block keep many warps on an SM).
+template <typename T, typename Acc, int VEC, int PER, int HOLD, bool LOOSE, int ROWS>
 __global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC)) fast_row(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                                  unsigned* __restrict__ sync, int rows, int cols, int slices) {
-    fast_row_body<T, VEC, PER, HOLD, 1, LOOSE>(x, y, partial, sync, cols, slices);
+    fast_row_body<T, VEC, PER, HOLD, 1, LOOSE, ROWS>(x, y, partial, sync, rows, cols, slices);
 }
 
 // fast_row_cluster: fast_row whose `slices` = CLUSTER blocks of a row form a Hopper cluster (a separate
@@ -139,7 +140,7 @@ template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER, boo
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(fast_row_threads(HOLD, PER * VEC))
 fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
                  int rows, int cols, int slices) {
-    fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE>(x, y, partial, sync, cols, slices);
+    fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1>(x, y, partial, sync, rows, cols, slices);
 }
 
 // fast_split_partial: fast's path for few, very long rows. Block c of a row streams chunk c in

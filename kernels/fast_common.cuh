@@ -57,20 +57,24 @@ template <int LANES> __device__ __forceinline__ State<float> group_merge(State<f
     return s;
 }
 
-// group_merge<32> per warp, then warp 0 merges the warps' states; every thread gets the block's.
-__device__ __forceinline__ State<float> fast_block_merge(State<float> s) {
-    __shared__ float shared_m[32], shared_d[32];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+// group_merge<32> per warp, then the warps of each of the block's ROWS rows (consecutive blockDim.x / ROWS
+// threads each) merge their states: warp r folds row r's, lane l its warp l; every thread gets its row's.
+// A row of one warp has its state after the butterfly.
+template <int ROWS = 1> __device__ __forceinline__ State<float> fast_block_merge(State<float> s) {
+    __shared__ float shared_m[32], shared_d[32], row_m[ROWS], row_d[ROWS];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32 / ROWS;  // warps a row
     s = group_merge<32>(s);
+    if (warps == 1) return s;
     if (lane == 0) { shared_m[warp] = s.m; shared_d[warp] = s.d; }
     __syncthreads();
-    if (warp == 0) {
-        State<float> w = lane < warps ? State<float>{shared_m[lane], shared_d[lane]} : State<float>{NEG_INF, 0.0f};
+    if (warp < ROWS) {
+        State<float> w = lane < warps ? State<float>{shared_m[warp * warps + lane], shared_d[warp * warps + lane]}
+                                      : State<float>{NEG_INF, 0.0f};
         w = group_merge<32>(w);
-        if (lane == 0) { shared_m[0] = w.m; shared_d[0] = w.d; }
+        if (lane == 0) { row_m[warp] = w.m; row_d[warp] = w.d; }
     }
     __syncthreads();
-    const State<float> row = {shared_m[0], shared_d[0]};
+    const State<float> row = {row_m[warp / warps], row_d[warp / warps]};
     __syncthreads();  // a persistent block reuses shared_m for its next row
     return row;
 }
@@ -78,14 +82,15 @@ __device__ __forceinline__ State<float> fast_block_merge(State<float> s) {
 // Dynamic shared memory of fast_row's cp.async loads (HOLD 1 and 2): pack k of thread t at [k · blockDim.x + t].
 extern __shared__ uint4 staging[];
 
-// Start 16-byte cp.async copies of this thread's packs begin + k·blockDim.x + t (those below end) into
-// staging and wait for them; each thread reads back only what it copied, so no barrier is needed.
+// Start 16-byte cp.async copies of this thread's packs begin + k·stride + t (those below end; t is the
+// thread's index among the `stride` threads of its row) into staging and wait for them; each thread reads
+// back only what it copied (slot k · blockDim.x + threadIdx.x), so no barrier is needed.
 template <typename T, int VEC, int PER>
-__device__ __forceinline__ void stage_packs(const Pack<T, VEC>* row, int begin, int end) {
+__device__ __forceinline__ void stage_packs(const Pack<T, VEC>* row, int begin, int end, int t, int stride) {
     static_assert(sizeof(Pack<T, VEC>) == 16, "cp.async stages 16-byte packs");
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-        const int p = begin + k * blockDim.x + threadIdx.x;
+        const int p = begin + k * stride + t;
         if (p < end) {
             const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + k * blockDim.x + threadIdx.x));
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(row + p));
@@ -98,31 +103,34 @@ template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> staged_pa
     return *reinterpret_cast<const Pack<T, VEC>*>(staging + k * blockDim.x + threadIdx.x);
 }
 
-// exps_in_place's (m, d) over the thread's staged packs, then its loose element (fast_row's head or
-// tail, if it holds one), read from shared memory twice (max, then the sum of e^{x - m} in the same
-// order), the exps not kept.
+// exps_in_place's (m, d) over the thread's staged packs (begin + k·stride + t), then its loose element
+// (fast_row's head or tail, if it holds one), read from shared memory twice (max, then the sum of
+// e^{x - m} in the same order), the exps not kept. A -inf element adds exactly 0 (tested per element:
+// a shift by 0 for an all -inf thread costs 16 more registers under NVRTC).
 template <typename T, int VEC, int PER>
-__device__ __forceinline__ State<float> staged_state(int begin, int end, float loose, bool holds_loose) {
+__device__ __forceinline__ State<float> staged_state(int begin, int end, int t, int stride, float loose, bool holds_loose) {
     float m = NEG_INF, d = 0.0f;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-        if (begin + k * blockDim.x + threadIdx.x < end) {
+        if (begin + k * stride + t < end) {
             const Pack<T, VEC> pack = staged_pack<T, VEC>(k);
 #pragma unroll
             for (int i = 0; i < VEC; ++i) m = fmaxf(m, to_float(pack.v[i]));
         }
     }
     if (holds_loose) m = fmaxf(m, loose);
-    const float shift = exp_shift(m);
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-        if (begin + k * blockDim.x + threadIdx.x < end) {
+        if (begin + k * stride + t < end) {
             const Pack<T, VEC> pack = staged_pack<T, VEC>(k);
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) d = __fadd_rn(d, exp_shifted(to_float(pack.v[i]), shift));
+            for (int i = 0; i < VEC; ++i) {
+                const float v = to_float(pack.v[i]);
+                d = __fadd_rn(d, v == NEG_INF ? 0.0f : exp_shifted(v, m));
+            }
         }
     }
-    if (holds_loose) d = __fadd_rn(d, exp_shifted(loose, shift));
+    if (holds_loose) d = __fadd_rn(d, loose == NEG_INF ? 0.0f : exp_shifted(loose, m));
     return {m, d};
 }
 
@@ -206,6 +214,22 @@ template <int N> __device__ __forceinline__ State<float> exps_in_place(float (&v
 #pragma unroll
     for (int i = 0; i < N; ++i) {
         v[i] = valid[i] ? exp_shifted(v[i], shift) : 0.0f;
+        d = __fadd_rn(d, v[i]);
+    }
+    return {m, d};
+}
+
+// exps_in_place for a thread whose missing elements read as -inf (each then adds exactly 0, as a masked
+// one does): no mask is held, so the registers go to the elements.
+template <int N> __device__ __forceinline__ State<float> exps_in_place(float (&v)[N]) {
+    float m = NEG_INF;
+#pragma unroll
+    for (int i = 0; i < N; ++i) m = fmaxf(m, v[i]);
+    const float shift = exp_shift(m);
+    float d = 0.0f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        v[i] = exp_shifted(v[i], shift);
         d = __fadd_rn(d, v[i]);
     }
     return {m, d};

@@ -24,10 +24,18 @@ cp = cuda.cp
 FAST = VARIANTS["fast"]
 
 
-def candidates(rows: int, cols: int, dtype: str) -> list[Launch]:
+def candidates(rows: int, cols: int, dtype: str, registers_only: bool = False) -> list[Launch]:
     """The rule's choice, fast_warp with other lane counts, then fast_row at every block size, register or
-    shared-memory budget and hold (registers / shared memory) that fits."""
+    shared-memory budget and hold (registers / shared memory) that fits; with registers_only, the rule's
+    choice and the register-held fast_row geometries (one or several rows a block) only."""
     found = [FAST.launch(rows, cols, None, dtype)]
+    if registers_only:
+        for threads in (128, 256, 512):
+            for elements in (64, 128):
+                launch = fast_row_launch(rows, cols, dtype, threads, elements, 1)
+                if launch is not None and launch not in found:
+                    found.append(launch)
+        return found + [c for c in _several_rows(rows, cols, dtype) if c not in found]
     vec = fast_vector(cols, dtype)
     packs = cols // vec
     if cols <= 2048 and vec > 1:
@@ -45,12 +53,35 @@ def candidates(rows: int, cols: int, dtype: str) -> list[Launch]:
                     )
                 )
     for threads in (128, 256, 512, 1024):
-        for elements, hold in ((16, 0), (32, 0), (64, 0), (128, 0), (16, 1), (32, 1), (32, 2), (64, 2), (128, 2)):
+        for elements, hold in (
+            (16, 0),
+            (32, 0),
+            (64, 0),
+            (16, 1),
+            (32, 1),
+            (64, 1),
+            (128, 1),
+            (32, 2),
+            (64, 2),
+            (128, 2),
+        ):
             if elements < vec or (hold == 2 and elements > 8 * vec * 2):
                 continue
             launch = fast_row_launch(rows, cols, dtype, threads, elements, hold)
             if launch is not None and launch not in found:
                 found.append(launch)
+    return found + [c for c in _several_rows(rows, cols, dtype) if c not in found]
+
+
+def _several_rows(rows: int, cols: int, dtype: str) -> list[Launch]:
+    """Several rows a block, a row's threads holding it in registers (cp.async through shared memory)."""
+    found: list[Launch] = []
+    for threads in (32, 64, 128, 256):
+        for elements in (16, 32, 64):
+            for rows_per_block in (2, 4, 8):
+                launch = fast_row_launch(rows, cols, dtype, threads, elements, 1, rows_per_block)
+                if launch is not None and launch.block <= 512 and launch not in found:
+                    found.append(launch)
     return found
 
 
@@ -58,7 +89,7 @@ def median_us(launch_fn, buffers: int) -> float:
     return float(np.median(harness.time_launches(launch_fn, buffers)))
 
 
-def tune_shape(rows: int, cols: int, dtype: str) -> dict:
+def tune_shape(rows: int, cols: int, dtype: str, registers_only: bool = False) -> dict:
     bytes_in = rows * cols * DTYPES[dtype].itemsize
     buffers = max(2, min(32, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
     rng = cp.random.default_rng(cols)
@@ -69,7 +100,7 @@ def tune_shape(rows: int, cols: int, dtype: str) -> dict:
     ref = bench.reference_device(xs[0], dtype)
     copy_us = median_us(lambda i: ys[i].data.copy_from_device_async(xs[i].data, bytes_in), buffers)  # cudaMemcpyAsync
     timed = []
-    for launch in candidates(rows, cols, dtype):
+    for launch in candidates(rows, cols, dtype, registers_only):
         ys[0].fill(cuda.poison_value(DTYPES[dtype]))
         cuda.launch(FAST, launch, xs[0], ys[0], rows, cols, dtype, "float32")
         max_rel = bench.max_rel_device(ys[0], ref, dtype)
@@ -87,6 +118,7 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--cols", nargs="+", type=int, default=[*bench.SWEEP_COLS, 5000, 50257, 151936])
     parser.add_argument("--long", action="store_true", help="also the long-row shapes")
+    parser.add_argument("--registers-only", action="store_true", help="the rule and register-held fast_row only")
     parser.add_argument("--json")
     args = parser.parse_args()
     shapes = [(max(1, bench.SWEEP_ELEMENTS // c), c) for c in args.cols]
@@ -95,7 +127,7 @@ def main() -> None:
     results = []
     for dtype in args.dtypes:
         for rows, cols in shapes:
-            r = tune_shape(rows, cols, dtype)
+            r = tune_shape(rows, cols, dtype, args.registers_only)
             cp.get_default_memory_pool().free_all_blocks()  # the shape's buffers are gone with tune_shape
             results.append(r)
             ok = [t for t in r["timed"] if "us" in t]
@@ -106,8 +138,8 @@ def main() -> None:
                 flush=True,
             )
             for t in r["timed"]:
-                if "error" in t:
-                    print("    FAILED", t["launch"], t["error"], flush=True)
+                shown = f"{t['pct_copy']:5.1f}%" if "us" in t else f"FAILED {t['error']}"
+                print(f"    {shown} {t['launch']}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

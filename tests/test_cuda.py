@@ -100,14 +100,25 @@ def test_fast_dispatch_at_odd_shapes(shape, dtype, seed):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "shape",
-    [(37, 3000), (5, 20000), (3, 70000), (37, 3001), (9, 20003), (5, 70001)],
-    ids=["block", "cluster", "global", "block-odd", "cluster-odd", "global-odd"],
+    [
+        (37, 3000, 1),
+        (5, 20000, 1),
+        (3, 70000, 1),
+        (37, 3001, 1),
+        (9, 20003, 1),
+        (5, 70001, 1),
+        (37, 3000, 4),
+        (37, 3001, 4),
+    ],
+    ids=["block", "cluster", "global", "block-odd", "cluster-odd", "global-odd", "4-rows", "4-rows-odd"],
 )
 def test_fast_row_every_hold_matches_float64_and_the_emulation(shape, dtype, hold, seed):
     """fast_row with the slice in registers (plain or cp.async loads) or in shared memory, one block, a
-    cluster or slices across the GPU, rows aligned or split into loose head, packs and tail: against
-    float64, and against the emulation within its bound."""
-    launch = fast_row_launch(*shape, dtype, 256, 32 if hold < 2 else 64, hold)
+    cluster or slices across the GPU, or four rows a block (37 rows: the last block holds one), rows aligned
+    or split into loose head, packs and tail: against float64, and against the emulation within its bound."""
+    *shape, rows_per_block = shape
+    launch = fast_row_launch(*shape, dtype, 256, 32 if hold < 2 else 64, hold, rows_per_block)
+    assert launch.block == rows_per_block * launch.threads_per_row // launch.chunks
     x = explorer.make_input("normal", *shape, dtype, seed)
     gpu, _ = cuda.run(explorer.VARIANTS["fast"], launch, x, dtype, "float32", None)
     emu, _ = emulator.run(explorer.VARIANTS["fast"], launch, x, "float32", None)

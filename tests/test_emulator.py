@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer import numerics
+from explorer import numerics, registry
 from explorer.backends import emulator
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -254,6 +254,25 @@ def test_rows_are_independent():
         full = run(x, v)
         for i in (0, 17, 49):
             assert full[i].tobytes() == run(x[i : i + 1], v)[0].tobytes(), (v, i)
+
+
+@pytest.mark.parametrize("dtype", list(DT))
+@pytest.mark.parametrize("cols", [3000, 3001])
+def test_fast_row_with_several_rows_a_block_folds_each_row_as_one_row_a_block(dtype, cols):
+    """Four rows a block give each row its own threads: the same bits as one row a block with as many threads,
+    at an aligned and a loose width, within the bound of float64, the last block's missing rows aside."""
+    x = explorer.make_input("normal", 37, cols, dtype=dtype, seed=cols)
+    one, four = (registry.fast_row_launch(37, cols, dtype, 128, 32, 1, r) for r in (1, 4))
+    assert four.block == 4 * one.block and four.threads_per_row == one.threads_per_row and four.grid == 10
+    out_one, _ = emulator.run(explorer.VARIANTS["fast"], one, x, "float32", None)
+    out_four, _ = emulator.run(explorer.VARIANTS["fast"], four, x, "float32", None)
+    assert out_four.tobytes() == out_one.tobytes()
+    assert explorer.errors(out_four, x).max_rel <= explorer.MAX_REL_FP32_ACC[dtype]
+
+
+def test_fast_row_takes_several_rows_a_block_only_where_a_row_is_one_slice():
+    assert registry.fast_row_launch(8, 2048, "bfloat16", 64, 32, 1, 4).block == 4 * 64
+    assert registry.fast_row_launch(8, 70000, "float32", 256, 32, 1, 4) is None  # a row of several slices
 
 
 def test_every_variant_runs_at_64x4096():

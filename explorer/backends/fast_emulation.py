@@ -48,10 +48,13 @@ def _group_merge(m, d, lanes: int):
 
 
 def _fast_block_merge(m, d):
-    """fast_block_merge over (rows, threads): a butterfly per warp, then one over the warps."""
+    """fast_block_merge over (rows, a row's threads): a butterfly per warp, then one over the warps (a row of
+    one warp has its state after the first)."""
     rows, threads = m.shape
     warps = threads // 32
     wm, wd = _group_merge(m.reshape(rows, warps, 32), d.reshape(rows, warps, 32), 32)
+    if warps == 1:
+        return wm[:, 0, :1], wd[:, 0, :1]
     top_m = np.full((rows, 32), -np.inf, F32)
     top_d = np.zeros((rows, 32), F32)
     top_m[:, :warps], top_d[:, :warps] = wm[:, :, 0], wd[:, :, 0]
@@ -123,7 +126,8 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int) ->
     rows, cols = x32.shape
     packs = (cols - head) // vec
     loose = cols - packs * vec
-    slices, threads = launch.chunks, launch.block
+    slices = launch.chunks
+    threads = launch.threads_per_row // slices  # a slice's threads (a block may hold several rows)
     chunk = cdiv(packs, slices)
     slice_, t = np.divmod(np.arange(slices * threads), threads)
     pack = (slice_ * chunk)[:, None] + np.arange(per)[None, :] * threads + t[:, None]
