@@ -99,7 +99,7 @@ def measure(
     sync: Callable[[], None],
     categories: Sequence[str] = KERNELS,
     batches: int = BATCHES,
-    sessions: int = 2,
+    sessions: int = 3,
 ) -> dict[str, float] | None:
     """Profile `batches` batches of `calls` launches (rotating over `buffers` inputs) in one session;
     summarize()'s dict, or None without torch or when no session's batches can be told apart. A session

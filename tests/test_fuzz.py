@@ -91,7 +91,7 @@ def check_accuracy(out, x, variant, dtype, acc, dist, block):
     #  * x enters the accumulator rounded and is normalised as rounded: softmax(x~) against softmax(x)
     #    is off by at most e^(2 delta) - 1, delta = max |x - x~| over the row;
     #  * x - m is computed in fp32: relative error <= |x - m| u32 on each exponential (|x - m| < 104 matters);
-    #  * results below 2^-126 may be flushed to zero.
+    #  * results below 2^-126 may be flushed to zero, and so may those within the bound of it.
     fmt = explorer.FORMATS[dtype]
     held = x2.astype(np.float32).astype(DT[acc]).astype(np.float64)
     for i in range(x2.shape[0]):
@@ -103,7 +103,7 @@ def check_accuracy(out, x, variant, dtype, acc, dist, block):
         spread = min(float(np.max(x2[i][fin]) - np.min(x2[i][fin])), 104.0)
         tol = (explorer.error_bound(n, acc, dtype) + math.expm1(2 * delta) + (spread + 4) * U32) * 1.01
         r, g = ref[i][row_ok], got[i][row_ok]
-        flushed = (r < FP32_TINY) & (g == 0)
+        flushed = (r < FP32_TINY * (1 + tol)) & (g == 0)  # within the bound of 2^-126, a result may fall below it
         rel = np.abs(g - r) / np.maximum(np.abs(r), fmt.smallest_normal)
         assert np.all(rel[~flushed] <= tol), (float(rel[~flushed].max()), tol, i)
 
