@@ -125,7 +125,7 @@ def test_fast_row_every_hold_matches_float64_and_the_emulation(shape, dtype, hol
     assert explorer.errors(gpu, x).max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, launch.describe())
     got, want = gpu.astype(np.float64), emu.astype(np.float64)
     rel = np.abs(got - want) / np.maximum(np.abs(want), FORMATS[dtype].smallest_normal)
-    assert rel.max() <= emulation_bound(dtype, "float32"), (seed, launch.describe(), rel.max())
+    assert rel.max() <= fast_emulation_bound(dtype), (seed, launch.describe(), rel.max())
 
 
 @pytest.mark.parametrize("block_size", (32, 96, 256, 1024))
@@ -162,6 +162,16 @@ def test_naive_overflows_where_safe_variants_do_not(seed):
 def emulation_bound(dtype: str, acc: str) -> float:
     """|gpu - emu| / |emu| allowed: a few ulp of the accumulator (one flipped rounding in d) plus output rounding."""
     return 8 * FORMATS[acc].unit_roundoff + 2 * FORMATS[dtype].unit_roundoff
+
+
+MUFU_EX2 = 2.0**-22  # ex2.approx.ftz.f32's relative error (2 ulp); the emulation's exp2 is exact, then rounded
+
+
+def fast_emulation_bound(dtype: str) -> float:
+    """emulation_bound for fast_row, plus the approximate exponentials on an output's path: its own, its
+    thread's rescale to the row's max and, through d, those of the row's sum and merges (measured on the H200:
+    5.1 units of 2^-23 on a 5×70001 fp32 row of 9 slices, over emulation_bound's 5)."""
+    return emulation_bound(dtype, "float32") + 3 * MUFU_EX2
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
