@@ -11,7 +11,7 @@ import numpy as np
 
 from . import devicetime, harness
 from . import peers as torch_peers
-from .backends import cuda
+from .backends import cuda, cuda_topk
 from .errors import GPUUnavailable, KernelFailed
 from .numerics import DTYPES
 from .registry import VARIANTS
@@ -100,10 +100,10 @@ def _bench_topk_shape(rows: int, cols: int, ks: list[int], dtype: str, seed: int
         launch = topk_launch(rows, cols, k, dtype)
         for key, variant in TOPK_VARIANTS.items():
             fused = variant.fused
-            max_rel = check(key, k, launch, *cuda.topk_on_device(fused, launch, xs[0], rows, cols, dtype, k, fast))
+            max_rel = check(key, k, launch, *cuda_topk.topk_on_device(fused, launch, xs[0], rows, cols, dtype, k, fast))
 
             def run_variant(i, fused=fused, launch=launch, k=k):
-                cuda.topk_on_device(fused, launch, xs[i], rows, cols, dtype, k, fast, False)
+                cuda_topk.topk_on_device(fused, launch, xs[i], rows, cols, dtype, k, fast, False)
 
             results.append(
                 _topk_row(

@@ -41,7 +41,8 @@ class Launch:
     chunks: int = 1  # blocks per row (split kernels, fast_row's slices)
     functions: tuple[str, ...] = ()  # the __global__ functions run, in order, where not just the one kernel
     protocol: str = "rows"  # how the CUDA backend calls them: "rows" (x, y), "two_stage" (chunk states
-    # between two kernels) or "slices" (fast_row: staging in shared memory, slices exchanging (m, d))
+    # between two kernels), "slices" (fast_row: staging in shared memory, slices exchanging (m, d) through
+    # global memory) or "cluster" (the same, the slices a Hopper cluster exchanging through DSMEM)
 
     def describe(self) -> str:
         extra = f", {self.chunks} blocks per row" if self.chunks > 1 else ""
@@ -68,6 +69,7 @@ class Variant:
     takes_block_size: bool = False
     default_block_size: int = 0
     kernel_functions: tuple[str, ...] = ()  # the __global__ functions, where not just `kernel`
+    templated_by_launch: bool = False  # template arguments come from each launch (compiled per shape, not per dtype)
 
     @property
     def functions(self) -> tuple[str, ...]:
@@ -170,7 +172,7 @@ def fast_row_launch(
         kernel="fast_row_cluster" if cluster > 1 else "fast_row",
         template_args=(vec, per, hold, cluster, loose) if cluster > 1 else (vec, per, hold, loose, rows_per_block),
         chunks=slices,
-        protocol="slices",
+        protocol="cluster" if cluster > 1 else "slices",
     )
 
 
@@ -364,6 +366,7 @@ VARIANTS: dict[str, Variant] = {
             accumulators=("float32",),
             traceable=False,
             kernel_functions=("fast_warp", "fast_row", "fast_row_cluster", "fast_split_partial", "fast_split_finish"),
+            templated_by_launch=True,
         ),
     ]
 }

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import budget
-from .backends import cuda, fast_emulation
+from .backends import cuda_topk, fast_emulation
 from .checks import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
 from .errors import InvalidInput
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
@@ -136,7 +136,7 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     with budget.host_run(used, need):
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
         values, indices = (
-            cuda.run_topk(fused, launch, x2, dtype, k, fast_launch)
+            cuda_topk.run_topk(fused, launch, x2, dtype, k, fast_launch)
             if used == "cuda"
             else fast_emulation.run_topk(fused, launch, x2, k, fast_launch)
         )

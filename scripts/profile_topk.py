@@ -7,7 +7,7 @@
 
 import sys
 
-from explorer.backends import cuda
+from explorer.backends import cuda, cuda_topk
 from explorer.registry import VARIANTS
 from explorer.topk import topk_launch
 
@@ -20,7 +20,7 @@ def main() -> None:
         launch = topk_launch(rows, cols, int(k), "float32")
         print(case, launch.describe(), flush=True)
         fast = VARIANTS["fast"].launch(rows, cols, None, "float32")
-        cuda.topk_on_device(True, launch, x, rows, cols, "float32", int(k), fast)
+        cuda_topk.topk_on_device(True, launch, x, rows, cols, "float32", int(k), fast)
         cuda.cp.cuda.get_current_stream().synchronize()
 
 

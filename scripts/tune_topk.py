@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from explorer import devicetime, harness, peers
-from explorer.backends import cuda
+from explorer.backends import cuda, cuda_topk
 from explorer.registry import VARIANTS, cdiv
 from explorer.topk import TopkResult, topk_errors, topk_launch
 
@@ -75,7 +75,7 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
             if (launch.block, launch.chunks, launch.template_args) in seen:
                 continue
             seen.add((launch.block, launch.chunks, launch.template_args))
-            values, indices = cuda.topk_on_device(True, launch, xs[0], rows, cols, dtype, k, fast)
+            values, indices = cuda_topk.topk_on_device(True, launch, xs[0], rows, cols, dtype, k, fast)
             got = TopkResult(
                 cuda.from_device(values[:8], cuda.DTYPES[dtype]),
                 cp.asnumpy(indices[:8]),
@@ -87,7 +87,7 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
             report = topk_errors(got, x_host)
 
             def run(i, launch=launch):
-                cuda.topk_on_device(True, launch, xs[i], rows, cols, dtype, k, fast, False)
+                cuda_topk.topk_on_device(True, launch, xs[i], rows, cols, dtype, k, fast, False)
 
             t = harness.time_launches(run, buffers)
             device = devicetime.measure(
@@ -101,9 +101,9 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
     cuda.cp.cuda.get_current_stream().synchronize()
     started = time.perf_counter()
     for i in range(100):
-        cuda.topk_on_device(True, launch, xs[i % buffers], rows, cols, dtype, k, fast, False)
+        cuda_topk.topk_on_device(True, launch, xs[i % buffers], rows, cols, dtype, k, fast, False)
     line.append(f"python {(time.perf_counter() - started) * 1e4:.1f}/call")
-    line.append(f"{cuda.topk_registers(dtype, launch.template_args, True)} regs")
+    line.append(f"{cuda_topk.topk_registers(dtype, launch.template_args, True)} regs")
     cuda.cp.cuda.get_current_stream().synchronize()
     return " | ".join(line)
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from explorer import bench
-from explorer.backends import cuda
+from explorer.backends import cuda, cuda_topk
 from explorer.registry import VARIANTS
 from explorer.topk import VOCABS, topk_launch
 
@@ -28,7 +28,7 @@ def launched_names() -> dict[str, set[str]]:
         for dtype in v.dtypes:
             for acc in v.accumulators:
                 names.setdefault(v.kernel_file, set()).update(cuda.fixed_kernel_names(v.kernel_file, dtype, acc))
-                if v.method == "fast":
+                if v.templated_by_launch:
                     for rows, cols in FAST_SHAPES:
                         names[v.kernel_file].update(cuda.kernel_names(v, v.launch(rows, cols, None, dtype), dtype, acc))
     for dtype in ("float32", "float16", "bfloat16"):
@@ -37,7 +37,7 @@ def launched_names() -> dict[str, set[str]]:
                 launch = topk_launch(rows, cols, k, dtype)
                 for softmax in (0, 1):  # fused, and the selection of the unfused pipeline
                     names.setdefault("topk.cu", set()).add(
-                        cuda.topk_kernel_name(dtype, launch.template_args, bool(softmax))
+                        cuda_topk.topk_kernel_name(dtype, launch.template_args, bool(softmax))
                     )
     return names
 

@@ -49,8 +49,9 @@ def _ink_columns(img: Image.Image, top: int, bottom: int) -> np.ndarray:
 def test_device_line_names_the_gpu_or_cpu_emulation():
     meta = _sweep()["meta"]
     line = share.device_line(meta, source="sweep-fast.json")
-    assert line == "GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · 2026-12-01 · from sweep-fast.json"
-    assert share.device_line({"backend": "cuda", **meta}, source="NVIDIA H200").endswith("2026-12-01")
+    day = meta["date"][:10]  # the day the results file was measured
+    assert line == f"GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · {day} · from sweep-fast.json"
+    assert share.device_line({"backend": "cuda", **meta}, source="NVIDIA H200").endswith(day)
     cpu = share.device_line({"backend": "emulator", "reason": "no GPU"}, date="2026-01-02")
     assert cpu.startswith("CPU emulation (no GPU) · NumPy ") and cpu.endswith("2026-01-02")
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GPUContextLost, GPUUnavailable, KernelFailed
-from ..numerics import DTYPES
 from ..registry import VARIANTS, Launch, Variant
 from ..trace import RawTrace, trace_shape
 
@@ -38,7 +37,7 @@ STICKY_ERRORS = (
 )
 
 _compile_lock = threading.Lock()
-_context_lost: str | None = None
+context_lost: str | None = None
 
 try:
     import cupy as cp
@@ -67,13 +66,13 @@ def available() -> bool:
     return unavailable_reason() is None
 
 
-def _require_gpu() -> None:
+def require_gpu() -> None:
     reason = unavailable_reason()
     if reason:
         raise GPUUnavailable(f"backend 'cuda' needs a GPU, but {reason}; use backend 'emulator' or 'auto'")
-    if _context_lost:
+    if context_lost:
         raise GPUContextLost(
-            f"the CUDA context was lost earlier ({_context_lost}); restart the server to use the GPU again"
+            f"the CUDA context was lost earlier ({context_lost}); restart the server to use the GPU again"
         )
 
 
@@ -102,18 +101,10 @@ def fixed_kernel_names(filename: str, dtype: str, acc: str) -> tuple[str, ...]:
     """Every shape-independent instantiation of a file: compiled together, once."""
     names = []
     for v in VARIANTS.values():
-        if v.kernel_file == filename and v.method != "fast" and dtype in v.dtypes and acc in v.accumulators:
+        if v.kernel_file == filename and not v.templated_by_launch and dtype in v.dtypes and acc in v.accumulators:
             for function in v.functions:
                 names += [kernel_name(function, dtype, acc, t) for t in ((False, True) if v.traceable else (None,))]
     return tuple(names)
-
-
-def topk_kernel_name(dtype: str, template_args: tuple[int, ...], fused: bool) -> str:
-    return kernel_name("topk", dtype, "float32", None, (*template_args, int(fused)))
-
-
-def topk_registers(dtype: str, template_args: tuple[int, ...], fused: bool) -> int:
-    return _function("topk.cu", dtype, "float32", topk_kernel_name(dtype, template_args, fused)).num_regs
 
 
 @functools.cache
@@ -123,9 +114,9 @@ def _module(filename: str, names: tuple[str, ...]):
     return module
 
 
-def _function(filename: str, dtype: str, acc: str, name: str):
+def kernel_function(filename: str, dtype: str, acc: str, name: str):
     """A compiled kernel; shape-specific instantiations (fast's) get a module of their own."""
-    _require_gpu()
+    require_gpu()
     return _compiled_function(filename, dtype, acc, name)
 
 
@@ -147,7 +138,7 @@ def resources(variant: Variant, launch: Launch, dtype: str, acc: str) -> list[di
     """Registers, static shared memory and spill (local) bytes of each compiled, untraced kernel."""
     rows = []
     for name in kernel_names(variant, launch, dtype, acc):
-        k = _function(variant.kernel_file, dtype, acc, name)
+        k = kernel_function(variant.kernel_file, dtype, acc, name)
         rows.append(
             {
                 "kernel": name,
@@ -188,7 +179,8 @@ def launch(
     """Launch a variant on device arrays (no checks, no sync): the path bench.py times."""
     traced = trace is not None
     kernels = [
-        _function(variant.kernel_file, dtype, acc, name) for name in kernel_names(variant, geometry, dtype, acc, traced)
+        kernel_function(variant.kernel_file, dtype, acc, name)
+        for name in kernel_names(variant, geometry, dtype, acc, traced)
     ]
     # kernels with the TRACE switch end their signature with TRACE_ARGS
     tail = ([np.int64(trace_row), *trace] if traced else [np.int64(-1), *_null_trace()]) if variant.traceable else []
@@ -224,7 +216,7 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
     )
 
 
-LAUNCHERS = {"rows": _launch_rows, "two_stage": _launch_two_stage, "slices": _launch_slices}
+LAUNCHERS = {"rows": _launch_rows, "two_stage": _launch_two_stage, "slices": _launch_slices, "cluster": _launch_slices}
 
 
 _exchanges: dict[int, tuple] = {}
@@ -234,7 +226,7 @@ def _row_exchange(kernel, geometry: Launch, rows: int, staging: int):
     """fast_row's slice states and counters (a ticket, then two per row), kept per stream and zero
     between launches (the kernel resets them). A row's slices wait for each other, so all of them
     must fit on the GPU at once: checked against the kernel's occupancy on this device."""
-    if geometry.chunks == 1 or geometry.kernel == "fast_row_cluster":  # no exchange through global memory
+    if geometry.chunks == 1 or geometry.protocol == "cluster":  # no exchange through global memory
         return _null_trace()[0], _null_trace()[2]
     resident = _resident_blocks(kernel, geometry.block, staging)
     if geometry.chunks > resident:
@@ -265,19 +257,19 @@ def _null_trace():
     )
 
 
-def _fail(exc: Exception, kernel: str, shape) -> KernelFailed:
+def launch_failure(exc: Exception, kernel: str, shape) -> KernelFailed:
     """A CUDA error in a launch of `kernel` (the variant's name) on `shape`, as the explorer reports it."""
-    global _context_lost
+    global context_lost
     message = f"{kernel} on {shape[0]}×{shape[1]} failed on the GPU: {exc}"
     if any(code in str(exc) for code in STICKY_ERRORS):
-        _context_lost = message
+        context_lost = message
         return GPUContextLost(message + ". The CUDA context is lost; restart the server.")
     return KernelFailed(message)
 
 
 def run(variant: Variant, geometry: Launch, x: np.ndarray, dtype: str, acc: str, trace_row: int | None):
     """Run on the GPU with a poisoned output; returns (out, RawTrace or None)."""
-    _require_gpu()
+    require_gpu()
     rows, cols = x.shape
     try:
         x_dev = to_device(x)
@@ -298,119 +290,22 @@ def run(variant: Variant, geometry: Launch, x: np.ndarray, dtype: str, acc: str,
     except Exception as exc:  # CUDA driver/runtime/NVRTC errors
         if cp is not None and isinstance(exc, cp.cuda.compiler.CompileException):
             raise KernelFailed(f"{variant.key} did not compile for {dtype}/{acc}: {exc}") from exc
-        raise _fail(exc, variant.key, x.shape) from exc
+        raise launch_failure(exc, variant.key, x.shape) from exc
     if unwritten:
         raise KernelFailed(f"{variant.key} left {unwritten} of {x.size} outputs unwritten on {rows}×{cols}")
     return out, raw
 
 
-def run_topk(fused: bool, launch: Launch, x: np.ndarray, dtype: str, k: int, softmax_launch: Launch):
-    """softmax + top-k on the GPU with poisoned outputs; returns (values, indices)."""
-    _require_gpu()
-    rows, cols = x.shape
-    try:
-        x_dev = to_device(x)
-        values, indices = topk_on_device(fused, launch, x_dev, rows, cols, dtype, k, softmax_launch)
-        cp.cuda.get_current_stream().synchronize()
-        unwritten = int((indices < 0).sum() + (values == poison_value(DTYPES[dtype])).sum())
-        out = from_device(values, x.dtype), cp.asnumpy(indices)
-    except (GPUUnavailable, KernelFailed):
-        raise
-    except Exception as exc:
-        if cp is not None and isinstance(exc, cp.cuda.compiler.CompileException):
-            raise KernelFailed(f"top-k did not compile for {dtype}: {exc}") from exc
-        raise _fail(exc, "topk_fused" if fused else "topk_unfused", x.shape) from exc
-    if unwritten:
-        raise KernelFailed(f"top-k left {unwritten} of {2 * rows * k} outputs unwritten on {rows}×{cols}")
-    return out
-
-
-def topk_on_device(
-    fused: bool,
-    geometry: Launch,
-    x_dev,
-    rows: int,
-    cols: int,
-    dtype: str,
-    k: int,
-    softmax_launch: Launch,
-    poison: bool = True,
-):
-    """Launch the fused kernel, or `fast` softmax then the selection kernel (no sync). The timed path
-    passes poison=False: outputs are then allocated, not filled (validation poisons them)."""
-    if poison:
-        values = cp.full((rows, k), poison_value(DTYPES[dtype]), x_dev.dtype)
-        indices = cp.full((rows, k), -1, np.int32)
-    else:
-        values, indices = cp.empty((rows, k), x_dev.dtype), cp.empty((rows, k), np.int32)
-    source = x_dev
-    if not fused:
-        source = cp.empty_like(x_dev)
-        launch(VARIANTS["fast"], softmax_launch, x_dev, source, rows, cols, dtype, "float32")
-    _vec, per, lists, stages = geometry.template_args
-    staging = stages * per * geometry.block * 16
-    kernel = _topk_kernel(dtype, geometry.template_args, fused, staging)
-    chunks = geometry.chunks
-    states, keys, arrivals = _topk_scratch(rows, chunks, lists)
-    kernel(
-        (geometry.grid,),
-        (geometry.block,),
-        (
-            source,
-            values,
-            indices,
-            states,
-            keys,
-            arrivals,
-            np.int32(rows),
-            np.int32(cols),
-            np.int32(chunks),
-            np.int32(k),
-        ),
-        shared_mem=staging,
-    )
-    return values, indices
-
-
-@functools.cache  # a dictionary lookup per call: batch-1 top-k is bound by the Python path
-def _topk_kernel(dtype: str, template_args: tuple[int, ...], fused: bool, staging: int):
-    kernel = _function("topk.cu", dtype, "float32", topk_kernel_name(dtype, template_args, fused))
-    if staging > kernel.max_dynamic_shared_size_bytes:
-        kernel.max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
-    return kernel
-
-
-_topk_scratch_of: dict[int, tuple] = {}
-TOPK_MAX_LIST = 64  # keys per chunk list at most (k <= 64)
-
-
-def _topk_scratch(rows: int, chunks: int, lists: int):
-    """The top-k kernel's chunk states (m, d), chunk lists (64-bit keys) and per-row counters of
-    finished chunks, kept per stream (launches that could overlap never share them) and grown as
-    needed, so a call allocates and clears nothing: the counters are zero between launches (each
-    row's last block resets its own)."""
-    stream = cp.cuda.get_current_stream().ptr
-    states, keys, arrivals = _topk_scratch_of.get(stream, (None, None, None))
-    chunk_states = rows * chunks if chunks > 1 else 0
-    if keys is None or states.size < 2 * chunk_states or keys.size < chunk_states * lists:
-        size = max(chunk_states, 1024)
-        states, keys = cp.empty(2 * size, np.float32), cp.empty(size * TOPK_MAX_LIST, np.uint64)
-    if arrivals is None or arrivals.size < rows:
-        arrivals = cp.zeros(max(rows, 1024), np.uint32)
-    _topk_scratch_of[stream] = states, keys, arrivals
-    return states, keys, arrivals
-
-
 def free_bytes() -> int:
     """Device memory free for a new run: the driver's free bytes plus what CuPy's pool holds unused."""
-    _require_gpu()
+    require_gpu()
     free, _total = cp.cuda.runtime.memGetInfo()
     pool = cp.get_default_memory_pool()
     return int(free + pool.total_bytes() - pool.used_bytes())
 
 
 def device_info() -> dict:
-    _require_gpu()
+    require_gpu()
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     free, total = cp.cuda.runtime.memGetInfo()
     version = cp.cuda.runtime.runtimeGetVersion()

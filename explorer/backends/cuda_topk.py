@@ -1,0 +1,129 @@
+"""The fused softmax + top-k kernel (kernels/topk.cu) and the unfused pipeline on the GPU, through the
+CUDA backend's compiled modules: poisoned outputs for validation, an allocation-free timed path, and the
+per-stream scratch its chunks merge through."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..errors import GPUUnavailable, KernelFailed
+from ..numerics import DTYPES
+from ..registry import VARIANTS, Launch
+from .cuda import (
+    cp,
+    from_device,
+    kernel_function,
+    kernel_name,
+    launch,
+    launch_failure,
+    poison_value,
+    require_gpu,
+    to_device,
+)
+
+
+def topk_kernel_name(dtype: str, template_args: tuple[int, ...], fused: bool) -> str:
+    return kernel_name("topk", dtype, "float32", None, (*template_args, int(fused)))
+
+
+def topk_registers(dtype: str, template_args: tuple[int, ...], fused: bool) -> int:
+    return kernel_function("topk.cu", dtype, "float32", topk_kernel_name(dtype, template_args, fused)).num_regs
+
+
+def run_topk(fused: bool, launch: Launch, x: np.ndarray, dtype: str, k: int, softmax_launch: Launch):
+    """softmax + top-k on the GPU with poisoned outputs; returns (values, indices)."""
+    require_gpu()
+    rows, cols = x.shape
+    try:
+        x_dev = to_device(x)
+        values, indices = topk_on_device(fused, launch, x_dev, rows, cols, dtype, k, softmax_launch)
+        cp.cuda.get_current_stream().synchronize()
+        unwritten = int((indices < 0).sum() + (values == poison_value(DTYPES[dtype])).sum())
+        out = from_device(values, x.dtype), cp.asnumpy(indices)
+    except (GPUUnavailable, KernelFailed):
+        raise
+    except Exception as exc:
+        if cp is not None and isinstance(exc, cp.cuda.compiler.CompileException):
+            raise KernelFailed(f"top-k did not compile for {dtype}: {exc}") from exc
+        raise launch_failure(exc, "topk_fused" if fused else "topk_unfused", x.shape) from exc
+    if unwritten:
+        raise KernelFailed(f"top-k left {unwritten} of {2 * rows * k} outputs unwritten on {rows}×{cols}")
+    return out
+
+
+def topk_on_device(
+    fused: bool,
+    geometry: Launch,
+    x_dev,
+    rows: int,
+    cols: int,
+    dtype: str,
+    k: int,
+    softmax_launch: Launch,
+    poison: bool = True,
+):
+    """Launch the fused kernel, or `fast` softmax then the selection kernel (no sync). The timed path
+    passes poison=False: outputs are then allocated, not filled (validation poisons them)."""
+    if poison:
+        values = cp.full((rows, k), poison_value(DTYPES[dtype]), x_dev.dtype)
+        indices = cp.full((rows, k), -1, np.int32)
+    else:
+        values, indices = cp.empty((rows, k), x_dev.dtype), cp.empty((rows, k), np.int32)
+    source = x_dev
+    if not fused:
+        source = cp.empty_like(x_dev)
+        launch(VARIANTS["fast"], softmax_launch, x_dev, source, rows, cols, dtype, "float32")
+    _vec, per, lists, stages = geometry.template_args
+    staging = stages * per * geometry.block * 16
+    kernel = _topk_kernel(dtype, geometry.template_args, fused, staging)
+    chunks = geometry.chunks
+    states, keys, arrivals = _topk_scratch(rows, chunks, lists)
+    kernel(
+        (geometry.grid,),
+        (geometry.block,),
+        (
+            source,
+            values,
+            indices,
+            states,
+            keys,
+            arrivals,
+            np.int32(rows),
+            np.int32(cols),
+            np.int32(chunks),
+            np.int32(k),
+        ),
+        shared_mem=staging,
+    )
+    return values, indices
+
+
+@functools.cache  # a dictionary lookup per call: batch-1 top-k is bound by the Python path
+def _topk_kernel(dtype: str, template_args: tuple[int, ...], fused: bool, staging: int):
+    kernel = kernel_function("topk.cu", dtype, "float32", topk_kernel_name(dtype, template_args, fused))
+    if staging > kernel.max_dynamic_shared_size_bytes:
+        kernel.max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
+    return kernel
+
+
+_topk_scratch_of: dict[int, tuple] = {}
+TOPK_MAX_LIST = 64  # keys per chunk list at most (k <= 64)
+
+
+def _topk_scratch(rows: int, chunks: int, lists: int):
+    """The top-k kernel's chunk states (m, d), chunk lists (64-bit keys) and per-row counters of
+    finished chunks, kept per stream (launches that could overlap never share them) and grown as
+    needed, so a call allocates and clears nothing: the counters are zero between launches (each
+    row's last block resets its own)."""
+    stream = cp.cuda.get_current_stream().ptr
+    states, keys, arrivals = _topk_scratch_of.get(stream, (None, None, None))
+    chunk_states = rows * chunks if chunks > 1 else 0
+    if keys is None or states.size < 2 * chunk_states or keys.size < chunk_states * lists:
+        size = max(chunk_states, 1024)
+        states, keys = cp.empty(2 * size, np.float32), cp.empty(size * TOPK_MAX_LIST, np.uint64)
+    if arrivals is None or arrivals.size < rows:
+        arrivals = cp.zeros(max(rows, 1024), np.uint32)
+    _topk_scratch_of[stream] = states, keys, arrivals
+    return states, keys, arrivals
