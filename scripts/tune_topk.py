@@ -14,6 +14,7 @@ import numpy as np
 
 from explorer import devicetime, harness, peers
 from explorer.backends import cuda, cuda_topk
+from explorer.numerics import DTYPES
 from explorer.registry import VARIANTS, cdiv
 from explorer.topk import TopkResult, topk_errors, topk_launch
 
@@ -51,7 +52,7 @@ def main() -> None:
         x32 = cp.random.default_rng(rows + cols).standard_normal((rows, cols), dtype=cp.float32) * 3
         buffers = max(1, min(16, math.ceil(4 * cuda.device_info()["l2_bytes"] / x32.nbytes)))
         xs = [harness.round_on_device(cp.roll(x32, i, axis=1), dtype) for i in range(buffers)]
-        x_host = cuda.from_device(xs[0][:8], cuda.DTYPES[dtype])
+        x_host = cuda.from_device(xs[0][:8], DTYPES[dtype])
         for k in args.ks:
             print(tune(rows, cols, k, dtype, xs, x_host, args, torch), flush=True)
         cp.get_default_memory_pool().free_all_blocks()
@@ -77,7 +78,7 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
             seen.add((launch.block, launch.chunks, launch.template_args))
             values, indices = cuda_topk.topk_on_device(True, launch, xs[0], rows, cols, dtype, k, fast)
             got = TopkResult(
-                cuda.from_device(values[:8], cuda.DTYPES[dtype]),
+                cuda.from_device(values[:8], DTYPES[dtype]),
                 cp.asnumpy(indices[:8]),
                 "cuda",
                 "topk_fused",
