@@ -159,7 +159,9 @@ def fast_row_launch(
             return None
         hold = 0
     held = per * vec
-    if (hold < 2 and held > MAX_REGISTER_ELEMENTS) or block > fast_row_max_threads(hold, held, ITEMSIZE[dtype]):
+    if hold < 2 and (held > MAX_REGISTER_ELEMENTS or block * held > REGISTER_ELEMENTS_PER_BLOCK):
+        return None
+    if hold == 2 and block > 1024:
         return None
     loose = int(cols % vec != 0)
     return Launch(
@@ -174,13 +176,6 @@ def fast_row_launch(
     )
 
 
-def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
-    """fast.cu's fast_row_threads: the block size a fast_row instantiation is compiled for."""
-    if hold < 2 and held == 64 and itemsize == 2:
-        return 64  # 10 blocks an SM: 96 registers a thread, not 128
-    return REGISTER_ELEMENTS_PER_BLOCK // held if hold < 2 and held > 32 else 1024
-
-
 # fast's choices, measured on the H200 (scripts/tune_fast.py; docs/tune-fast-h200.json, whose `kernels` field
 # dates the fast.cu each shape was timed with). fast_warp up to these widths, with
 # (up to width, elements per lane); then fast_row by width: (up to width, threads per block at most,
@@ -192,7 +187,8 @@ FAST_WARP_ELEMENTS = {
     "bfloat16": ((1024, 32),),
 }
 FAST_ROW_16BIT = (
-    (4096, 512, 64, 1),
+    (2048, 512, 64, 2),
+    (4096, 128, 32, 1),
     (2**62, 512, 64, 2),
 )
 FAST_ROW_SHAPES = {
