@@ -12,6 +12,7 @@ emulation, and a trace's float64 replay on either backend (a GPU run itself take
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import threading
@@ -395,7 +396,19 @@ def show_waits(on_wait: Callable[[Waiting], None]) -> Iterator[None]:
 RUNS = Budget(lambda: RUNS_AT_ONCE * run_budget())
 
 
+@functools.cache
+def gpu_pool_bytes() -> int:
+    """The GPU memory that this server's runs share: what was free when the first GPU run came."""
+    from .backends import cuda  # only GPU runs ask, where CuPy is present
+
+    return cuda.free_bytes()
+
+
+# Runs on the GPU reserve their device bytes here, so two sessions that each fit the free memory cannot
+# together overcommit it: the second waits, as in RUNS.
+GPU_RUNS = Budget(lambda: gpu_pool_bytes())
+
+
 def host_run(backend: str, need: int) -> contextlib.AbstractContextManager[float]:
-    """The reservation a run holds in RUNS: its bytes in the emulation, none on the GPU (checked against the
-    GPU's free memory instead)."""
-    return RUNS.reserve(0 if backend == "cuda" else need)
+    """The reservation a run holds: its bytes in RUNS in the emulation, its device bytes in GPU_RUNS on the GPU."""
+    return (GPU_RUNS if backend == "cuda" else RUNS).reserve(need)

@@ -119,6 +119,36 @@ def test_refusal_is_fixed_by_the_limit_and_names_a_gpu_where_one_would_fit(monke
     assert "GPU" not in str(refused.value)
 
 
+def test_gpu_runs_reserve_their_device_bytes_so_two_sessions_cannot_overcommit(monkeypatch):
+    """Each of two GPU runs fits the free memory alone; together they do not: the second waits for the first
+    (through the same Budget as emulated runs), host memory's pool is untouched, and one over the whole GPU
+    pool is refused. The pool is faked: no GPU is needed."""
+    monkeypatch.setattr(budget, "gpu_pool_bytes", lambda: 100 * 2**20)
+    first_in, release, waits = threading.Event(), threading.Event(), []
+
+    def first():
+        with budget.host_run("cuda", 60 * 2**20):
+            first_in.set()
+            release.wait(WAIT_S)
+
+    def second():
+        with budget.show_waits(lambda w: (waits.append(w), release.set())), budget.host_run("cuda", 60 * 2**20):
+            waits.append(budget.GPU_RUNS.held)
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert first_in.wait(WAIT_S) and budget.GPU_RUNS.held == 60 * 2**20 and budget.RUNS.held == 0
+    b = threading.Thread(target=second)
+    b.start()
+    a.join(WAIT_S)
+    b.join(WAIT_S)
+    assert not a.is_alive() and not b.is_alive()
+    assert isinstance(waits[0], budget.Waiting) and waits[0].held == 60 * 2**20  # it waited for the first
+    assert waits[-1] == 60 * 2**20 and budget.GPU_RUNS.held == 0  # then ran alone, and gave it back
+    with pytest.raises(explorer.TooLarge, match="for all runs together"), budget.host_run("cuda", 101 * 2**20):
+        pass
+
+
 def test_softmax_holds_its_reservation_while_it_runs(monkeypatch):
     seen = []
     run = api.emulator.run
