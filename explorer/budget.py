@@ -398,10 +398,11 @@ RUNS = Budget(lambda: RUNS_AT_ONCE * run_budget())
 
 @functools.cache
 def gpu_pool_bytes() -> int:
-    """The GPU memory that this server's runs share: what was free when the first GPU run came."""
+    """The GPU memory that this server's runs share: the device's whole memory (fixed, so a run's admission
+    does not depend on what others hold at that moment; each run is also checked against the free memory)."""
     from .backends import cuda  # only GPU runs ask, where CuPy is present
 
-    return cuda.free_bytes()
+    return int(cuda.device_info()["memory_total_bytes"])
 
 
 # Runs on the GPU reserve their device bytes here, so two sessions that each fit the free memory cannot
