@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import budget, numerics
+from . import budget, numerics, reserve
 from .backends import cuda, emulator
 from .checks import (
     check_block,
@@ -137,7 +137,7 @@ def softmax(
     used = resolve_backend(backend)
     need = check_fits(rows, cols, dtype, used, v, block, trace_row is not None, acc)
     launch = v.launch(rows, cols, block, dtype)
-    with budget.host_run(used, need):
+    with reserve.host_run(used, need):
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
         if used == "cuda":
             out, raw = cuda.run(v, launch, x2, dtype, acc, trace_row)
@@ -160,7 +160,7 @@ def reference(x: np.ndarray) -> np.ndarray:
     0-d or non-numeric x, TooLarge for one over this server's limit.
     """
     x = check_numbers(x, "x")
-    with budget.RUNS.reserve(budget.reference_bytes(x.size // x.shape[-1], x.shape[-1])):
+    with reserve.RUNS.reserve(budget.reference_bytes(x.size // x.shape[-1], x.shape[-1])):
         return numerics.reference(x)
 
 
@@ -179,7 +179,7 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> num
     for name, other in (("x", x), ("ref", ref)):
         if other is not None and other.shape != out.shape:
             raise InvalidInput(f"out has shape {out.shape} but {name} has shape {other.shape}; they must match")
-    with budget.RUNS.reserve(budget.errors_bytes(out.size // out.shape[-1], out.shape[-1])):
+    with reserve.RUNS.reserve(budget.errors_bytes(out.size // out.shape[-1], out.shape[-1])):
         return numerics.errors(out, x, ref)
 
 

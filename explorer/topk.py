@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import budget
+from . import budget, reserve
 from .backends import cuda_topk, fast_emulation
 from .checks import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
 from .errors import InvalidInput
@@ -133,7 +133,7 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     gpu = budget.device_bytes(None, None, rows, cols, dtype, False)
     need = gpu if used == "cuda" else budget.topk_bytes(fused, launch, fast_launch, rows, cols, dtype)
     check_memory(rows, cols, DTYPES[dtype].itemsize, need, used, f"{dtype} softmax + top-k", gpu)
-    with budget.host_run(used, need):
+    with reserve.host_run(used, need):
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
         values, indices = (
             cuda_topk.run_topk(fused, launch, x2, dtype, k, fast_launch)

@@ -6,15 +6,15 @@ import time
 import pytest
 
 import explorer
-from explorer import api, budget, checks
+from explorer import api, budget, checks, reserve
 
 WAIT_S = 30  # generous: the threads below hand over through events, never through timing
 
 
 def test_two_runs_that_together_exceed_the_pool_do_not_run_at_once():
-    pool = budget.Budget(lambda: 100)
+    pool = reserve.Budget(lambda: 100)
     first_in, release, second_waiting, second_in = (threading.Event() for _ in range(4))
-    waits: list[budget.Waiting] = []
+    waits: list[reserve.Waiting] = []
 
     def first():
         with pool.reserve(60):
@@ -36,7 +36,7 @@ def test_two_runs_that_together_exceed_the_pool_do_not_run_at_once():
     b.start()
     assert second_waiting.wait(WAIT_S)
     assert not second_in.is_set() and pool.held == 60
-    assert pool.busy(60) == budget.Waiting(60, 60, 100, 0.0) and pool.busy(40) is None
+    assert pool.busy(60) == reserve.Waiting(60, 60, 100, 0.0) and pool.busy(40) is None
     assert waits[0].need == 60 and waits[0].held == 60 and waits[0].pool == 100
     assert waits[0].message().startswith("Waiting for memory:") and "this server's" in waits[0].message()
     release.set()
@@ -47,21 +47,21 @@ def test_two_runs_that_together_exceed_the_pool_do_not_run_at_once():
 
 
 def test_runs_that_fit_together_do_not_wait():
-    pool = budget.Budget(lambda: 100)
+    pool = reserve.Budget(lambda: 100)
     with pool.reserve(40, on_wait=lambda w: pytest.fail("waited")), pool.reserve(60) as waited:
         assert pool.held == 100 and waited >= 0
     assert pool.held == 0
 
 
 def test_the_reservation_is_given_back_on_an_exception():
-    pool = budget.Budget(lambda: 100)
+    pool = reserve.Budget(lambda: 100)
     with pytest.raises(ZeroDivisionError), pool.reserve(80):
         raise ZeroDivisionError
     assert pool.held == 0
 
 
 def test_the_thread_s_waiting_notice_hears_reservations_made_deeper_down():
-    pool = budget.Budget(lambda: 100)
+    pool = reserve.Budget(lambda: 100)
     heard = threading.Event()
     holder_in, release = threading.Event(), threading.Event()
 
@@ -78,7 +78,7 @@ def test_the_thread_s_waiting_notice_hears_reservations_made_deeper_down():
         heard.set()
         release.set()
 
-    with budget.show_waits(notice), pool.reserve(50):
+    with reserve.show_waits(notice), pool.reserve(50):
         assert heard.is_set()
     t.join(WAIT_S)
     assert pool.held == 0
@@ -86,7 +86,7 @@ def test_the_thread_s_waiting_notice_hears_reservations_made_deeper_down():
 
 def test_more_than_the_pool_is_refused_at_once():
     with pytest.raises(explorer.TooLarge, match="this server's limit"):
-        with budget.Budget(lambda: 100).reserve(101):
+        with reserve.Budget(lambda: 100).reserve(101):
             pass
 
 
@@ -123,29 +123,29 @@ def test_gpu_runs_reserve_their_device_bytes_so_two_sessions_cannot_overcommit(m
     """Each of two GPU runs fits the free memory alone; together they do not: the second waits for the first
     (through the same Budget as emulated runs), host memory's pool is untouched, and one over the whole GPU
     pool is refused. The pool is faked: no GPU is needed."""
-    monkeypatch.setattr(budget, "gpu_pool_bytes", lambda: 100 * 2**20)
+    monkeypatch.setattr(reserve, "gpu_pool_bytes", lambda: 100 * 2**20)
     first_in, release, waits = threading.Event(), threading.Event(), []
 
     def first():
-        with budget.host_run("cuda", 60 * 2**20):
+        with reserve.host_run("cuda", 60 * 2**20):
             first_in.set()
             release.wait(WAIT_S)
 
     def second():
-        with budget.show_waits(lambda w: (waits.append(w), release.set())), budget.host_run("cuda", 60 * 2**20):
-            waits.append(budget.GPU_RUNS.held)
+        with reserve.show_waits(lambda w: (waits.append(w), release.set())), reserve.host_run("cuda", 60 * 2**20):
+            waits.append(reserve.GPU_RUNS.held)
 
     a = threading.Thread(target=first)
     a.start()
-    assert first_in.wait(WAIT_S) and budget.GPU_RUNS.held == 60 * 2**20 and budget.RUNS.held == 0
+    assert first_in.wait(WAIT_S) and reserve.GPU_RUNS.held == 60 * 2**20 and reserve.RUNS.held == 0
     b = threading.Thread(target=second)
     b.start()
     a.join(WAIT_S)
     b.join(WAIT_S)
     assert not a.is_alive() and not b.is_alive()
-    assert isinstance(waits[0], budget.Waiting) and waits[0].held == 60 * 2**20  # it waited for the first
-    assert waits[-1] == 60 * 2**20 and budget.GPU_RUNS.held == 0  # then ran alone, and gave it back
-    with pytest.raises(explorer.TooLarge, match="for all runs together"), budget.host_run("cuda", 101 * 2**20):
+    assert isinstance(waits[0], reserve.Waiting) and waits[0].held == 60 * 2**20  # it waited for the first
+    assert waits[-1] == 60 * 2**20 and reserve.GPU_RUNS.held == 0  # then ran alone, and gave it back
+    with pytest.raises(explorer.TooLarge, match="for all runs together"), reserve.host_run("cuda", 101 * 2**20):
         pass
 
 
@@ -154,14 +154,14 @@ def test_softmax_holds_its_reservation_while_it_runs(monkeypatch):
     run = api.emulator.run
 
     def spy(*args):
-        seen.append(budget.RUNS.held)
+        seen.append(reserve.RUNS.held)
         return run(*args)
 
     monkeypatch.setattr(api.emulator, "run", spy)
     x = explorer.make_input("normal", rows=8, cols=256, dtype="float32", seed=0)
     explorer.softmax(x, "online_warp", backend="emulator")
     assert seen == [explorer.bytes_needed(8, 256, "float32", "emulator", explorer.VARIANTS["online_warp"])]
-    assert budget.RUNS.held == 0
+    assert reserve.RUNS.held == 0
 
 
 def test_a_page_whose_run_must_wait_for_memory_says_so_then_runs(monkeypatch):
@@ -186,7 +186,7 @@ def test_a_page_whose_run_must_wait_for_memory_says_so_then_runs(monkeypatch):
     holder_in, release = threading.Event(), threading.Event()
 
     def holder():  # another session's run
-        with budget.RUNS.reserve(4 * 64 * 2**20 - 1024):
+        with reserve.RUNS.reserve(4 * 64 * 2**20 - 1024):
             holder_in.set()
             release.wait(WAIT_S)
 
@@ -207,6 +207,6 @@ def test_a_page_whose_run_must_wait_for_memory_says_so_then_runs(monkeypatch):
     release.set()
     this.join(WAIT_S)
     other.join(WAIT_S)
-    assert not this.is_alive() and budget.RUNS.held == 0
+    assert not this.is_alive() and reserve.RUNS.held == 0
     ok(at)
     assert charts(at)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer import budget
+from explorer import budget, reserve
 from explorer.backends import emulator
 from explorer.numerics import dtype_name
 
@@ -98,15 +98,15 @@ def test_softmax_runs_the_emulation_in_budget_chunks_and_reports_progress(monkey
 
 def test_a_stopped_softmax_releases_its_memory(monkeypatch):
     monkeypatch.setattr(budget, "chunks", lambda *args: 3)
-    held = budget.RUNS.held
+    held = reserve.RUNS.held
 
     def stop(done, rows):
-        assert budget.RUNS.held > held  # the run's reservation is held while it runs
+        assert reserve.RUNS.held > held  # the run's reservation is held while it runs
         raise Stop
 
     with pytest.raises(Stop):
         explorer.softmax(explorer.make_input("normal", 9, 100), "naive", backend="emulator", progress=stop)
-    assert budget.RUNS.held == held
+    assert reserve.RUNS.held == held
 
 
 def test_a_progress_that_is_not_a_function_is_refused_in_words():

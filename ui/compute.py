@@ -14,7 +14,7 @@ import numpy as np
 import streamlit as st
 
 import explorer
-from explorer import budget
+from explorer import budget, reserve
 from explorer.numerics import ErrorReport, dtype_name, softmax_bound
 
 from .keep import KEPT, NotKept
@@ -48,9 +48,9 @@ def backend() -> str:
 @contextlib.contextmanager
 def memory_turn(spec: InputSpec) -> Iterator[None]:
     """Say on the page, while the block runs, that other sessions' runs hold the memory a step over this input
-    reserves (the error report's, the largest); the step itself waits in explorer.budget.RUNS, inside the cached
+    reserves (the error report's, the largest); the step itself waits in explorer.reserve.RUNS, inside the cached
     call, where nothing may be drawn."""
-    waiting = budget.RUNS.busy(budget.errors_bytes(*get_input(spec).shape))
+    waiting = reserve.RUNS.busy(budget.errors_bytes(*get_input(spec).shape))
     slot = st.empty() if waiting else None
     if slot is not None:
         slot.info(waiting.message(), icon=":material/hourglass_top:")

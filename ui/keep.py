@@ -2,7 +2,7 @@
 the server process, held to explorer.budget.KEPT_BUDGET bytes in all, the least recently used out first.
 
 st.cache_data bounds a cache's entries, not its bytes, so an entry count that is harmless for small runs holds
-gigabytes for large ones, beside the memory that runs reserve (explorer.budget.RUNS). Here every kept value's
+gigabytes for large ones, beside the memory that runs reserve (explorer.reserve.RUNS). Here every kept value's
 arrays are counted, and made read-only: sessions share them, none may change another's."""
 
 from __future__ import annotations
