@@ -24,21 +24,19 @@ cp = cuda.cp
 FAST = VARIANTS["fast"]
 
 
+# fast_row's (elements a thread, hold) to try; registers_only keeps the register-held ones of 64 and more
+FAST_ROW_HOLDS = ((16, 0), (32, 0), (64, 0), (16, 1), (32, 1), (64, 1), (128, 1), (32, 2), (64, 2), (128, 2))
+REGISTER_HELD = ((64, 1), (128, 1))
+
+
 def candidates(rows: int, cols: int, dtype: str, registers_only: bool = False) -> list[Launch]:
     """The rule's choice, fast_warp with other lane counts, then fast_row at every block size, register or
-    shared-memory budget and hold (registers / shared memory) that fits; with registers_only, the rule's
-    choice and the register-held fast_row geometries (one or several rows a block) only."""
+    shared-memory budget and hold (registers / shared memory) that fits, then several rows a block; with
+    registers_only, the rule's choice and the register-held fast_row geometries (one or several rows a block)."""
     found = [FAST.launch(rows, cols, None, dtype)]
-    if registers_only:
-        for threads in (128, 256, 512):
-            for elements in (64, 128):
-                launch = fast_row_launch(rows, cols, dtype, threads, elements, 1)
-                if launch is not None and launch not in found:
-                    found.append(launch)
-        return found + [c for c in _several_rows(rows, cols, dtype) if c not in found]
     vec = fast_vector(cols, dtype)
     packs = cols // vec
-    if cols <= 2048 and vec > 1:
+    if cols <= 2048 and vec > 1 and not registers_only:
         for lanes in (4, 8, 16, 32):
             per = pow2_at_least(cdiv(packs, lanes))
             if per * vec <= 64:
@@ -53,18 +51,7 @@ def candidates(rows: int, cols: int, dtype: str, registers_only: bool = False) -
                     )
                 )
     for threads in (128, 256, 512, 1024):
-        for elements, hold in (
-            (16, 0),
-            (32, 0),
-            (64, 0),
-            (16, 1),
-            (32, 1),
-            (64, 1),
-            (128, 1),
-            (32, 2),
-            (64, 2),
-            (128, 2),
-        ):
+        for elements, hold in REGISTER_HELD if registers_only else FAST_ROW_HOLDS:
             if elements < vec or (hold == 2 and elements > 8 * vec * 2):
                 continue
             launch = fast_row_launch(rows, cols, dtype, threads, elements, hold)
