@@ -20,7 +20,7 @@ DTYPE_NAMES = tuple(DTYPES)
 ITEMSIZE = {name: dtype.itemsize for name, dtype in DTYPES.items()}
 THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block
 SMS = 132  # multiprocessors of the H200 the fast rules were tuned on (the CUDA backend checks fast_row's residency on the real GPU)
-MAX_CLUSTER = 8  # portable Hopper cluster size
+MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
 REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
 MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
 MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two blocks still fit on an SM
@@ -127,8 +127,8 @@ def pow2_at_least(n: int) -> int:
 
 
 def fast_vector(cols: int, dtype: str) -> int:
-    """Elements per load in fast_warp, fast_split and the top-k kernel: 16-byte packs where every row
-    starts aligned, else narrower (fast_row loads 16-byte packs at any width)."""
+    """Elements per load in fast_warp and fast_split: 16-byte packs where every row starts aligned, else
+    narrower (fast_row and the top-k kernel load 16-byte packs at any width)."""
     itemsize = ITEMSIZE[dtype]
     return next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
 
@@ -159,9 +159,7 @@ def fast_row_launch(
             return None
         hold = 0
     held = per * vec
-    if hold < 2 and (held > MAX_REGISTER_ELEMENTS or block * held > REGISTER_ELEMENTS_PER_BLOCK):
-        return None
-    if hold == 2 and block > 1024:
+    if (hold < 2 and held > MAX_REGISTER_ELEMENTS) or block > fast_row_max_threads(hold, held, ITEMSIZE[dtype]):
         return None
     loose = int(cols % vec != 0)
     return Launch(
@@ -176,6 +174,13 @@ def fast_row_launch(
     )
 
 
+def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
+    """fast.cu's fast_row_threads: the block size a fast_row instantiation is compiled for."""
+    if hold < 2 and held == 64 and itemsize == 2:
+        return 64  # 10 blocks an SM: 96 registers a thread, not 128
+    return REGISTER_ELEMENTS_PER_BLOCK // held if hold < 2 and held > 32 else 1024
+
+
 # fast's choices, measured on the H200 (scripts/tune_fast.py; docs/tune-fast-h200.json, whose `kernels` field
 # dates the fast.cu each shape was timed with). fast_warp up to these widths, with
 # (up to width, elements per lane); then fast_row by width: (up to width, threads per block at most,
@@ -187,8 +192,7 @@ FAST_WARP_ELEMENTS = {
     "bfloat16": ((1024, 32),),
 }
 FAST_ROW_16BIT = (
-    (2048, 512, 64, 2),
-    (4096, 128, 32, 1),
+    (4096, 512, 64, 1),
     (2**62, 512, 64, 2),
 )
 FAST_ROW_SHAPES = {

@@ -16,13 +16,13 @@ from .backends import cuda_topk, fast_emulation
 from .checks import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
 from .errors import InvalidInput
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
-from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv, fast_vector
+from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv
 
 K_MAX = 64
-TOPK_BLOCK = 128
-TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: wider blocks, ~4096 elements each
-TOPK_RESIDENT_PER_SM = 8  # blocks of TOPK_BLOCK threads at the kernel's 64 registers
-TOPK_STAGES = 3  # batches in flight per thread: the one worked on and two being copied
+TOPK_BLOCK = 128  # threads a block where rows outnumber the SMs; 256 where they do not
+TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: chunks of ~4096 elements
+TOPK_CHUNK = 65536  # elements a chunk at least, once rows are not few
+TOPK_STAGES = 3  # batches in flight per thread: the one worked on and two being copied (1 at least)
 VOCABS = (32000, 50257, 128256, 151936, 262144)  # LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma vocabularies
 
 
@@ -72,23 +72,20 @@ def topk_launch(
     chunks: int | None = None,
     stages: int | None = None,
 ) -> Launch:
-    """Several blocks per row when rows are few, a row's last block merging its chunks. A handful of
-    rows (latency): 256-thread blocks of ~4096 elements each. Else 128-thread blocks, 8 resident per
-    SM (64 registers), each row cut into chunks of at least 32768 elements until the grid fills those
-    slots twice over. Defaults are what scripts/tune_topk.py measured fastest on the H200."""
-    itemsize = ITEMSIZE[dtype]
-    vec = fast_vector(cols, dtype)
+    """Several blocks per row when rows are few, a row's last block merging its chunks: a handful of rows
+    (latency) in chunks of ~4096 elements; up to one row per SM, chunks of at least 65536 elements, about
+    four blocks an SM; more rows, a block per row (chunks only add merges once the grid fills the GPU).
+    256-thread blocks while rows are no more than the SMs, 128 after. Loads are 16-byte packs at any width
+    (a row's loose head and tail elements go to its first threads). Defaults are what scripts/tune_topk.py
+    measured fastest on the H200."""
+    vec = 16 // ITEMSIZE[dtype]
     per = max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
-    if vec * itemsize < 16:  # cp.async stages 16-byte packs
-        stages = 0
-    elif stages is None:
-        stages = TOPK_STAGES
-    latency = rows < TOPK_LATENCY_ROWS
-    block = block or (2 * TOPK_BLOCK if latency else TOPK_BLOCK)
+    stages = stages or TOPK_STAGES
+    block = block or (2 * TOPK_BLOCK if rows <= SMS else TOPK_BLOCK)
     if chunks is None:
-        slots = TOPK_RESIDENT_PER_SM * SMS
-        chunks = cdiv(cols, 4096) if latency else min(cdiv(cols, 32768), round(2 * slots / rows))
+        latency = rows < TOPK_LATENCY_ROWS
+        chunks = cdiv(cols, 4096) if latency else min(cdiv(cols, TOPK_CHUNK), max(1, round(4 * SMS / rows)))
     chunks = max(1, min(chunks, cols // (block * per * vec)))  # at least one batch per thread
     staging = stages * per * block * 16
     return Launch(
@@ -97,7 +94,7 @@ def topk_launch(
         shared_bytes=8 * 16 * lists + 80 + staging,
         threads_per_row=chunks * block,
         kernel="topk",
-        template_args=(vec, per, lists, stages),
+        template_args=(vec, per, lists, stages, int(cols % vec != 0)),
         chunks=chunks,
     )
 

@@ -124,12 +124,19 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
 }
 
 // Threads a fast_row block may have: 1024, or fewer where each holds more than 32 elements in registers
-// (32 · 1024 elements a block at most; explorer/registry.py's fast_row_launch keeps to it).
-__host__ __device__ constexpr int fast_row_threads(int hold, int held) { return hold < 2 && held > 32 ? 32 * 1024 / held : 1024; }
+// (32 · 1024 elements a block at most), and 64 where a 16-bit thread holds 64: those blocks are asked to
+// fit 10 to an SM, so a thread gets 96 registers, not the 128 it would take (25 % occupancy); it does not
+// spill, and rows of 2–4K columns run at 94–99 % of copy on the H200 instead of 86–97 %
+// (scripts/tune_fast.py). explorer/registry.py's fast_row_launch keeps to these.
+__host__ __device__ constexpr bool fast_row_capped(int hold, int held, int itemsize) { return hold < 2 && held == 64 && itemsize == 2; }
+__host__ __device__ constexpr int fast_row_threads(int hold, int held, int itemsize) {
+    return fast_row_capped(hold, held, itemsize) ? 64 : hold < 2 && held > 32 ? 32 * 1024 / held : 1024;
+}
+__host__ __device__ constexpr int fast_row_min_blocks(int hold, int held, int itemsize) { return fast_row_capped(hold, held, itemsize) ? 10 : 0; }
 
 // ROWS > 1 only with one slice a row (short rows: several a block keep many warps on an SM).
 template <typename T, typename Acc, int VEC, int PER, int HOLD, bool LOOSE, int ROWS>
-__global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC)) fast_row(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
+__global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC, sizeof(T)), fast_row_min_blocks(HOLD, PER * VEC, sizeof(T))) fast_row(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                                  unsigned* __restrict__ sync, int rows, int cols, int slices) {
     fast_row_body<T, VEC, PER, HOLD, 1, LOOSE, ROWS>(x, y, partial, sync, rows, cols, slices);
 }
@@ -137,10 +144,11 @@ __global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC)) fast_row(co
 // fast_row_cluster: fast_row whose `slices` = CLUSTER blocks of a row form a Hopper cluster (a separate
 // kernel: the cluster attribute changes how every block is scheduled, so one-block rows go without it).
 template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(fast_row_threads(HOLD, PER * VEC))
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(fast_row_threads(HOLD, PER * VEC, 4))
 fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
                  int rows, int cols, int slices) {
     fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1>(x, y, partial, sync, rows, cols, slices);
+    cluster_exchange_done();
 }
 
 // fast_split_partial: fast's path for few, very long rows. Block c of a row streams chunk c in

@@ -7,21 +7,6 @@
 
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
 
-// Packs first, first + stride, ... (PER of them, those below end) of a row as floats, 16 bytes per
-// load; valid marks the elements loaded (the others read as 0 and must be skipped).
-template <typename T, int VEC, int PER>
-__device__ __forceinline__ void load_packs(const Pack<T, VEC>* row, int first, int stride, int end,
-                                           float (&v)[PER * VEC], bool (&valid)[PER * VEC]) {
-#pragma unroll
-    for (int k = 0; k < PER; ++k) {
-        const int p = first + k * stride;
-        Pack<T, VEC> pack;
-        if (p < end) pack = row[p];
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
-    }
-}
-
 // 2^t as the bare MUFU.EX2 (within 2 ulp; subnormal results flush to 0, as the emulation's -ftz
 // does; 2^-inf = 0). exp2f without -ftz wraps it in 3 more instructions for subnormal results.
 __device__ __forceinline__ float fast_exp2(float t) {
@@ -182,7 +167,9 @@ __device__ __forceinline__ State<float> exchange_row(State<float> s, float* row_
 }
 
 // exchange_row for the blocks of one Hopper cluster: the states are read from each block's shared
-// memory (DSMEM) and folded in the same order, so the bits match exchange_row's.
+// memory (DSMEM) and folded in the same order, so the bits match exchange_row's. A block's last reads
+// of the others' shared memory are announced by a cluster arrive whose wait (cluster_exchange_done)
+// comes as the block exits, so no block waits for the others' reads before it writes its outputs.
 template <int CLUSTER> __device__ __forceinline__ State<float> cluster_exchange(State<float> s) {
     __shared__ float block_state[2], row_state[2];
     if (threadIdx.x == 0) { block_state[0] = s.m; block_state[1] = s.d; }
@@ -197,10 +184,13 @@ template <int CLUSTER> __device__ __forceinline__ State<float> cluster_exchange(
         r = group_merge<32>(r);
         if (threadIdx.x == 0) { row_state[0] = r.m; row_state[1] = r.d; }
     }
-    __cluster_barrier_arrive();  // no block may leave while another still reads its shared memory
-    __cluster_barrier_wait();
+    __cluster_barrier_arrive();
+    __syncthreads();
     return {row_state[0], row_state[1]};
 }
+
+// The end of a cluster_exchange: no block may exit while another still reads its shared memory.
+__device__ __forceinline__ void cluster_exchange_done() { __cluster_barrier_wait(); }
 
 // A thread's state over the elements it holds in registers: max first (registers are free to
 // read twice), then e_i = e^{x_i - m} in place and their sum, so each element costs ONE exp.
@@ -271,7 +261,7 @@ template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> normalise
     return to_pack<T, VEC>(f);
 }
 
-// A row of fast_row as an aligned body of whole 16-byte packs and at most 2·(VEC - 1) loose elements:
+// A row of fast_row (and of topk.cu) as an aligned body of whole 16-byte packs and at most 2·(VEC - 1) loose elements:
 // the head before the row's first 16-byte boundary and the tail after its last whole pack (x and y
 // start 16-byte aligned, so a row of any width loads 16 bytes at a time). Aligned rows have none;
 // for a width that is a multiple of VEC, RowSplit(0, cols) is every row's split.

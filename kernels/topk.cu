@@ -29,6 +29,17 @@
 
 template <bool B> struct Flag { static constexpr bool value = B; };  // a compile-time switch for a generic lambda
 
+// The row's column of slot q of a thread's batch: pack k = q / VEC of the batch at pack `base` of the
+// aligned body, which starts at column `head`; or one loose element's column for every slot.
+template <int VEC> struct BatchColumns {
+    int head, base;
+    __device__ __forceinline__ int operator()(int q) const { return head + (base + (q / VEC) * blockDim.x + threadIdx.x) * VEC + q % VEC; }
+};
+struct LooseColumn {
+    int column;
+    __device__ __forceinline__ int operator()(int) const { return column; }
+};
+
 // The bound before the list is full, from a warp's first batch: each lane's R-th largest value (NaN
 // if it has fewer than R numbers), sorted across the lanes; the ceil(k/R)-th of them has R·ceil(k/R) >= k
 // distinct elements at or above it, so an element below it cannot be among the row's k best.
@@ -70,9 +81,10 @@ __device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buff
 }
 
 // Append a thread's batch elements that reach the bound to the warp's buffer (one per lane per round,
-// a ballot placing them), flushing it whenever the next round would not fit. Returns the new fill.
-template <bool FULL, int R, int N, int VEC>
-__device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool (&valid)[N], int base, Key* buffer,
+// a ballot placing them), flushing it whenever the next round would not fit; column(q) is the row's
+// column of slot q. Returns the new fill.
+template <bool FULL, int R, int N, typename Column>
+__device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool (&valid)[N], Column column, Key* buffer,
                                                  int buffered, Key (&list)[R], int k, float seed, float& bound) {
     const int lane = threadIdx.x % 32;
     unsigned left = 0;
@@ -93,8 +105,7 @@ __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool
             float value = 0.0f;
 #pragma unroll
             for (int q = 0; q < N; ++q) if (q == next) value = v[q];
-            buffer[buffered + __popc(offering & ((1u << lane) - 1))] =
-                make_key(value, (base + (next / VEC) * blockDim.x + threadIdx.x) * VEC + next % VEC);
+            buffer[buffered + __popc(offering & ((1u << lane) - 1))] = make_key(value, column(next));
         }
         buffered += __popc(offering);
     }
@@ -248,11 +259,14 @@ __device__ __forceinline__ void staged_batch(int base, int end, int stage, float
     }
 }
 
-// Block c of a row folds chunk c exactly as fast_split_partial does, and each warp keeps the top-k
-// of what its lanes read. The warps' lists merge in warp 0. With one chunk per row the block writes
+// Block c of a row folds chunk c of the row's aligned body (RowSplit: 16-byte packs at any width) as
+// fast_split_partial does, and each warp keeps the top-k of what its lanes read; where the width is not
+// a multiple of VEC (LOOSE), the first threads of chunk 0 then take the loose head and tail elements,
+// one each, as a last batch. The warps' lists merge in warp 0. With one chunk per row the block writes
 // the row's answer; with several (few rows: latency) it leaves the chunk's (m, d) and sorted list,
 // and the row's last block to arrive (a counter per row, back to 0 after) merges them: one launch.
-template <typename T, typename Acc, int VEC, int PER, int K, int STAGES, int SOFTMAX>
+// cp.async copies STAGES - 1 batches ahead into shared memory while one is worked on.
+template <typename T, typename Acc, int VEC, int PER, int K, int STAGES, bool LOOSE, int SOFTMAX>
 __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
                                             float* __restrict__ partial, Key* __restrict__ partial_keys,
                                             unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
@@ -262,10 +276,13 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long long row = blockIdx.x / chunks;
     const int c = blockIdx.x % chunks;
-    const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
-    const int packs = cols / VEC;
-    const int chunk = (packs + chunks - 1) / chunks;
-    const int begin = c * chunk, end = min(packs, begin + chunk);
+    const RowSplit<VEC> split(LOOSE ? row : 0, cols);
+    const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols + split.head);
+    const int chunk = (split.packs + chunks - 1) / chunks;
+    const int begin = c * chunk, end = min(split.packs, begin + chunk);
+    const bool holds_loose = LOOSE && c == 0 && threadIdx.x < split.loose;
+    const int loose_col = split.loose_col(threadIdx.x);
+    const float loose = holds_loose ? to_float(x[row * cols + loose_col]) : 0.0f;
     Key list[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) list[r] = NO_KEY;
@@ -276,10 +293,10 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
     const int step = PER * blockDim.x;
     float v[N];
     bool valid[N];
-    // One batch: select, then fold into (m, d) as exps_in_place does (the same bits: an all -inf thread
-    // shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0). A full batch (every thread's packs
-    // below end, Flag<true>) is compiled without the bounds checks.
-    const auto work = [&](int base, auto full) {
+    // One batch, its slot q at column(q): select, then fold into (m, d) as exps_in_place does (the same
+    // bits: an all -inf thread shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0). A full batch
+    // (every thread's packs below end, Flag<true>) is compiled without the bounds checks.
+    const auto work = [&](auto column, bool first, auto full) {
         constexpr bool FULL = decltype(full)::value;
         float most = NEG_INF;
 #pragma unroll
@@ -288,15 +305,14 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
             if (reaches(most, bound)) {  // a lane of NaN only has no bound (NaN) and takes every element
 #pragma unroll
                 for (int q = 0; q < N; ++q) {
-                    if ((FULL || valid[q]) && reaches(v[q], bound))
-                        list[0] = max(list[0], make_key(v[q], (base + (q / VEC) * blockDim.x + threadIdx.x) * VEC + q % VEC));
+                    if ((FULL || valid[q]) && reaches(v[q], bound)) list[0] = max(list[0], make_key(v[q], column(q)));
                 }
                 bound = key_value(list[0]);
             }
         } else {
-            if (base == begin) bound = seed = seed_bound<FULL, R, N>(v, valid, k);
+            if (first) bound = seed = seed_bound<FULL, R, N>(v, valid, k);
             if (__any_sync(ALL_LANES, reaches(most, bound)))  // rare once the list holds large values
-                buffered = gather_candidates<FULL, R, N, VEC>(v, valid, base, buffer, buffered, list, k, seed, bound);
+                buffered = gather_candidates<FULL, R, N>(v, valid, column, buffer, buffered, list, k, seed, bound);
         }
         if (SOFTMAX) {
             const float shift = most == NEG_INF ? 0.0f : most;
@@ -306,33 +322,26 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
             s = fast_merge(s, {most, d});
         }
     };
-    if constexpr (STAGES > 0) {  // 16-byte packs: cp.async copies STAGES - 1 batches ahead into shared memory
 #pragma unroll
-        for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_batch<T, VEC, PER>(xr, begin + ahead * step, end, ahead);
-        int stage = 0;
-        for (int base = begin; base < end; base += step) {
-            stage_batch<T, VEC, PER>(xr, base + (STAGES - 1) * step, end, (stage + STAGES - 1) % STAGES);
-            asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");  // this batch has landed
-            if (base + step <= end) {
-                staged_batch<true, T, VEC, PER>(base, end, stage, v, valid);
-                work(base, Flag<true>());
-            } else {
-                staged_batch<false, T, VEC, PER>(base, end, stage, v, valid);
-                work(base, Flag<false>());
-            }
-            stage = stage == STAGES - 1 ? 0 : stage + 1;
+    for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_batch<T, VEC, PER>(xr, begin + ahead * step, end, ahead);
+    int stage = 0;
+    for (int base = begin; base < end; base += step) {
+        stage_batch<T, VEC, PER>(xr, base + (STAGES - 1) * step, end, (stage + STAGES - 1) % STAGES);
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");  // this batch has landed
+        const BatchColumns<VEC> column = {split.head, base};
+        if (base + step <= end) {
+            staged_batch<true, T, VEC, PER>(base, end, stage, v, valid);
+            work(column, base == begin, Flag<true>());
+        } else {
+            staged_batch<false, T, VEC, PER>(base, end, stage, v, valid);
+            work(column, base == begin, Flag<false>());
         }
-    } else {  // narrower packs (odd widths): the next batch's loads fly in registers while this one is worked on
-        float next[N];
-        bool next_valid[N];
-        load_packs<T, VEC, PER>(xr, begin + threadIdx.x, blockDim.x, end, next, next_valid);
-        for (int base = begin; base < end; base += step) {
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
+    }
+    if constexpr (LOOSE) {  // the loose elements as one more batch: slot 0 of the threads that hold one
 #pragma unroll
-            for (int q = 0; q < N; ++q) { v[q] = next[q]; valid[q] = next_valid[q]; }
-            load_packs<T, VEC, PER>(xr, base + step + threadIdx.x, blockDim.x, end, next, next_valid);
-            if (base + step <= end) work(base, Flag<true>());
-            else work(base, Flag<false>());
-        }
+        for (int q = 0; q < N; ++q) { v[q] = q == 0 ? loose : 0.0f; valid[q] = q == 0 && holds_loose; }
+        work(LooseColumn{loose_col}, false, Flag<false>());
     }
     if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound);
     if (SOFTMAX) s = fast_block_merge(s);

@@ -14,7 +14,8 @@ SHAPES = [(3, 100), (2, 5000), (64, 131072), (1, 300000), (1, 1 << 24)]  # every
 
 
 def global_functions(filename: str) -> set[str]:
-    attributes = r"(?:__\w+__\((?:[^()]|\([^()]*\))*\)\s+)*"  # __launch_bounds__(f(...)), __cluster_dims__(...)
+    nested = r"(?:[^()]|\((?:[^()]|\([^()]*\))*\))*"  # up to two levels: __launch_bounds__(f(a, sizeof(T)))
+    attributes = r"(?:__\w+__\(" + nested + r"\)\s+)*"  # __launch_bounds__(...), __cluster_dims__(...)
     return set(re.findall(r"__global__\s+void\s+" + attributes + r"(\w+)\s*\(", cuda.kernel_source(filename)))
 
 

@@ -207,6 +207,8 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
     staging = geometry.block * per * 16 if hold else 0
     if staging > kernels[0].max_dynamic_shared_size_bytes:
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
+    if geometry.protocol == "cluster" and geometry.chunks > PORTABLE_CLUSTER:
+        _allow_large_clusters(kernels[0])
     partial, sync = _row_exchange(kernels[0], geometry, int(shape[0]), staging)
     kernels[0](
         (geometry.grid,),
@@ -217,6 +219,16 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
 
 
 LAUNCHERS = {"rows": _launch_rows, "two_stage": _launch_two_stage, "slices": _launch_slices, "cluster": _launch_slices}
+
+
+PORTABLE_CLUSTER = 8  # blocks a cluster may have on any GPU with clusters
+NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
+
+
+@functools.cache
+def _allow_large_clusters(kernel) -> None:
+    """A kernel whose clusters have more than 8 blocks (Hopper takes 16) must opt in to the non-portable size."""
+    cp.cuda.driver.funcSetAttribute(kernel.kernel.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
 
 
 _exchanges: dict[int, tuple] = {}

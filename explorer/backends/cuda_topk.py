@@ -66,6 +66,8 @@ def topk_on_device(
 ):
     """Launch the fused kernel, or `fast` softmax then the selection kernel (no sync). The timed path
     passes poison=False: outputs are then allocated, not filled (validation poisons them)."""
+    if x_dev.data.ptr % 16:  # rows are split at 16-byte boundaries of x
+        raise KernelFailed("top-k needs its input to start on a 16-byte boundary")
     if poison:
         values = cp.full((rows, k), poison_value(DTYPES[dtype]), x_dev.dtype)
         indices = cp.full((rows, k), -1, np.int32)
@@ -75,7 +77,7 @@ def topk_on_device(
     if not fused:
         source = cp.empty_like(x_dev)
         launch(VARIANTS["fast"], softmax_launch, x_dev, source, rows, cols, dtype, "float32")
-    _vec, per, lists, stages = geometry.template_args
+    _vec, per, lists, stages, _loose = geometry.template_args
     staging = stages * per * geometry.block * 16
     kernel = _topk_kernel(dtype, geometry.template_args, fused, staging)
     chunks = geometry.chunks

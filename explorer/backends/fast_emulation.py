@@ -180,7 +180,14 @@ def _fast_normalise(x32: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np
 
 
 def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
-    """The row's (m, d) as fast_split_partial + fast_split_finish (and topk, chunks merged by a row's last block) get it."""
+    """The row's (m, d) as fast_split_partial + fast_split_finish get it."""
+    m, d = _split_thread_states(x32, launch, vec, per)
+    return _merge_chunks(m, d)
+
+
+def _split_thread_states(x32: np.ndarray, launch: Launch, vec: int, per: int):
+    """Each thread's (m, d), (rows, chunks, threads), after fast_split_partial's (and topk's) batches of
+    per packs a thread, online per batch."""
     rows, cols = x32.shape
     packs, chunks, threads = cols // vec, launch.chunks, launch.block
     chunk = cdiv(packs, chunks)
@@ -203,8 +210,39 @@ def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
             x32[:, element].reshape(rows * chunks, threads, per * vec), slots.reshape(rows * chunks, threads, per * vec)
         )
         m, d = _fast_merge(m, d, bm.reshape(rows, chunks, threads), bd.reshape(rows, chunks, threads))
+    return m, d
+
+
+def _merge_chunks(m: np.ndarray, d: np.ndarray):
+    """Thread states (rows, chunks, threads) -> the row's (m, d): each chunk's block merge, then the fold."""
+    rows, chunks, threads = m.shape
     cm, cd = _fast_block_merge(m.reshape(rows * chunks, threads), d.reshape(rows * chunks, threads))
     return _fold_chunks(cm.reshape(rows, chunks), cd.reshape(rows, chunks))
+
+
+def _topk_state(x32: np.ndarray, launch: Launch):
+    """The row's (m, d) as topk.cu gets it: fast_split_partial's batches over the row's aligned body
+    (RowSplit; rows grouped by where their first 16-byte boundary falls), then chunk 0's first threads
+    fold the loose head and tail elements, one each, as a last batch."""
+    vec, per = launch.template_args[:2]
+    rows, cols = x32.shape
+    row_m, row_d = np.empty((rows, 1), F32), np.empty((rows, 1), F32)
+    for head in range(vec):
+        group = np.flatnonzero((vec - np.arange(rows, dtype=np.int64) * cols % vec) % vec == head)
+        if not group.size:
+            continue
+        head = min(head, cols)
+        packs = (cols - head) // vec
+        rows_at = slice(None) if group.size == rows else group  # aligned widths: one group, no copy
+        m, d = _split_thread_states(x32[rows_at, head : head + packs * vec], launch, vec, per)
+        loose = np.r_[0:head, head + packs * vec : cols]
+        if loose.size:
+            lm, ld, _ = _exps_in_place(x32[np.ix_(group, loose)][..., None], np.ones((1, 1, 1), bool))
+            m[:, 0, : loose.size], d[:, 0, : loose.size] = _fast_merge(
+                m[:, 0, : loose.size], d[:, 0, : loose.size], lm, ld
+            )
+        row_m[group], row_d[group] = _merge_chunks(m, d)
+    return row_m, row_d
 
 
 def top_indices(values: np.ndarray, k: int) -> np.ndarray:
@@ -216,10 +254,9 @@ def top_indices(values: np.ndarray, k: int) -> np.ndarray:
 def run_topk(fused: bool, launch: Launch, x: np.ndarray, k: int, softmax_launch: Launch | None = None):
     """topk_fused (probabilities from the one-pass (m, d)) or topk_unfused (fast softmax, then select)."""
     x32 = x.astype(F32)
-    vec, per = launch.template_args[:2]
     if fused:
         indices = top_indices(x32, k)
-        row_m, row_d = _fast_split_state(x32, launch, vec, per)
+        row_m, row_d = _topk_state(x32, launch)
         chosen = np.take_along_axis(x32, indices, axis=1)
         return _fast_normalise(chosen, row_m, row_d).astype(x.dtype), indices.astype(np.int32)
     y = emulate_fast(x, softmax_launch)
