@@ -3,7 +3,8 @@
 // | kernel | idea                                                                                | global reads / writes per element |
 // |--------|-------------------------------------------------------------------------------------|-----------------------------------|
 // | topk   | one pass: online (m, d) AND a running top-k per warp, merged; for few rows, several | 1 / 0 (+ k per row)               |
-// |        | blocks per row, the last one to finish merging their states                         |                                   |
+// |        | blocks per row, the last one to finish merging their states; 16-byte cp.async loads |                                   |
+// |        | at any width (fast_row's RowSplit: loose head and tail elements taken separately)   |                                   |
 //
 // Fused (Milakov & Gimelshein 2018): SOFTMAX=true reads the logits once, keeps (m, d) with
 // fast_split_partial's arithmetic and a sorted top-k of (value, index) per warp, merges both across

@@ -152,13 +152,14 @@ def test_a_tie_within_rounding_is_what_the_kernels_cannot_order():
 
 @pytest.mark.gpu
 def test_gpu_topk_scratch_fits_a_call_with_more_chunks_than_the_last():
-    """On a fresh stream, a call that leaves few chunk states (batch 1, k = 8) then one that needs many
-    (batch 512, k = 1: four chunks a row) must get scratch for all of them: every row's argmax exact."""
+    """On a fresh stream, a call that leaves few chunk states (batch 1, k = 8) then one that needs more than
+    the first call's scratch holds (15 rows of 300000, k = 1: 73 chunks a row) must get scratch for all of
+    them: every row's argmax exact."""
     with cuda.cp.cuda.Stream():
         explorer.softmax_topk(explorer.make_input("normal", 1, 262144, "float32", 3), 8, backend="cuda")
-        x = explorer.make_input("normal", 512, 128256, "float32", 4)
+        x = explorer.make_input("normal", 15, 300000, "float32", 4)
         got = explorer.softmax_topk(x, 1, backend="cuda")
-    assert got.launch.chunks > 1
+    assert got.launch.chunks > 1 and got.launch.grid > 1024  # more chunk states than the first scratch's 1024
     assert np.array_equal(got.indices[:, 0], np.argmax(x, axis=1))
     ref_values, _ = explorer.reference_topk(x[:4], 1)
     assert np.allclose(got.values[:4], ref_values, rtol=tolerance("float32"))
