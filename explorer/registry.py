@@ -5,6 +5,7 @@ Adding a variant is adding one entry here, its kernel in kernels/, and its emula
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,13 +20,21 @@ DTYPES: dict[str, np.dtype] = {
 DTYPE_NAMES = tuple(DTYPES)
 ITEMSIZE = {name: dtype.itemsize for name, dtype in DTYPES.items()}
 THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block
-SMS = 132  # multiprocessors of the H200 the fast rules were tuned on (the CUDA backend checks fast_row's residency on the real GPU)
+TUNED_SMS = 132  # multiprocessors of the H200 the launch rules were tuned on
 MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
 REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
 MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
 MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two blocks still fit on an SM
-FAST_ROW_MAX_SLICES = SMS  # all slices of a row must be resident at once: one block per SM
 SPLIT_BLOCK = 512
+
+
+@functools.cache
+def multiprocessors() -> int:
+    """SMs of the GPU the launches are sized for: this machine's GPU where the CUDA backend has one, else
+    the H200's the rules were tuned on (so the emulation mirrors the launches an H200 gets)."""
+    from .backends import cuda  # here, not at the top: the backends import this module
+
+    return cuda.multiprocessors() or TUNED_SMS
 
 
 @dataclass(frozen=True)
@@ -109,7 +118,7 @@ def _block_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:
 
 def _split(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Enough chunks per row to give the GPU ~4 blocks per SM, each thread folding >= 4 elements."""
-    chunks = max(1, min(cdiv(cols, 4 * block), cdiv(4 * SMS, rows)))
+    chunks = max(1, min(cdiv(cols, 4 * block), cdiv(4 * multiprocessors(), rows)))
     return Launch(
         grid=rows * chunks,
         block=block,
@@ -147,7 +156,7 @@ def fast_row_launch(
     per = max(1, elements // vec)
     packs = max(1, cols // vec)  # whole packs in a row at most
     slices = cdiv(packs, threads * per)
-    if slices > FAST_ROW_MAX_SLICES or (rows_per_block > 1 and slices > 1):
+    if slices > multiprocessors() or (rows_per_block > 1 and slices > 1):  # every slice resident: one an SM
         return None
     cluster = pow2_at_least(slices) if 1 < slices <= MAX_CLUSTER else 1
     slices = max(slices, cluster)
@@ -234,7 +243,7 @@ def fast_split_launch(rows: int, cols: int, dtype: str) -> Launch:
     """fast_split: few blocks' worth of chunks per row, streamed in batches of 16 elements per thread."""
     vec = fast_vector(cols, dtype)
     per = max(1, 16 // vec)
-    chunks = max(1, min(cdiv(cols // vec, SPLIT_BLOCK * per), cdiv(4 * SMS, rows)))
+    chunks = max(1, min(cdiv(cols // vec, SPLIT_BLOCK * per), cdiv(4 * multiprocessors(), rows)))
     return Launch(
         grid=rows * chunks,
         block=SPLIT_BLOCK,

@@ -16,7 +16,7 @@ from .backends import cuda_topk, fast_emulation
 from .checks import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
 from .errors import InvalidInput
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
-from .registry import ITEMSIZE, SMS, VARIANTS, Launch, cdiv
+from .registry import ITEMSIZE, VARIANTS, Launch, cdiv, multiprocessors
 
 K_MAX = 64
 TOPK_BLOCK = 128  # threads a block where rows outnumber the SMs; 256 where they do not
@@ -82,10 +82,11 @@ def topk_launch(
     per = max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     stages = stages or TOPK_STAGES
-    block = block or (2 * TOPK_BLOCK if rows <= SMS else TOPK_BLOCK)
+    sms = multiprocessors()
+    block = block or (2 * TOPK_BLOCK if rows <= sms else TOPK_BLOCK)
     if chunks is None:
         latency = rows < TOPK_LATENCY_ROWS
-        chunks = cdiv(cols, 4096) if latency else min(cdiv(cols, TOPK_CHUNK), max(1, round(4 * SMS / rows)))
+        chunks = cdiv(cols, 4096) if latency else min(cdiv(cols, TOPK_CHUNK), max(1, round(4 * sms / rows)))
     chunks = max(1, min(chunks, cols // (block * per * vec)))  # at least one batch per thread
     staging = stages * per * block * 16
     return Launch(

@@ -41,7 +41,9 @@ def main() -> None:
         default=[0.5, 1, 2],
         help="blocks per row to try, as multiples of the rule's (capped at one batch of the block per chunk)",
     )
-    parser.add_argument("--stages", type=int, nargs="+", default=[None], help="cp.async stages (batches in flight a thread, 1 at least)")
+    parser.add_argument(
+        "--stages", type=int, nargs="+", default=[None], help="cp.async stages (batches in flight a thread, 1 at least)"
+    )
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shapes", nargs="+", help="ROWSxCOLS (default: a batch-4096/512/64/1 set)")
     args = parser.parse_args()

@@ -66,6 +66,14 @@ def available() -> bool:
     return unavailable_reason() is None
 
 
+@functools.cache
+def multiprocessors() -> int | None:
+    """The GPU's SM count, or None without a usable GPU."""
+    if not available():
+        return None
+    return cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"]
+
+
 def require_gpu() -> None:
     reason = unavailable_reason()
     if reason:
@@ -255,7 +263,7 @@ def _row_exchange(kernel, geometry: Launch, rows: int, staging: int):
 @functools.cache
 def _resident_blocks(kernel, threads: int, shared_bytes: int) -> int:
     per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, shared_bytes)
-    return per_sm * cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"]
+    return per_sm * multiprocessors()
 
 
 @functools.lru_cache(maxsize=1)
