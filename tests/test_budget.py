@@ -164,6 +164,29 @@ def test_softmax_holds_its_reservation_while_it_runs(monkeypatch):
     assert reserve.RUNS.held == 0
 
 
+@pytest.mark.gpu
+def test_a_gpu_run_reserves_its_device_bytes_from_the_whole_device(monkeypatch):
+    """On the GPU, a run holds its device bytes in GPU_RUNS (whose pool is the device's whole memory) and none of
+    the host's RUNS, and gives them back; one larger than the device is refused before anything is allocated."""
+    from explorer.backends import cuda
+
+    assert reserve.gpu_pool_bytes() == cuda.device_info()["memory_total_bytes"]
+    seen = []
+    run = api.cuda.run
+
+    def spy(*args):
+        seen.append((reserve.GPU_RUNS.held, reserve.RUNS.held))
+        return run(*args)
+
+    monkeypatch.setattr(api.cuda, "run", spy)
+    x = explorer.make_input("normal", rows=64, cols=4096, dtype="float32", seed=0)
+    explorer.softmax(x, "fast", backend="cuda")
+    assert seen == [(explorer.bytes_needed(64, 4096, "float32", "cuda", explorer.VARIANTS["fast"]), 0)]
+    assert reserve.GPU_RUNS.held == 0
+    with pytest.raises(explorer.TooLarge), reserve.host_run("cuda", reserve.gpu_pool_bytes() + 1):
+        pass
+
+
 def test_a_page_whose_run_must_wait_for_memory_says_so_then_runs(monkeypatch):
     """Other sessions' runs (here one thread) hold nearly all of the pool: the Outputs page's next run says that it
     waits for memory, and runs once the memory is given back."""

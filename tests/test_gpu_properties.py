@@ -1,0 +1,74 @@
+"""Properties on the GPU over shapes the fixed tests do not pin: the fused top-k at any width (every offset
+of a row's first 16-byte boundary, so every loose head and tail) and batch, and `fast` on long rows (the
+slice exchange, clusters of up to 16, the streamed split), each against float64 and the emulation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import explorer
+from explorer.numerics import FORMATS, softmax_bound
+from explorer.topk import K_MAX
+
+pytestmark = pytest.mark.gpu
+DTYPES = ("float32", "float16", "bfloat16")
+SCALES = (1.0, 30.0, 1e-3)  # moderate logits, a peaked softmax, a flat one
+
+
+def topk_tolerance(dtype: str) -> float:
+    return explorer.MAX_REL_FP32_ACC[dtype] * 2  # fp32 (m, d), then one product and one rounding
+
+
+def fast_emulation_bound(dtype: str) -> float:
+    """|gpu - emu| / |emu| for fast (tests/test_cuda.py's): a few fp32 ulp, the output's rounding, and three
+    ex2.approx (2 ulp each) on an output's path."""
+    return 8 * FORMATS["float32"].unit_roundoff + 2 * FORMATS[dtype].unit_roundoff + 3 * 2.0**-22
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.integers(1, 600),
+    cols=st.integers(1, 70_000),
+    k=st.integers(1, K_MAX),
+    dtype=st.sampled_from(DTYPES),
+    scale=st.sampled_from(SCALES),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_fused_topk_at_any_width_and_batch(rows, cols, k, dtype, scale, seed):
+    rows = max(1, min(rows, 2_000_000 // cols))  # two million logits at most
+    k = min(k, cols)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, cols)) * scale).astype(explorer.DTYPES[dtype])
+    gpu = explorer.softmax_topk(x, k, backend="cuda")
+    report = explorer.topk_errors(gpu, x)
+    assert report.index_mismatch == 0, (rows, cols, k, report)
+    assert report.max_rel <= topk_tolerance(dtype), (rows, cols, k, report)
+    emu = explorer.softmax_topk(x, k, backend="emulator")
+    assert np.array_equal(gpu.indices, emu.indices), (rows, cols, k)
+    floor = explorer.FORMATS[dtype].smallest_normal * topk_tolerance(dtype)
+    got, want = gpu.values.astype(np.float64), emu.values.astype(np.float64)
+    assert np.allclose(got, want, rtol=topk_tolerance(dtype), atol=floor), (rows, cols, k)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.integers(1, 8),
+    cols=st.integers(65_537, 1 << 21),
+    dtype=st.sampled_from(("float32", "bfloat16")),
+    scale=st.sampled_from(SCALES),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_fast_on_long_rows(rows, cols, dtype, scale, seed):
+    rows = max(1, min(rows, (1 << 22) // cols))
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, cols)) * scale).astype(explorer.DTYPES[dtype])
+    gpu = explorer.softmax(x, "fast", backend="cuda")
+    report = explorer.errors(gpu.out, x)
+    assert report.max_rel <= max(1e-5, softmax_bound(gpu.launch, x, "float32")), (gpu.launch.describe(), report)
+    emu = explorer.softmax(x, "fast", backend="emulator")
+    got, want = gpu.out.astype(np.float64), emu.out.astype(np.float64)
+    rel = np.abs(got - want) / np.maximum(np.abs(want), FORMATS[dtype].smallest_normal)
+    assert rel.max() <= fast_emulation_bound(dtype), (gpu.launch.describe(), rel.max())
