@@ -22,6 +22,18 @@ def topk_tolerance(dtype: str) -> float:
     return explorer.MAX_REL_FP32_ACC[dtype] * 2  # fp32 (m, d), then one product and one rounding
 
 
+def assert_near(got: np.ndarray, want: np.ndarray, tol: float, dtype: str, context) -> None:
+    """|got - want| <= tol·|want| where want is a normal number of dtype; below that the kernels flush to zero
+    (-ftz) and the emulation follows, except where an approximate exp lands on the other side of the
+    threshold: such a pair need only both stay below it (within tol)."""
+    tiny = FORMATS[dtype].smallest_normal * (1 + tol)
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    rel = np.abs(got - want) / np.maximum(np.abs(want), tiny)
+    flushed = (np.abs(got) <= tiny) & (np.abs(want) <= tiny)
+    bad = ~((rel <= tol) | flushed | (np.isnan(got) & np.isnan(want)))
+    assert not bad.any(), (context, float(rel[bad].max()), int(bad.sum()))
+
+
 def fast_emulation_bound(dtype: str) -> float:
     """|gpu - emu| / |emu| for fast (tests/test_cuda.py's): a few fp32 ulp, the output's rounding, and three
     ex2.approx (2 ulp each) on an output's path."""
@@ -45,12 +57,11 @@ def test_fused_topk_at_any_width_and_batch(rows, cols, k, dtype, scale, seed):
     gpu = explorer.softmax_topk(x, k, backend="cuda")
     report = explorer.topk_errors(gpu, x)
     assert report.index_mismatch == 0, (rows, cols, k, report)
-    assert report.max_rel <= topk_tolerance(dtype), (rows, cols, k, report)
+    if report.tie_swaps == 0:  # values in the reference's order
+        assert_near(gpu.values, explorer.reference_topk(x, k)[0], topk_tolerance(dtype), dtype, (rows, cols, k))
     emu = explorer.softmax_topk(x, k, backend="emulator")
     assert np.array_equal(gpu.indices, emu.indices), (rows, cols, k)
-    floor = explorer.FORMATS[dtype].smallest_normal * topk_tolerance(dtype)
-    got, want = gpu.values.astype(np.float64), emu.values.astype(np.float64)
-    assert np.allclose(got, want, rtol=topk_tolerance(dtype), atol=floor), (rows, cols, k)
+    assert_near(gpu.values, emu.values, topk_tolerance(dtype), dtype, (rows, cols, k))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -66,9 +77,7 @@ def test_fast_on_long_rows(rows, cols, dtype, scale, seed):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((rows, cols)) * scale).astype(explorer.DTYPES[dtype])
     gpu = explorer.softmax(x, "fast", backend="cuda")
-    report = explorer.errors(gpu.out, x)
-    assert report.max_rel <= max(1e-5, softmax_bound(gpu.launch, x, "float32")), (gpu.launch.describe(), report)
+    bound = max(1e-5, softmax_bound(gpu.launch, x, "float32"))
+    assert_near(gpu.out, explorer.reference(x), bound, dtype, (rows, cols, gpu.launch.describe()))
     emu = explorer.softmax(x, "fast", backend="emulator")
-    got, want = gpu.out.astype(np.float64), emu.out.astype(np.float64)
-    rel = np.abs(got - want) / np.maximum(np.abs(want), FORMATS[dtype].smallest_normal)
-    assert rel.max() <= fast_emulation_bound(dtype), (gpu.launch.describe(), rel.max())
+    assert_near(gpu.out, emu.out, fast_emulation_bound(dtype), dtype, (rows, cols, gpu.launch.describe()))
