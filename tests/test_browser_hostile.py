@@ -226,7 +226,7 @@ def test_a_row_of_two_million_renders_reduced_and_answers_a_click(server, page):
         polling=bh.POLL_MS,
     )
     print(f"the click on a 1 × 2,000,000 row's page was answered in {time.perf_counter() - start:.2f} s")
-    page.get_by_test_id("stSidebarNavLink").filter(has_text="Error vs float64").click()
+    page.get_by_test_id("stSidebar").get_by_role("link", name="Error vs float64").click()
     page.wait_for_url("**/errors?*")
     bh.settle(page, timeout=300)
     bh.wait_for_charts(page, 1, timeout=300)
@@ -320,11 +320,6 @@ def test_a_long_run_stopped_says_so_and_offers_to_run_again(budget_server, page)
 # --- 6. page URLs and hostile URL parameters -------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Streamlit serves the default page (Outputs) only at /, so /outputs shows its 'Page not found' dialog "
-    "over the page (streamlit/streamlit#8860, #9992)",
-)
 def test_a_page_url_opened_directly_shows_that_page(server, page):
     errors = bh.watch_errors(page)
     page.goto(f"{server}/outputs{SETTINGS}")
@@ -335,6 +330,8 @@ def test_a_page_url_opened_directly_shows_that_page(server, page):
     bh.no_exception(page)
     assert bh.shown(page.get_by_test_id("stMain").get_by_role("heading", name="Outputs"))
     assert bh.query(page)["seed"] == "7"
+    menu = page.get_by_test_id("stSidebar").get_by_role("link", name="Outputs")
+    assert menu.get_attribute("href").split("?")[0].split("/")[-1] == "outputs"  # the menu's entry is this page
 
 
 LONG_KEYS = ("rows", "variants", "p_std")  # a number, a list and a distribution's parameter

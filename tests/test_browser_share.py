@@ -86,7 +86,7 @@ def test_outputs_and_error_share_one_stamped_png(server, page):
         ("errors", "Error vs float64", 1),
     ):
         if title:
-            page.get_by_test_id("stSidebarNavLink").filter(has_text=title).click()
+            page.get_by_test_id("stSidebar").get_by_role("link", name=title).click()
             page.wait_for_url(f"**/{name}?*")
         bh.settle(page)
         bh.wait_for_charts(page, 1)
