@@ -91,14 +91,19 @@ def _fast_rows(x32: np.ndarray, launch: Launch, first_row: int) -> np.ndarray:
     boundary falls, since that decides each row's loose head and tail."""
     vec, per = launch.template_args[:2]
     y = np.empty_like(x32)
-    rows, cols = x32.shape
-    for head in range(vec):
-        group = np.flatnonzero(
-            (vec - np.arange(first_row, first_row + rows, dtype=np.int64) * cols % vec) % vec == head
-        )
-        if group.size:
-            y[group] = _fast_row(x32[group], launch, vec, per, min(head, cols))
+    for head, group in _rows_by_head(*x32.shape, vec, first_row):
+        y[group] = _fast_row(x32[group], launch, vec, per, head)
     return y
+
+
+def _rows_by_head(rows: int, cols: int, vec: int, first_row: int = 0):
+    """(head, rows) for each non-empty group of rows whose first `head` elements come before their first 16-byte
+    boundary (RowSplit's head; the input's row first_row is the kernel's row first_row)."""
+    heads = (vec - np.arange(first_row, first_row + rows, dtype=np.int64) * cols % vec) % vec
+    for head in range(vec):
+        group = np.flatnonzero(heads == head)
+        if group.size:
+            yield min(head, cols), group
 
 
 def _fast_warp(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
@@ -227,11 +232,7 @@ def _topk_state(x32: np.ndarray, launch: Launch):
     vec, per = launch.template_args[:2]
     rows, cols = x32.shape
     row_m, row_d = np.empty((rows, 1), F32), np.empty((rows, 1), F32)
-    for head in range(vec):
-        group = np.flatnonzero((vec - np.arange(rows, dtype=np.int64) * cols % vec) % vec == head)
-        if not group.size:
-            continue
-        head = min(head, cols)
+    for head, group in _rows_by_head(rows, cols, vec):
         packs = (cols - head) // vec
         rows_at = slice(None) if group.size == rows else group  # aligned widths: one group, no copy
         m, d = _split_thread_states(x32[rows_at, head : head + packs * vec], launch, vec, per)
