@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_cuda import fast_emulation_bound  # |gpu - emu| / |emu| for fast
+from test_topk import tolerance as topk_tolerance  # a top-k probability against float64 or the emulation
 
 import explorer
 from explorer.numerics import FORMATS, softmax_bound
@@ -16,10 +18,6 @@ from explorer.topk import K_MAX
 pytestmark = pytest.mark.gpu
 DTYPES = ("float32", "float16", "bfloat16")
 SCALES = (1.0, 30.0, 1e-3)  # moderate logits, a peaked softmax, a flat one
-
-
-def topk_tolerance(dtype: str) -> float:
-    return explorer.MAX_REL_FP32_ACC[dtype] * 2  # fp32 (m, d), then one product and one rounding
 
 
 def assert_near(got: np.ndarray, want: np.ndarray, tol: float, dtype: str, context) -> None:
@@ -32,12 +30,6 @@ def assert_near(got: np.ndarray, want: np.ndarray, tol: float, dtype: str, conte
     flushed = (np.abs(got) <= tiny) & (np.abs(want) <= tiny)
     bad = ~((rel <= tol) | flushed | (np.isnan(got) & np.isnan(want)))
     assert not bad.any(), (context, float(rel[bad].max()), int(bad.sum()))
-
-
-def fast_emulation_bound(dtype: str) -> float:
-    """|gpu - emu| / |emu| for fast (tests/test_cuda.py's): a few fp32 ulp, the output's rounding, and three
-    ex2.approx (2 ulp each) on an output's path."""
-    return 8 * FORMATS["float32"].unit_roundoff + 2 * FORMATS[dtype].unit_roundoff + 3 * 2.0**-22
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
