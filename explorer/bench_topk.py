@@ -102,8 +102,10 @@ def _bench_topk_shape(rows: int, cols: int, ks: list[int], dtype: str, seed: int
             fused = variant.fused
             max_rel = check(key, k, launch, *cuda_topk.topk_on_device(fused, launch, xs[0], rows, cols, dtype, k, fast))
 
-            def run_variant(i, fused=fused, launch=launch, k=k):
-                cuda_topk.topk_on_device(fused, launch, xs[i], rows, cols, dtype, k, fast, False)
+            out = cp.empty((rows, k), xs[0].dtype), cp.empty((rows, k), np.int32)
+
+            def run_variant(i, fused=fused, launch=launch, k=k, out=out):
+                cuda_topk.topk_on_device(fused, launch, xs[i], rows, cols, dtype, k, fast, False, out)
 
             results.append(
                 _topk_row(

@@ -158,6 +158,8 @@ def fast_row_launch(
     slices = cdiv(packs, threads * per)
     if slices > multiprocessors() or (rows_per_block > 1 and slices > 1):  # every slice resident: one an SM
         return None
+    if slices > MAX_CLUSTER:  # exchanged through global memory: few rows spread over every SM
+        slices = max(slices, min(multiprocessors() // rows, cdiv(packs, 32 * per)))
     cluster = pow2_at_least(slices) if 1 < slices <= MAX_CLUSTER else 1
     slices = max(slices, cluster)
     threads = 32 * cdiv(cdiv(packs, slices), 32 * per)
@@ -202,6 +204,8 @@ FAST_WARP_ELEMENTS = {
 }
 FAST_ROW_16BIT = (
     (4096, 512, 64, 1),
+    (262144, 512, 64, 2),
+    (2**21, 512, 32, 1),  # long rows (few): many small register-held slices, exchanged through global memory
     (2**62, 512, 64, 2),
 )
 FAST_ROW_SHAPES = {
@@ -211,7 +215,7 @@ FAST_ROW_SHAPES = {
         (16384, 512, 32, 1),
         (131072, 512, 32, 2),
         (262144, 256, 32, 2),
-        (2**62, 512, 32, 2),
+        (2**62, 256, 32, 1),
     ),
     "float16": FAST_ROW_16BIT,
     "bfloat16": FAST_ROW_16BIT,

@@ -20,7 +20,8 @@ from .registry import ITEMSIZE, VARIANTS, Launch, cdiv, multiprocessors
 
 K_MAX = 64
 TOPK_BLOCK = 128  # threads a block where rows outnumber the SMs; 256 where they do not
-TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: chunks of ~4096 elements
+TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: chunks of ~4096 elements (k = 1: 2048, 128 threads)
+TOPK_LATENCY_CHUNK = 4096
 TOPK_CHUNK = 65536  # elements a chunk at least, once rows are not few
 TOPK_STAGES = 3  # batches in flight per thread: the one worked on and two being copied (1 at least)
 VOCABS = (32000, 50257, 128256, 151936, 262144)  # LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma vocabularies
@@ -73,9 +74,10 @@ def topk_launch(
     stages: int | None = None,
 ) -> Launch:
     """Several blocks per row when rows are few, a row's last block merging its chunks: a handful of rows
-    (latency) in chunks of ~4096 elements; up to one row per SM, chunks of at least 65536 elements, about
-    four blocks an SM; more rows, a block per row (chunks only add merges once the grid fills the GPU).
-    256-thread blocks while rows are no more than the SMs, 128 after. Loads are 16-byte packs at any width
+    (latency) in chunks of ~4096 elements (k = 1, whose merges are cheap: ~2048 in 128-thread blocks); up
+    to one row per SM, chunks of at least 65536 elements, about four blocks an SM; more rows, a block per
+    row (chunks only add merges once the grid fills the GPU). 256-thread blocks while rows are no more
+    than the SMs, 128 after. Loads are 16-byte packs at any width
     (a row's loose head and tail elements go to its first threads). Defaults are what scripts/tune_topk.py
     measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
@@ -83,10 +85,11 @@ def topk_launch(
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     stages = stages or TOPK_STAGES
     sms = multiprocessors()
-    block = block or (2 * TOPK_BLOCK if rows <= sms else TOPK_BLOCK)
+    latency = rows < TOPK_LATENCY_ROWS
+    block = block or (TOPK_BLOCK if rows > sms or (latency and k == 1) else 2 * TOPK_BLOCK)
     if chunks is None:
-        latency = rows < TOPK_LATENCY_ROWS
-        chunks = cdiv(cols, 4096) if latency else min(cdiv(cols, TOPK_CHUNK), max(1, round(4 * sms / rows)))
+        latency_chunk = TOPK_LATENCY_CHUNK // 2 if k == 1 else TOPK_LATENCY_CHUNK
+        chunks = cdiv(cols, latency_chunk) if latency else min(cdiv(cols, TOPK_CHUNK), max(1, round(4 * sms / rows)))
     chunks = max(1, min(chunks, cols // (block * per * vec)))  # at least one batch per thread
     staging = stages * per * block * 16
     return Launch(

@@ -62,14 +62,16 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
 // packs: where the width is not a multiple of VEC (LOOSE), the loose elements before and after each
 // row's aligned body (RowSplit) go one each to the first slice's first threads, folded after their packs
 // (a separate instantiation: the per-row split costs registers). The block size is chosen at launch.
+// Slices exchanging through global memory take start-order tickets unless the host says the whole grid
+// is `resident` at once (then no block can wait for one that has not started).
 // HOLD says where the slice waits: 0 registers (plain 16-byte loads), 1 registers (cp.async through
 // shared memory, no registers held while the loads are in flight), 2 shared memory (cp.async; e^{x - m}
 // computed again from it for the output, so few registers and more bytes in flight).
 template <typename T, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE, int ROWS>
 __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
-                                              unsigned* __restrict__ sync, int rows, int cols, int slices) {
+                                              unsigned* __restrict__ sync, int rows, int cols, int slices, int resident) {
     const int threads = blockDim.x / ROWS, t = threadIdx.x % threads;  // the row's threads, this one's index
-    const long long block = slices > CLUSTER ? start_ticket(sync) : blockIdx.x;
+    const long long block = slices > CLUSTER && !resident ? start_ticket(sync) : blockIdx.x;
     const long long row = ROWS == 1 ? block / slices : block * ROWS + threadIdx.x / threads;
     const bool live = ROWS == 1 || row < rows;  // a last block's missing rows still take part in its barriers
     const int slice = ROWS == 1 ? block % slices : 0;
@@ -137,8 +139,8 @@ __host__ __device__ constexpr int fast_row_min_blocks(int hold, int held, int it
 // ROWS > 1 only with one slice a row (short rows: several a block keep many warps on an SM).
 template <typename T, typename Acc, int VEC, int PER, int HOLD, bool LOOSE, int ROWS>
 __global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC, sizeof(T)), fast_row_min_blocks(HOLD, PER * VEC, sizeof(T))) fast_row(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
-                                                 unsigned* __restrict__ sync, int rows, int cols, int slices) {
-    fast_row_body<T, VEC, PER, HOLD, 1, LOOSE, ROWS>(x, y, partial, sync, rows, cols, slices);
+                                                 unsigned* __restrict__ sync, int rows, int cols, int slices, int resident) {
+    fast_row_body<T, VEC, PER, HOLD, 1, LOOSE, ROWS>(x, y, partial, sync, rows, cols, slices, resident);
 }
 
 // fast_row_cluster: fast_row whose `slices` = CLUSTER blocks of a row form a Hopper cluster (a separate
@@ -146,8 +148,8 @@ __global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC, sizeof(T)), 
 template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(fast_row_threads(HOLD, PER * VEC, 4))
 fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
-                 int rows, int cols, int slices) {
-    fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1>(x, y, partial, sync, rows, cols, slices);
+                 int rows, int cols, int slices, int resident) {
+    fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1>(x, y, partial, sync, rows, cols, slices, resident);
     cluster_exchange_done();
 }
 

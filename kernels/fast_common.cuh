@@ -119,10 +119,10 @@ __device__ __forceinline__ State<float> staged_state(int begin, int end, int t, 
     return {m, d};
 }
 
-// A block's logical index in start order (a ticket), for kernels whose blocks wait for each other:
-// every block with a smaller ticket has started, so a block only ever waits for blocks that are
-// resident or can become resident, never for one queued behind it. The last ticket resets the
-// counter for the next launch. sync[0] is the counter.
+// A block's logical index in start order (a ticket), for kernels whose blocks wait for each other
+// when the grid is larger than what the GPU holds at once: every block with a smaller ticket has
+// started, so a block only ever waits for blocks that are resident or can become resident, never for
+// one queued behind it. The last ticket resets the counter for the next launch. sync[0] is the counter.
 __device__ __forceinline__ unsigned start_ticket(unsigned* sync) {
     __shared__ unsigned ticket;
     if (threadIdx.x == 0) {
@@ -133,36 +133,50 @@ __device__ __forceinline__ unsigned start_ticket(unsigned* sync) {
     return ticket;
 }
 
+// A count that makes this thread's earlier writes visible to whoever reads it with load_acquire.
+__device__ __forceinline__ void add_release(unsigned* counter) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+}
+__device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
+    unsigned value;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(counter) : "memory");
+    return value;
+}
+
 // The row's (m, d) from the block states of its `slices` slices: each block publishes its state
-// in row_partial[2·slice], counts itself in counters[0], waits until every slice has, and folds the
-// states as fast_split_finish does (lane l folds slices l, l + 32, ..., then a butterfly), so all
-// slices get the same bits. The last block to leave resets both counters for the next launch.
+// in row_partial[2·slice], counts itself in counters[0] (a release), waits until every slice has
+// (acquire), and folds the states as fast_split_finish does (lane l folds slices l, l + 32, ..., then a
+// butterfly), so all slices get the same bits. A lane loads AHEAD states at once: one round trip to
+// L2 for every 32·AHEAD slices, not one per state. The last block to leave resets both counters for
+// the next launch, after the row's state is shared, so no block's outputs wait for it.
 __device__ __forceinline__ State<float> exchange_row(State<float> s, float* row_partial, unsigned* counters, int slice,
                                                      int slices) {
+    constexpr int AHEAD = 2;
     __shared__ float row_state[2];
     if (threadIdx.x == 0) {
-        __stcg(row_partial + 2 * slice, s.m);
-        __stcg(row_partial + 2 * slice + 1, s.d);
-        __threadfence();  // the state is visible before the count that announces it
-        atomicAdd(counters, 1u);
-        while (*reinterpret_cast<volatile unsigned*>(counters) < (unsigned)slices) __nanosleep(32);
-        __threadfence();
+        __stcg(reinterpret_cast<float2*>(row_partial) + slice, make_float2(s.m, s.d));
+        add_release(counters);
+        while (load_acquire(counters) < (unsigned)slices) __nanosleep(20);
     }
     __syncthreads();
     if (threadIdx.x < 32) {
+        const float2* states = reinterpret_cast<const float2*>(row_partial);
         State<float> r = {NEG_INF, 0.0f};
-        for (int k = threadIdx.x; k < slices; k += 32) r = fast_merge(r, {__ldcg(row_partial + 2 * k), __ldcg(row_partial + 2 * k + 1)});
-        r = group_merge<32>(r);
-        if (threadIdx.x == 0) {
-            row_state[0] = r.m;
-            row_state[1] = r.d;
-            if (atomicAdd(counters + 1, 1u) == (unsigned)slices - 1) {  // every slice has read the states
-                atomicExch(counters, 0u);
-                atomicExch(counters + 1, 0u);
-            }
+        for (int round = threadIdx.x; round < slices; round += 32 * AHEAD) {
+            float2 ahead[AHEAD];
+#pragma unroll
+            for (int j = 0; j < AHEAD; ++j) if (round + 32 * j < slices) ahead[j] = __ldcg(states + round + 32 * j);
+#pragma unroll
+            for (int j = 0; j < AHEAD; ++j) if (round + 32 * j < slices) r = fast_merge(r, {ahead[j].x, ahead[j].y});
         }
+        r = group_merge<32>(r);
+        if (threadIdx.x == 0) { row_state[0] = r.m; row_state[1] = r.d; }
     }
     __syncthreads();
+    if (threadIdx.x == 0 && atomicAdd(counters + 1, 1u) == (unsigned)slices - 1) {  // every slice has read the states
+        atomicExch(counters, 0u);
+        atomicExch(counters + 1, 0u);
+    }
     return {row_state[0], row_state[1]};
 }
 

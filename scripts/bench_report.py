@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import html
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,9 +29,17 @@ COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e3
 VOCABS = sorted({c for _, c in bench.TOPK_SHAPES})
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # a terminal's colour codes, as some peers' errors carry
+
+
+def plain(text) -> str:
+    """Text from a results file on one line, without terminal codes."""
+    return " ".join(ANSI_ESCAPE.sub("", str(text)).split())
+
+
 def esc(text) -> str:
-    """Text from a results file, safe in markdown tables and SVG: shown as text, never as markup."""
-    return html.escape(str(text), quote=True).replace("|", "&#124;")
+    """Text from a results file, safe in markdown tables and SVG: shown as text on one line, never as markup."""
+    return html.escape(plain(text), quote=True).replace("|", "&#124;")
 
 
 def is_topk(doc: dict) -> bool:
@@ -271,7 +280,7 @@ def cell(r: dict | None, pct: str) -> str:
     if r is None:
         return "—"
     if r.get("error"):
-        return f"error: {esc(r['error'][:60])}"
+        return f"error: {esc(plain(r['error'])[:60])}"
     text = f"{r['median_us']:.1f}" + (f" ({r[pct]:.0f}%)" if r.get(pct) is not None else "")
     if r.get("device_us") is not None:
         dev = r.get(f"{pct}_device")

@@ -4,7 +4,8 @@ Each geometry is validated against float64 (poisoned output, every element writt
 timed with CUDA events over inputs rotated beyond 4× the L2. Prints, per shape, the copy's time,
 the rule's choice and the best geometry; FAST_ROW_SHAPES in explorer/registry.py is read off this.
 
-    PYTHONPATH=. python scripts/tune_fast.py [--dtypes float32 bfloat16] [--cols 2048 4096] [--json out.json]
+    PYTHONPATH=. python scripts/tune_fast.py [--dtypes float32 bfloat16] [--cols 2048 4096] [--long] [--device-time]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 
 import numpy as np
 
-from explorer import bench, harness
+from explorer import bench, devicetime, harness
 from explorer.backends import cuda
 from explorer.numerics import DTYPES
 from explorer.registry import THREADS_PER_BLOCK, VARIANTS, Launch, cdiv, fast_row_launch, fast_vector, pow2_at_least
@@ -76,7 +77,15 @@ def median_us(launch_fn, buffers: int) -> float:
     return float(np.median(harness.time_launches(launch_fn, buffers)))
 
 
-def tune_shape(rows: int, cols: int, dtype: str, registers_only: bool = False) -> dict:
+def device_us(launch_fn, buffers: int, event_us: float, categories=devicetime.KERNELS) -> float | None:
+    """Device time per call from CUPTI kernel records (torch.profiler), or None without torch."""
+    found = devicetime.measure(
+        launch_fn, buffers, devicetime.calls_per_batch(event_us), cp.cuda.get_current_stream().synchronize, categories
+    )
+    return found["device_us"] if found else None
+
+
+def tune_shape(rows: int, cols: int, dtype: str, registers_only: bool = False, device: bool = False) -> dict:
     bytes_in = rows * cols * DTYPES[dtype].itemsize
     buffers = max(2, min(32, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
     rng = cp.random.default_rng(cols)
@@ -85,7 +94,12 @@ def tune_shape(rows: int, cols: int, dtype: str, registers_only: bool = False) -
     ]
     ys = [cp.empty_like(x) for x in xs]
     ref = bench.reference_device(xs[0], dtype)
-    copy_us = median_us(lambda i: ys[i].data.copy_from_device_async(xs[i].data, bytes_in), buffers)  # cudaMemcpyAsync
+
+    def copy(i):
+        ys[i].data.copy_from_device_async(xs[i].data, bytes_in)  # cudaMemcpyAsync
+
+    copy_us = median_us(copy, buffers)
+    copy_device_us = device_us(copy, buffers, copy_us, devicetime.COPY) if device else None
     timed = []
     for launch in candidates(rows, cols, dtype, registers_only):
         ys[0].fill(cuda.poison_value(DTYPES[dtype]))
@@ -95,9 +109,17 @@ def tune_shape(rows: int, cols: int, dtype: str, registers_only: bool = False) -
         if unwritten or not max_rel < 1e-5 * (1 if dtype == "float32" else 1e3):
             timed.append({"launch": launch.describe(), "error": f"max_rel {max_rel}, {unwritten} unwritten"})
             continue
-        us = median_us(lambda i, g=launch: cuda.launch(FAST, g, xs[i], ys[i], rows, cols, dtype, "float32"), buffers)
-        timed.append({"launch": launch.describe(), "us": us, "pct_copy": 100 * copy_us / us, "max_rel": max_rel})
-    return {"dtype": dtype, "rows": rows, "cols": cols, "copy_us": copy_us, "timed": timed}
+
+        def run(i, g=launch):
+            cuda.launch(FAST, g, xs[i], ys[i], rows, cols, dtype, "float32")
+
+        us = median_us(run, buffers)
+        row = {"launch": launch.describe(), "us": us, "pct_copy": 100 * copy_us / us, "max_rel": max_rel}
+        if copy_device_us and (dev := device_us(run, buffers, us)):
+            row |= {"device_us": dev, "pct_copy_device": 100 * copy_device_us / dev}
+        timed.append(row)
+    found = {"dtype": dtype, "rows": rows, "cols": cols, "copy_us": copy_us, "timed": timed}
+    return found | ({"copy_device_us": copy_device_us} if copy_device_us else {})
 
 
 def main() -> None:
@@ -106,6 +128,9 @@ def main() -> None:
     parser.add_argument("--cols", nargs="+", type=int, default=[*bench.SWEEP_COLS, 5000, 50257, 151936])
     parser.add_argument("--long", action="store_true", help="also the long-row shapes")
     parser.add_argument("--registers-only", action="store_true", help="the rule and register-held fast_row only")
+    parser.add_argument(
+        "--device-time", action="store_true", help="also CUPTI device time (torch.profiler); ranks by it"
+    )
     parser.add_argument("--json")
     args = parser.parse_args()
     shapes = [(max(1, bench.SWEEP_ELEMENTS // c), c) for c in args.cols]
@@ -114,18 +139,19 @@ def main() -> None:
     results = []
     for dtype in args.dtypes:
         for rows, cols in shapes:
-            r = tune_shape(rows, cols, dtype, args.registers_only)
+            r = tune_shape(rows, cols, dtype, args.registers_only, args.device_time)
             cp.get_default_memory_pool().free_all_blocks()  # the shape's buffers are gone with tune_shape
             results.append(r)
-            ok = [t for t in r["timed"] if "us" in t]
-            rule, best = r["timed"][0], max(ok, key=lambda t: t["pct_copy"]) if ok else None
+            key = "pct_copy_device" if "copy_device_us" in r else "pct_copy"
+            ok = [t for t in r["timed"] if key in t]
+            rule, best = r["timed"][0], max(ok, key=lambda t: t[key]) if ok else None
             print(
-                f"{dtype:8} {rows:>8}x{cols:<8} copy {r['copy_us']:7.1f} us | rule {rule.get('pct_copy', 0):5.1f}% "
-                f"{rule['launch']} | best {best['pct_copy'] if best else 0:5.1f}% {best['launch'] if best else '-'}",
+                f"{dtype:8} {rows:>8}x{cols:<8} copy {r['copy_us']:7.1f} us ({key}) | rule {rule.get(key, 0):5.1f}% "
+                f"{rule['launch']} | best {best[key] if best else 0:5.1f}% {best['launch'] if best else '-'}",
                 flush=True,
             )
             for t in r["timed"]:
-                shown = f"{t['pct_copy']:5.1f}%" if "us" in t else f"FAILED {t['error']}"
+                shown = f"{t[key]:5.1f}%" if key in t else f"FAILED {t.get('error', 'no device time')}"
                 print(f"    {shown} {t['launch']}", flush=True)
     if args.json:
         with open(args.json, "w") as f:

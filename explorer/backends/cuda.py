@@ -217,11 +217,11 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
     if geometry.protocol == "cluster" and geometry.chunks > PORTABLE_CLUSTER:
         _allow_large_clusters(kernels[0])
-    partial, sync = _row_exchange(kernels[0], geometry, int(shape[0]), staging)
+    partial, sync, resident = _row_exchange(kernels[0], geometry, int(shape[0]), staging)
     kernels[0](
         (geometry.grid,),
         (geometry.block,),
-        (x_dev, y_dev, partial, sync, *shape, np.int32(geometry.chunks)),
+        (x_dev, y_dev, partial, sync, *shape, np.int32(geometry.chunks), np.int32(resident)),
         shared_mem=staging,
     )
 
@@ -244,10 +244,11 @@ _exchanges: dict[int, tuple] = {}
 
 def _row_exchange(kernel, geometry: Launch, rows: int, staging: int):
     """fast_row's slice states and counters (a ticket, then two per row), kept per stream and zero
-    between launches (the kernel resets them). A row's slices wait for each other, so all of them
-    must fit on the GPU at once: checked against the kernel's occupancy on this device."""
+    between launches (the kernel resets them), and whether the whole grid is resident at once (then
+    the blocks need no tickets). A row's slices wait for each other, so all of them must fit on the
+    GPU at once: checked against the kernel's occupancy on this device."""
     if geometry.chunks == 1 or geometry.protocol == "cluster":  # no exchange through global memory
-        return _null_trace()[0], _null_trace()[2]
+        return _null_trace()[0], _null_trace()[2], True
     resident = _resident_blocks(kernel, geometry.block, staging)
     if geometry.chunks > resident:
         raise KernelFailed(f"fast_row needs {geometry.chunks} resident blocks per row; this GPU holds {resident}")
@@ -257,7 +258,7 @@ def _row_exchange(kernel, geometry: Launch, rows: int, staging: int):
         partial = cp.empty(max(2 * geometry.grid, 2**16), np.float32)
         sync = cp.zeros(max(1 + 2 * rows, 2**16), np.uint32)
         _exchanges[stream] = partial, sync
-    return partial, sync
+    return partial, sync, geometry.grid <= resident
 
 
 @functools.cache
