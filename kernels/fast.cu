@@ -149,8 +149,8 @@ template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER, boo
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(fast_row_threads(HOLD, PER * VEC, 4))
 fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
                  int rows, int cols, int slices, int resident) {
+    cluster_mailbox_open<CLUSTER>();
     fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1>(x, y, partial, sync, rows, cols, slices, resident);
-    cluster_exchange_done();
 }
 
 // fast_split_partial: fast's path for few, very long rows. Block c of a row streams chunk c in

@@ -180,31 +180,66 @@ __device__ __forceinline__ State<float> exchange_row(State<float> s, float* row_
     return {row_state[0], row_state[1]};
 }
 
-// exchange_row for the blocks of one Hopper cluster: the states are read from each block's shared
-// memory (DSMEM) and folded in the same order, so the bits match exchange_row's. A block's last reads
-// of the others' shared memory are announced by a cluster arrive whose wait (cluster_exchange_done)
-// comes as the block exits, so no block waits for the others' reads before it writes its outputs.
+// exchange_row for the blocks of one Hopper cluster, through distributed shared memory: each block
+// mails its state to every block of the cluster (st.async into the receiver's mailbox, which counts the
+// bytes on its mbarrier) and folds the CLUSTER states it receives in rank order, so the bits match
+// exchange_row's. No cluster barrier or fence in between: a block waits only for the bytes it expects.
+// cluster_mailbox_open, at the kernel's start, readies the mailbox (its mbarrier expects CLUSTER states)
+// and tells the cluster so with a relaxed arrive; the matching wait comes before the first mail.
+struct ClusterMailbox {
+    unsigned long long arrived;  // mbarrier: complete when CLUSTER states (8 bytes each) have landed
+    float2 state[16];            // state[r]: block r's (m, d)
+};
+__device__ __forceinline__ ClusterMailbox& cluster_mailbox() {
+    __shared__ ClusterMailbox mailbox;
+    return mailbox;
+}
+
+template <int CLUSTER> __device__ __forceinline__ void cluster_mailbox_open() {
+    static_assert(CLUSTER <= 16, "a Hopper cluster has at most 16 blocks");
+    if (threadIdx.x == 0) {
+        const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&cluster_mailbox().arrived));
+        asm volatile(
+            "mbarrier.init.shared::cta.b64 [%0], 1;\n"
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+            "fence.mbarrier_init.release.cluster;\n" ::"r"(bar), "n"(CLUSTER * 8) : "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+
 template <int CLUSTER> __device__ __forceinline__ State<float> cluster_exchange(State<float> s) {
-    __shared__ float block_state[2], row_state[2];
-    if (threadIdx.x == 0) { block_state[0] = s.m; block_state[1] = s.d; }
-    __cluster_barrier_arrive();
-    __cluster_barrier_wait();
+    __shared__ float row_state[2];
+    ClusterMailbox& mailbox = cluster_mailbox();
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // every mailbox of the cluster is open
+    if (threadIdx.x < CLUSTER) {  // thread r mails this block's state to block r
+        unsigned rank, to, bar;
+        asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+        const unsigned slot = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.state[rank]));
+        const unsigned own_bar = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.arrived));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(to) : "r"(slot), "r"(threadIdx.x));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(own_bar), "r"(threadIdx.x));
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(to),
+                     "f"(s.m), "f"(s.d), "r"(bar) : "memory");
+    }
     if (threadIdx.x < 32) {
+        const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.arrived));
+        unsigned done = 0;
+        while (!done) {
+            asm volatile(
+                "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
+                : "=r"(done) : "r"(bar) : "memory");
+        }
         State<float> r = {NEG_INF, 0.0f};
         if (threadIdx.x < CLUSTER) {
-            const float* other = static_cast<const float*>(__cluster_map_shared_rank((void*)block_state, threadIdx.x));
-            r = fast_merge(r, {other[0], other[1]});
+            const float2 other = mailbox.state[threadIdx.x];
+            r = fast_merge(r, {other.x, other.y});
         }
         r = group_merge<32>(r);
         if (threadIdx.x == 0) { row_state[0] = r.m; row_state[1] = r.d; }
     }
-    __cluster_barrier_arrive();
     __syncthreads();
     return {row_state[0], row_state[1]};
 }
-
-// The end of a cluster_exchange: no block may exit while another still reads its shared memory.
-__device__ __forceinline__ void cluster_exchange_done() { __cluster_barrier_wait(); }
 
 // A thread's state over the elements it holds in registers: max first (registers are free to
 // read twice), then e_i = e^{x_i - m} in place and their sum, so each element costs ONE exp.

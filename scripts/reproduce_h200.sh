@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Reproduce docs/benchmarks.md's measurements on the GPU (each step is one `explorer bench` run):
 #   scripts/reproduce_h200.sh [OUT_DIR [STEP ...]]     (default: docs/results, every step)
-# STEP is one of: sweep odd story long topk. Peers (torch, QuACK, Liger: requirements-peers.txt) are
+# STEP is one of: sweep odd wide story long topk. Peers (torch, QuACK, Liger: requirements-peers.txt) are
 # used where they import; torch also gives the device time. Then, on any machine:
 #   PYTHONPATH=. python scripts/bench_report.py OUT_DIR/*.json --out docs
 set -euo pipefail
 out=${1:-docs/results}
 shift || true
-steps=${*:-sweep odd story long topk}
+steps=${*:-sweep odd wide story long topk}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 run() { python3 -m explorer bench "$@"; }
@@ -22,10 +22,13 @@ for step in $steps; do
     # the teaching kernels beside them (fp32): what each step of the story buys
     story) run --variants naive safe_thread online_thread online_warp online_block safe_block fast --no-peers \
              --shapes 65536x1024 --dtypes float32 --json "$out/story-all.json" ;;
+    # the rows that need several blocks (Hopper clusters, the global exchange), every dtype
+    wide) run --variants fast --shapes 4096x32768 2048x65536 1024x131072 512x262144 883x151936 \
+             --dtypes float32 bfloat16 float16 --json "$out/cluster-exchange.json" ;;
     # few, very long rows
     long) run --variants fast split_row --sweep rows --dtypes float32 bfloat16 --json "$out/long-rows.json" ;;
     # softmax + top-k: fused, unfused, torch, torch_lse and the copy (the read-once floor); batch 512, 64, 1
     topk) run --topk 1 8 50 --json "$out/topk.json" ;;
-    *) echo "unknown step $step (sweep odd story long topk)" >&2; exit 2 ;;
+    *) echo "unknown step $step (sweep odd wide story long topk)" >&2; exit 2 ;;
   esac
 done
