@@ -20,8 +20,8 @@ from .registry import ITEMSIZE, VARIANTS, Launch, cdiv, multiprocessors
 
 K_MAX = 64
 TOPK_BLOCK = 128  # threads a block where rows outnumber the SMs; 256 where they do not
-TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: chunks of ~4096 elements (k = 1: 2048, 128 threads)
-TOPK_LATENCY_CHUNK = 4096
+TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: many small chunks a row
+TOPK_LATENCY_CHUNK = 4096  # elements a chunk then (k = 1, in 128-thread blocks: half as many)
 TOPK_CHUNK = 65536  # elements a chunk at least, once rows are not few
 TOPK_STAGES = 3  # batches in flight per thread: the one worked on and two being copied (1 at least)
 VOCABS = (32000, 50257, 128256, 151936, 262144)  # LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma vocabularies
@@ -77,9 +77,8 @@ def topk_launch(
     (latency) in chunks of ~4096 elements (k = 1, whose merges are cheap: ~2048 in 128-thread blocks); up
     to one row per SM, chunks of at least 65536 elements, about four blocks an SM; more rows, a block per
     row (chunks only add merges once the grid fills the GPU). 256-thread blocks while rows are no more
-    than the SMs, 128 after. Loads are 16-byte packs at any width
-    (a row's loose head and tail elements go to its first threads). Defaults are what scripts/tune_topk.py
-    measured fastest on the H200."""
+    than the SMs, 128 after. Loads are 16-byte packs at any width (a row's loose head and tail elements
+    go to its first threads). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
     per = max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
