@@ -189,7 +189,9 @@ def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
     """fast.cu's fast_row_threads: the block size a fast_row instantiation is compiled for."""
     if hold < 2 and held == 64 and itemsize == 2:
         return 64  # 10 blocks an SM: 96 registers a thread, not 128
-    return REGISTER_ELEMENTS_PER_BLOCK // held if hold < 2 and held > 32 else 1024
+    if hold == 2:
+        return 512  # 3 blocks an SM: 40 registers a thread
+    return REGISTER_ELEMENTS_PER_BLOCK // held if held > 32 else 1024
 
 
 # fast's choices, measured on the H200 (scripts/tune_fast.py; docs/tune-fast-h200.json, whose `kernels` field

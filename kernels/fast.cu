@@ -129,12 +129,16 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
 // (32 · 1024 elements a block at most), and 64 where a 16-bit thread holds 64: those blocks are asked to
 // fit 10 to an SM, so a thread gets 96 registers, not the 128 it would take (25 % occupancy); it does not
 // spill, and rows of 2–4K columns run at 94–99 % of copy on the H200 instead of 86–97 %
-// (scripts/tune_fast.py). explorer/registry.py's fast_row_launch keeps to these.
+// (scripts/tune_fast.py). A slice held in shared memory (HOLD 2) takes at most 512 threads, asked to fit
+// 3 to an SM (as its 64 KB of staging does): 40 registers, no spill, where the compiler would take 44-48.
+// explorer/registry.py's fast_row_launch keeps to these.
 __host__ __device__ constexpr bool fast_row_capped(int hold, int held, int itemsize) { return hold < 2 && held == 64 && itemsize == 2; }
 __host__ __device__ constexpr int fast_row_threads(int hold, int held, int itemsize) {
-    return fast_row_capped(hold, held, itemsize) ? 64 : hold < 2 && held > 32 ? 32 * 1024 / held : 1024;
+    return fast_row_capped(hold, held, itemsize) ? 64 : hold == 2 ? 512 : held > 32 ? 32 * 1024 / held : 1024;
 }
-__host__ __device__ constexpr int fast_row_min_blocks(int hold, int held, int itemsize) { return fast_row_capped(hold, held, itemsize) ? 10 : 0; }
+__host__ __device__ constexpr int fast_row_min_blocks(int hold, int held, int itemsize) {
+    return fast_row_capped(hold, held, itemsize) ? 10 : hold == 2 ? 3 : 0;
+}
 
 // ROWS > 1 only with one slice a row (short rows: several a block keep many warps on an SM).
 template <typename T, typename Acc, int VEC, int PER, int HOLD, bool LOOSE, int ROWS>
@@ -146,7 +150,7 @@ __global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC, sizeof(T)), 
 // fast_row_cluster: fast_row whose `slices` = CLUSTER blocks of a row form a Hopper cluster (a separate
 // kernel: the cluster attribute changes how every block is scheduled, so one-block rows go without it).
 template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(fast_row_threads(HOLD, PER * VEC, 4))
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(fast_row_threads(HOLD, PER * VEC, 4), fast_row_min_blocks(HOLD, PER * VEC, 4))
 fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
                  int rows, int cols, int slices, int resident) {
     cluster_mailbox_open<CLUSTER>();

@@ -88,34 +88,52 @@ template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> staged_pa
     return *reinterpret_cast<const Pack<T, VEC>*>(staging + k * blockDim.x + threadIdx.x);
 }
 
+// The running max of a thread's packs. 16-bit packs are compared two at a time in their own format
+// (HMNMX2: a max is exact in any format, and a NaN loses to a number as in fmaxf) and widened once at
+// the end, so a pack of 8 costs 4 instructions, not 16; the bits are those of fmaxf over the floats.
+template <typename T, int VEC> struct PackMax {
+    float m = NEG_INF;
+    __device__ __forceinline__ void add(const Pack<T, VEC>& pack) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) m = fmaxf(m, to_float(pack.v[i]));
+    }
+    __device__ __forceinline__ float value() const { return m; }
+};
+template <typename T2, typename T, int VEC> struct PackMax2 {
+    T2 m = {T(NEG_INF), T(NEG_INF)};
+    __device__ __forceinline__ void add(const Pack<T, VEC>& pack) {
+        const T2* pairs = reinterpret_cast<const T2*>(pack.v);
+#pragma unroll
+        for (int i = 0; i < VEC / 2; ++i) m = __hmax2(m, pairs[i]);
+    }
+    __device__ __forceinline__ float value() const { return fmaxf(to_float(m.x), to_float(m.y)); }
+};
+template <int VEC> struct PackMax<__nv_bfloat16, VEC> : PackMax2<__nv_bfloat162, __nv_bfloat16, VEC> {};
+template <int VEC> struct PackMax<__half, VEC> : PackMax2<__half2, __half, VEC> {};
+
 // exps_in_place's (m, d) over the thread's staged packs (begin + k·stride + t), then its loose element
 // (fast_row's head or tail, if it holds one), read from shared memory twice (max, then the sum of
-// e^{x - m} in the same order), the exps not kept. A -inf element adds exactly 0 (tested per element:
-// a shift by 0 for an all -inf thread costs 16 more registers under NVRTC).
+// e^{x - m} in the same order), the exps not kept. A -inf element adds exactly 0: 2^-inf for a finite
+// max, and a thread whose elements are all -inf shifts by 0 instead (exp_shift).
 template <typename T, int VEC, int PER>
 __device__ __forceinline__ State<float> staged_state(int begin, int end, int t, int stride, float loose, bool holds_loose) {
-    float m = NEG_INF, d = 0.0f;
+    PackMax<T, VEC> packs_max;
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        if (begin + k * stride + t < end) packs_max.add(staged_pack<T, VEC>(k));
+    }
+    const float m = holds_loose ? fmaxf(packs_max.value(), loose) : packs_max.value();
+    const float shift = exp_shift(m);
+    float d = 0.0f;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
         if (begin + k * stride + t < end) {
             const Pack<T, VEC> pack = staged_pack<T, VEC>(k);
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) m = fmaxf(m, to_float(pack.v[i]));
+            for (int i = 0; i < VEC; ++i) d = __fadd_rn(d, exp_shifted(to_float(pack.v[i]), shift));
         }
     }
-    if (holds_loose) m = fmaxf(m, loose);
-#pragma unroll
-    for (int k = 0; k < PER; ++k) {
-        if (begin + k * stride + t < end) {
-            const Pack<T, VEC> pack = staged_pack<T, VEC>(k);
-#pragma unroll
-            for (int i = 0; i < VEC; ++i) {
-                const float v = to_float(pack.v[i]);
-                d = __fadd_rn(d, v == NEG_INF ? 0.0f : exp_shifted(v, m));
-            }
-        }
-    }
-    if (holds_loose) d = __fadd_rn(d, loose == NEG_INF ? 0.0f : exp_shifted(loose, m));
+    if (holds_loose) d = __fadd_rn(d, exp_shifted(loose, shift));
     return {m, d};
 }
 

@@ -25,16 +25,20 @@ cp = cuda.cp
 FAST = VARIANTS["fast"]
 
 
-# fast_row's (elements a thread, hold) to try; registers_only keeps the register-held ones of 64 and more
+# fast_row's (elements a thread, hold) to try; only="registers" keeps the register-held ones of 64 and more
 FAST_ROW_HOLDS = ((16, 0), (32, 0), (64, 0), (16, 1), (32, 1), (64, 1), (128, 1), (32, 2), (64, 2), (128, 2))
 REGISTER_HELD = ((64, 1), (128, 1))
 
 
-def candidates(rows: int, cols: int, dtype: str, registers_only: bool = False) -> list[Launch]:
+def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Launch]:
     """The rule's choice, fast_warp with other lane counts, then fast_row at every block size, register or
     shared-memory budget and hold (registers / shared memory) that fits, then several rows a block; with
-    registers_only, the rule's choice and the register-held fast_row geometries (one or several rows a block)."""
+    only="registers", the rule's choice and the register-held fast_row geometries (one or several rows a
+    block); with only="rule", the rule's choice alone (to time one build of fast.cu against another)."""
     found = [FAST.launch(rows, cols, None, dtype)]
+    if only == "rule":
+        return found
+    registers_only = only == "registers"
     vec = fast_vector(cols, dtype)
     packs = cols // vec
     if cols <= 2048 and vec > 1 and not registers_only:
@@ -85,7 +89,7 @@ def device_us(launch_fn, buffers: int, event_us: float, categories=devicetime.KE
     return found["device_us"] if found else None
 
 
-def tune_shape(rows: int, cols: int, dtype: str, registers_only: bool = False, device: bool = False) -> dict:
+def tune_shape(rows: int, cols: int, dtype: str, only: str = "all", device: bool = False) -> dict:
     bytes_in = rows * cols * DTYPES[dtype].itemsize
     buffers = max(2, min(32, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
     rng = cp.random.default_rng(cols)
@@ -101,7 +105,7 @@ def tune_shape(rows: int, cols: int, dtype: str, registers_only: bool = False, d
     copy_us = median_us(copy, buffers)
     copy_device_us = device_us(copy, buffers, copy_us, devicetime.COPY) if device else None
     timed = []
-    for launch in candidates(rows, cols, dtype, registers_only):
+    for launch in candidates(rows, cols, dtype, only):
         ys[0].fill(cuda.poison_value(DTYPES[dtype]))
         cuda.launch(FAST, launch, xs[0], ys[0], rows, cols, dtype, "float32")
         max_rel = bench.max_rel_device(ys[0], ref, dtype)
@@ -127,7 +131,10 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--cols", nargs="+", type=int, default=[*bench.SWEEP_COLS, 5000, 50257, 151936])
     parser.add_argument("--long", action="store_true", help="also the long-row shapes")
-    parser.add_argument("--registers-only", action="store_true", help="the rule and register-held fast_row only")
+    parser.add_argument(
+        "--only", choices=["all", "registers", "rule"], default="all", help="registers: the rule and register-held "
+        "fast_row; rule: the rule's choice alone"
+    )
     parser.add_argument(
         "--device-time", action="store_true", help="also CUPTI device time (torch.profiler); ranks by it"
     )
@@ -139,7 +146,7 @@ def main() -> None:
     results = []
     for dtype in args.dtypes:
         for rows, cols in shapes:
-            r = tune_shape(rows, cols, dtype, args.registers_only, args.device_time)
+            r = tune_shape(rows, cols, dtype, args.only, args.device_time)
             cp.get_default_memory_pool().free_all_blocks()  # the shape's buffers are gone with tune_shape
             results.append(r)
             key = "pct_copy_device" if "copy_device_us" in r else "pct_copy"
