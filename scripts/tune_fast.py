@@ -132,8 +132,10 @@ def main() -> None:
     parser.add_argument("--cols", nargs="+", type=int, default=[*bench.SWEEP_COLS, 5000, 50257, 151936])
     parser.add_argument("--long", action="store_true", help="also the long-row shapes")
     parser.add_argument(
-        "--only", choices=["all", "registers", "rule"], default="all", help="registers: the rule and register-held "
-        "fast_row; rule: the rule's choice alone"
+        "--only",
+        choices=["all", "registers", "rule"],
+        default="all",
+        help="registers: the rule and register-held fast_row; rule: the rule's choice alone",
     )
     parser.add_argument(
         "--device-time", action="store_true", help="also CUPTI device time (torch.profiler); ranks by it"
