@@ -52,11 +52,9 @@ class Launch:
     protocol: str = "rows"  # how the CUDA backend calls them: "rows" (x, y), "two_stage" (chunk states
     # between two kernels), "slices" (fast_row: staging in shared memory, slices exchanging (m, d) through
     # global memory) or "cluster" (the same, the slices a Hopper cluster exchanging through DSMEM)
-    blocks_per_sm: int = 0  # fast_row: at most this many blocks an SM (shared memory padded); 0: as many as fit
 
     def describe(self) -> str:
         extra = f", {self.chunks} blocks per row" if self.chunks > 1 else ""
-        extra += f", {self.blocks_per_sm} blocks an SM" if self.blocks_per_sm else ""
         name = f"{self.kernel}<{', '.join(map(str, self.template_args))}>" if self.template_args else self.kernel
         return f"{name}: grid {self.grid} × block {self.block}{extra}"
 
@@ -145,14 +143,7 @@ def fast_vector(cols: int, dtype: str) -> int:
 
 
 def fast_row_launch(
-    rows: int,
-    cols: int,
-    dtype: str,
-    threads: int,
-    elements: int,
-    hold: int = 1,
-    rows_per_block: int = 1,
-    blocks_per_sm: int = 0,
+    rows: int, cols: int, dtype: str, threads: int, elements: int, hold: int = 1, rows_per_block: int = 1
 ) -> Launch | None:
     """fast_row with at most `threads` threads per row (or slice), each holding `elements` elements of its row;
     as many slices (blocks) per row as that needs, balanced, in a Hopper cluster where they fit in
@@ -160,8 +151,7 @@ def fast_row_launch(
     Loads are 16-byte packs at any width (a row's loose head and tail go to its first threads).
     `hold`: where the slice waits (fast.cu): 0 registers, 1 registers after cp.async through shared
     memory, 2 shared memory. `rows_per_block`: rows a block holds, each with its own threads, where a
-    row needs one slice (None otherwise). `blocks_per_sm`: at most this many blocks an SM (0: as many as
-    fit), so that fewer bytes wait on an SM and a launch has more, shorter waves."""
+    row needs one slice (None otherwise)."""
     vec = 16 // ITEMSIZE[dtype]
     per = max(1, elements // vec)
     packs = max(1, cols // vec)  # whole packs in a row at most
@@ -192,7 +182,6 @@ def fast_row_launch(
         template_args=(vec, per, hold, cluster, loose) if cluster > 1 else (vec, per, hold, loose, rows_per_block),
         chunks=slices,
         protocol="cluster" if cluster > 1 else "slices",
-        blocks_per_sm=blocks_per_sm if hold else 0,
     )
 
 

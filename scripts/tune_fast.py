@@ -11,7 +11,6 @@ the rule's choice and the best geometry; FAST_ROW_SHAPES in explorer/registry.py
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 
@@ -35,17 +34,14 @@ def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Laun
     """The rule's choice, fast_warp with other lane counts, then fast_row at every block size, register or
     shared-memory budget and hold (registers / shared memory) that fits, then several rows a block; with
     only="registers", the rule's choice and the register-held fast_row geometries (one or several rows a
-    block); with only="rule", the rule's choice alone (to time one build of fast.cu against another); with
-    only="shared", the rule's choice and the slices held in shared memory. Every slice held in shared memory
-    is also tried with at most 2 and 4 blocks an SM."""
+    block); with only="rule", the rule's choice alone (to time one build of fast.cu against another)."""
     found = [FAST.launch(rows, cols, None, dtype)]
     if only == "rule":
         return found
     registers_only = only == "registers"
-    holds = REGISTER_HELD if registers_only else [h for h in FAST_ROW_HOLDS if only != "shared" or h[1] == 2]
     vec = fast_vector(cols, dtype)
     packs = cols // vec
-    if cols <= 2048 and vec > 1 and only == "all":
+    if cols <= 2048 and vec > 1 and not registers_only:
         for lanes in (4, 8, 16, 32):
             per = pow2_at_least(cdiv(packs, lanes))
             if per * vec <= 64:
@@ -60,16 +56,13 @@ def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Laun
                     )
                 )
     for threads in (128, 256, 512, 1024):
-        for elements, hold in holds:
+        for elements, hold in REGISTER_HELD if registers_only else FAST_ROW_HOLDS:
             if elements < vec or (hold == 2 and elements > 8 * vec * 2):
                 continue
             launch = fast_row_launch(rows, cols, dtype, threads, elements, hold)
             if launch is not None and launch not in found:
                 found.append(launch)
-    shared = [c for c in found if c.kernel.startswith("fast_row") and c.template_args[2] == 2]
-    padded = [dataclasses.replace(c, blocks_per_sm=n) for c in shared for n in (2, 4)]
-    several = _several_rows(rows, cols, dtype) if only != "shared" else []
-    return found + padded + [c for c in several if c not in found]
+    return found + [c for c in _several_rows(rows, cols, dtype) if c not in found]
 
 
 def _several_rows(rows: int, cols: int, dtype: str) -> list[Launch]:
@@ -140,10 +133,9 @@ def main() -> None:
     parser.add_argument("--long", action="store_true", help="also the long-row shapes")
     parser.add_argument(
         "--only",
-        choices=["all", "registers", "shared", "rule"],
+        choices=["all", "registers", "rule"],
         default="all",
-        help="registers: the rule and register-held fast_row; shared: the rule and the slices held in shared "
-        "memory; rule: the rule's choice alone",
+        help="registers: the rule and register-held fast_row; rule: the rule's choice alone",
     )
     parser.add_argument(
         "--device-time", action="store_true", help="also CUPTI device time (torch.profiler); ranks by it"

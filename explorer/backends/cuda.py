@@ -213,8 +213,6 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
     if x_dev.data.ptr % 16 or y_dev.data.ptr % 16:  # rows are split at 16-byte boundaries of x and y
         raise KernelFailed("fast_row needs x and y to start on a 16-byte boundary")
     staging = geometry.block * per * 16 if hold else 0
-    if geometry.blocks_per_sm:
-        staging = max(staging, _shared_for_blocks_per_sm(kernels[0], geometry.blocks_per_sm))
     if staging > kernels[0].max_dynamic_shared_size_bytes:
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
     if geometry.protocol == "cluster" and geometry.chunks > PORTABLE_CLUSTER:
@@ -229,13 +227,6 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
 
 
 LAUNCHERS = {"rows": _launch_rows, "two_stage": _launch_two_stage, "slices": _launch_slices, "cluster": _launch_slices}
-
-
-def _shared_for_blocks_per_sm(kernel, blocks: int) -> int:
-    """Dynamic shared memory a block asks for so that at most `blocks` of `kernel` fit an SM."""
-    attributes = cp.cuda.Device().attributes
-    per_block = attributes["MaxSharedMemoryPerMultiprocessor"] // (blocks + 1) + 1  # one block more does not fit
-    return per_block - attributes["ReservedSharedMemoryPerBlock"] - kernel.shared_size_bytes
 
 
 PORTABLE_CLUSTER = 8  # blocks a cluster may have on any GPU with clusters
