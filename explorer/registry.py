@@ -170,7 +170,8 @@ def fast_row_launch(
             return None
         hold = 0
     held = per * vec
-    if (hold < 2 and held > MAX_REGISTER_ELEMENTS) or block > fast_row_max_threads(hold, held, ITEMSIZE[dtype]):
+    compiled_as = 4 if cluster > 1 else ITEMSIZE[dtype]  # fast_row_cluster is compiled without the 16-bit cap
+    if (hold < 2 and held > MAX_REGISTER_ELEMENTS) or block > fast_row_max_threads(hold, held, compiled_as):
         return None
     loose = int(cols % vec != 0)
     return Launch(
