@@ -142,6 +142,20 @@ def _set_step(value: int) -> None:
     ss["step"] = int(value)
 
 
+def _jump(column, label: str, key: str, step: int, to: int | None, help: str, icon: str | None = None) -> None:
+    """A button that moves the step to `to`; disabled where there is nowhere to go (to is None)."""
+    column.button(
+        label,
+        key=key,
+        icon=icon,
+        width="stretch",
+        on_click=_set_step,
+        args=(step if to is None else to,),
+        disabled=to is None,
+        help=help,
+    )
+
+
 @guarded
 def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
     """The one step control (slider, buttons, Play) beside the update it selects, then the chart and the bits:
@@ -187,27 +201,12 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
     step = int(ss["step"])
     grows = figures.rescale_steps(trace, lane)
     later = grows[grows > step]
+    next_rescale = int(later[0]) if later.size else None
     bad = figures.first_nonfinite(trace, lane)
     playing = bool(ss.get("_playing"))
     b = st.columns([1, 1, 1.6])
-    b[0].button(
-        "◀",
-        key="step_prev",
-        on_click=_set_step,
-        args=(max(step - 1, first),),
-        disabled=step <= first,
-        width="stretch",
-        help="Previous step",
-    )
-    b[1].button(
-        "▶",
-        key="step_next",
-        on_click=_set_step,
-        args=(min(step + 1, last),),
-        disabled=step >= last,
-        width="stretch",
-        help="Next step",
-    )
+    _jump(b[0], "◀", "step_prev", step, step - 1 if step > first else None, "Previous step")
+    _jump(b[1], "▶", "step_next", step, step + 1 if step < last else None, "Next step")
     # Play and Pause are two buttons with their own keys, each setting its state: a click that Streamlit
     # delivers again after the redraw (a timed fragment rerun can carry it) finds no button of that key
     b[2].button(
@@ -220,28 +219,14 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
         help=f"One step every {PLAY_SECONDS:g} s, run on the server",
     )
     j = st.columns(2)
-    j[0].button(
-        "Next rescale",
-        key="step_rescale",
-        icon=":material/trending_up:",
-        width="stretch",
-        on_click=_set_step,
-        args=(int(later[0]) if later.size else step,),
-        disabled=not later.size,
-        help=f"The next step where m grows ({grows.size:,} in this lane)"
+    rescale_help = (
+        f"The next step where m grows ({grows.size:,} in this lane)"
         if trace.kind == "online"
-        else "Safe softmax never rescales",
+        else "Safe softmax never rescales"
     )
-    j[1].button(
-        "First non-finite",
-        key="step_nan",
-        icon=":material/error:",
-        width="stretch",
-        on_click=_set_step,
-        args=(bad if bad is not None else step,),
-        disabled=bad is None,
-        help="The first step where d_j is NaN or ±∞" if bad is not None else "d_j stays finite in this lane",
-    )
+    _jump(j[0], "Next rescale", "step_rescale", step, next_rescale, rescale_help, ":material/trending_up:")
+    nan_help = "The first step where d_j is NaN or ±∞" if bad is not None else "d_j stays finite in this lane"
+    _jump(j[1], "First non-finite", "step_nan", step, bad, nan_help, ":material/error:")
     if bad is not None and step >= bad:
         st.caption(f"d is not finite: {figures.nonfinite_cause(trace, lane, bad)}.")
     return step
