@@ -217,39 +217,22 @@ def _add_states(fig: go.Figure, trace: Trace, lane: int, steps: np.ndarray) -> N
         row=1,
         col=1,
     )
-    fig.add_trace(
-        go.Scatter(
-            x=steps,
-            y=finite_or_nan(trace.m[lane, steps]),
-            line_shape="hv",
-            name=f"kernel (acc {trace.acc})",
-            legendgroup="k",
-            **_line(KERNEL_COLOR),
-        ),
-        row=1,
-        col=1,
+    _add_kernel_and_exact(fig, steps, trace.m[lane, steps], trace.exact_m[lane, steps], 1, trace.acc)
+    _add_kernel_and_exact(fig, steps, trace.d[lane, steps], trace.exact_d[lane, steps], 2)
+
+
+def _add_kernel_and_exact(
+    fig: go.Figure, steps: np.ndarray, kernel: np.ndarray, exact: np.ndarray, row: int, acc: str | None = None
+) -> None:
+    """The kernel's values (solid) and float64's (dashed) on one row, in legend groups "k" and "e". Given acc, the
+    pair is the running max m (row 1): drawn as steps and named in the legend; else d (row 2), unnamed."""
+    lines = (
+        (kernel, "k", f"kernel (acc {acc})", _line(KERNEL_COLOR)),
+        (exact, "e", "exact (float64)", _line(EXACT_COLOR, dash="dash")),
     )
-    fig.add_trace(
-        go.Scatter(
-            x=steps,
-            y=finite_or_nan(trace.exact_m[lane, steps]),
-            line_shape="hv",
-            name="exact (float64)",
-            legendgroup="e",
-            **_line(EXACT_COLOR, dash="dash"),
-        ),
-        row=1,
-        col=1,
-    )
-    d, ed = trace.d[lane, steps], trace.exact_d[lane, steps]
-    fig.add_trace(
-        go.Scatter(x=steps, y=finite_or_nan(d), showlegend=False, legendgroup="k", **_line(KERNEL_COLOR)), row=2, col=1
-    )
-    fig.add_trace(
-        go.Scatter(x=steps, y=finite_or_nan(ed), showlegend=False, legendgroup="e", **_line(EXACT_COLOR, dash="dash")),
-        row=2,
-        col=1,
-    )
+    for y, group, name, style in lines:
+        named = dict(line_shape="hv", name=name) if acc else dict(showlegend=False)
+        fig.add_trace(go.Scatter(x=steps, y=finite_or_nan(y), legendgroup=group, **named, **style), row=row, col=1)
 
 
 def _add_rescales(fig: go.Figure, trace: Trace, lane: int) -> None:
