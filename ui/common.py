@@ -8,7 +8,7 @@ import datetime
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -101,6 +101,16 @@ def csv_download(
         icon=":material/download:",
         on_click="ignore",
     )
+
+
+def number_columns(formats: Mapping[str, str | tuple[str, str | None]]) -> dict[str, dict]:
+    """Table settings for number columns from {column: printf format} or {column: (label, format)}: how a page's
+    table shows them, and the share image's formats (ui/share.py reads them back)."""
+    out = {}
+    for column, spec in formats.items():
+        label, fmt = spec if isinstance(spec, tuple) else (None, spec)
+        out[column] = st.column_config.NumberColumn(label, format=fmt)
+    return out
 
 
 def run_key(cfg: Config, spec: InputSpec) -> tuple:

@@ -21,6 +21,7 @@ from explorer import bench
 from explorer.errors import as_text
 
 from . import figures
+from .common import number_columns
 from .figures import plotly_text
 from .figures.share import device_line
 
@@ -41,19 +42,19 @@ def load_results(data: bytes) -> dict:
 
 
 # How every timing table (this page's and the top-k page's) shows the measurements.
-TIME_COLUMNS = {
-    "median_us": st.column_config.NumberColumn("median µs", format="%.2f"),
-    "p10_us": st.column_config.NumberColumn("p10 µs", format="%.2f"),
-    "p90_us": st.column_config.NumberColumn("p90 µs", format="%.2f"),
-    "gbps": st.column_config.NumberColumn("GB/s", format="%.0f"),
-    "device_us": st.column_config.NumberColumn("device µs", format="%.2f"),
-    "device_p10_us": st.column_config.NumberColumn("device p10 µs", format="%.2f"),
-    "device_p90_us": st.column_config.NumberColumn("device p90 µs", format="%.2f"),
-    "bytes_moved": st.column_config.NumberColumn("bytes moved", format="%d"),
-    "max_rel": st.column_config.NumberColumn("max rel", format="%.1e"),
-    "version": st.column_config.TextColumn("version"),
-    "error": st.column_config.TextColumn("error"),
-}
+TIME_COLUMNS = number_columns(
+    {
+        "median_us": ("median µs", "%.2f"),
+        "p10_us": ("p10 µs", "%.2f"),
+        "p90_us": ("p90 µs", "%.2f"),
+        "gbps": ("GB/s", "%.0f"),
+        "device_us": ("device µs", "%.2f"),
+        "device_p10_us": ("device p10 µs", "%.2f"),
+        "device_p90_us": ("device p90 µs", "%.2f"),
+        "bytes_moved": ("bytes moved", "%d"),
+        "max_rel": ("max rel", "%.1e"),
+    }
+) | {"version": st.column_config.TextColumn("version"), "error": st.column_config.TextColumn("error")}
 
 
 def display_names(df: pd.DataFrame) -> pd.DataFrame:

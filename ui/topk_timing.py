@@ -9,7 +9,7 @@ import streamlit as st
 from explorer import bench
 
 from . import figures, gpu_lock
-from .common import chart, csv_download
+from .common import chart, csv_download, number_columns
 from .results import (
     TIME_COLUMNS,
     TIMES_CAPTION,
@@ -24,15 +24,16 @@ ss = st.session_state
 
 BENCH_COMMAND = "python -m explorer bench --topk 1 8 50 --json FILE"
 TOPK_EXTRA = ["version", "device_us", "floor_us", "pct_floor", "floor_device_us", "pct_floor_device", "error"]
-TOPK_COLUMNS = {  # the top-k timing table's
-    **TIME_COLUMNS,
-    "floor_us": st.column_config.NumberColumn("floor µs (event)", format="%.2f"),
-    "pct_floor": st.column_config.NumberColumn("% of floor (event)", format="%.0f"),
-    "floor_device_us": st.column_config.NumberColumn("floor µs (device)", format="%.2f"),
-    "pct_floor_device": st.column_config.NumberColumn("% of floor (device)", format="%.0f"),
-    "MB_moved": st.column_config.NumberColumn("MB moved", format="%.2f"),
-    "speedup_vs_torch": st.column_config.NumberColumn("speed-up vs torch", format="%.2f×"),
-}
+TOPK_COLUMNS = TIME_COLUMNS | number_columns(  # the top-k timing table's
+    {
+        "floor_us": ("floor µs (event)", "%.2f"),
+        "pct_floor": ("% of floor (event)", "%.0f"),
+        "floor_device_us": ("floor µs (device)", "%.2f"),
+        "pct_floor_device": ("% of floor (device)", "%.0f"),
+        "MB_moved": ("MB moved", "%.2f"),
+        "speedup_vs_torch": ("speed-up vs torch", "%.2f×"),
+    }
+)
 
 
 def topk_table(part: pd.DataFrame) -> pd.DataFrame:

@@ -9,14 +9,13 @@ import streamlit as st
 import explorer
 
 from .. import compute, figures
-from ..common import chart, csv_download, guarded, run_page, stamp
+from ..common import chart, csv_download, guarded, number_columns, run_page, stamp
 from ..share import run_share_button
 
 FORMAT_2E = ("max rel", "mean rel", "max abs", "max |Σ−1|", "bound")
-COLUMNS = {c: st.column_config.NumberColumn(format="%.2e") for c in FORMAT_2E} | {  # the page's and the share image's
-    "max ULP": st.column_config.NumberColumn(format="%.1f"),
-    "argmax agree": st.column_config.NumberColumn(format="%.3f"),
-}
+COLUMNS = number_columns(  # the page's and the share image's
+    dict.fromkeys(FORMAT_2E, "%.2e") | {"max ULP": "%.1f", "argmax agree": "%.3f"}
+)
 
 
 @guarded

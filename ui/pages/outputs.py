@@ -12,17 +12,19 @@ import pandas as pd
 import streamlit as st
 
 from .. import compute, figures
-from ..common import Ran, chart, csv_download, guarded, run_page, stamp
+from ..common import Ran, chart, csv_download, guarded, number_columns, run_page, stamp
 from ..params import Param
 from ..share import run_share_button
 
 ss = st.session_state
 PARAMS = (Param("log", "flag", True, hint="1 (log scale) or 0 (linear) is needed"),)
-COLUMNS = {
-    "sum of row": st.column_config.NumberColumn(format="%.9f"),  # a float32 sum's deviation from 1 shows
-    "max p": st.column_config.NumberColumn(format="%.6g"),
-    "wall ms (not a benchmark)": st.column_config.NumberColumn(format="%.1f"),
-}
+COLUMNS = number_columns(
+    {
+        "sum of row": "%.9f",  # a float32 sum's deviation from 1 shows
+        "max p": "%.6g",
+        "wall ms (not a benchmark)": "%.1f",
+    }
+)
 
 
 def row_summary(y: np.ndarray) -> dict:

@@ -9,7 +9,7 @@ import explorer
 from explorer import bench
 
 from .. import compute, figures, gpu_lock
-from ..common import chart, csv_download, guarded, header
+from ..common import chart, csv_download, guarded, header, number_columns
 from ..params import Param
 from ..results import (
     TIME_COLUMNS,
@@ -52,13 +52,14 @@ TABLE_COLUMNS = [
 ]
 ss = st.session_state
 
-TIMING_COLUMNS = {
-    **TIME_COLUMNS,  # the Timing page's table
-    "pct_copy": st.column_config.NumberColumn("% of copy (event)", format="%.0f"),
-    "pct_copy_device": st.column_config.NumberColumn("% of copy (device)", format="%.0f"),
-    "reads_per_element": st.column_config.NumberColumn("reads/elem"),
-    "writes_per_element": st.column_config.NumberColumn("writes/elem"),
-}
+TIMING_COLUMNS = TIME_COLUMNS | number_columns(  # the Timing page's table
+    {
+        "pct_copy": ("% of copy (event)", "%.0f"),
+        "pct_copy_device": ("% of copy (device)", "%.0f"),
+        "reads_per_element": ("reads/elem", None),
+        "writes_per_element": ("writes/elem", None),
+    }
+)
 SHARE_COLUMNS = [
     "source",
     "name",

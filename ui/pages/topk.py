@@ -20,7 +20,17 @@ from explorer.numerics import dtype_name
 from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, TopkReport, tie_within_rounding
 
 from .. import compute, figures, topk_timing
-from ..common import backend_badge, chart, clamp, csv_download, ensure_choice, guarded, show_failures, stamp
+from ..common import (
+    backend_badge,
+    chart,
+    clamp,
+    csv_download,
+    ensure_choice,
+    guarded,
+    number_columns,
+    show_failures,
+    stamp,
+)
 from ..params import Param, ParamTable
 from ..state import MAX_DIM, UPLOAD, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text, source_slug
 
@@ -39,6 +49,8 @@ PARAMS = (
     Param("tk_bundled", "flag", False, sparse=True),
 )
 OPTIONS = ParamTable(PARAMS).options  # what each widget offers: its row's choices
+AGREEMENT_COLUMNS = number_columns({"index agreement": "%.4f", "max rel": "%.2e", "wall ms (not a benchmark)": "%.1f"})
+BYTES_COLUMNS = number_columns({"bytes moved": "%d", "MB moved": "%.2f", "× fused": "%.2f"})
 
 INTRO = """
 Sampling from a language model's head, or routing tokens in a mixture of experts, needs only the **k largest
@@ -350,16 +362,7 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
 
     st.subheader("Agreement over the whole input")
     df = agreement_table(runs, k)
-    st.dataframe(
-        df,
-        width="stretch",
-        key="table_topk",
-        column_config={
-            "index agreement": st.column_config.NumberColumn(format="%.4f"),
-            "max rel": st.column_config.NumberColumn(format="%.2e"),
-            "wall ms (not a benchmark)": st.column_config.NumberColumn(format="%.1f"),
-        },
-    )
+    st.dataframe(df, width="stretch", key="table_topk", column_config=AGREEMENT_COLUMNS)
     st.caption(
         "index mismatches: positions whose index differs from the float64 reference's beyond a tie; "
         "tie swaps: positions that differ only between probabilities the kernels cannot order "
@@ -380,14 +383,7 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
 def _bytes_section(rows: int, cols: int, k: int, dtype: str) -> None:
     st.subheader("Bytes moved and timing: fused vs unfused vs torch")
     st.dataframe(
-        bytes_table(rows, cols, k, dtype),
-        width="stretch",
-        key="table_topk_bytes",
-        column_config={
-            "bytes moved": st.column_config.NumberColumn(format="%d"),
-            "MB moved": st.column_config.NumberColumn(format="%.2f"),
-            "× fused": st.column_config.NumberColumn(format="%.2f"),
-        },
+        bytes_table(rows, cols, k, dtype), width="stretch", key="table_topk_bytes", column_config=BYTES_COLUMNS
     )
     st.caption(
         f"For {rows}×{cols} {dtype}, top-{k}: logits read (and, unfused, probabilities written and read "
