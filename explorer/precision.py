@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .api import softmax
+from .api import SoftmaxResult, softmax
 from .inputs import make_input
 from .numerics import DTYPES, FORMATS, errors, input_rounding, sequential_terms, softmax_bound, ulp
 from .registry import VARIANTS, cdiv
@@ -66,6 +66,16 @@ def make_class_input(dist: str, n: int, dtype: str = "float32", seed: int = 0) -
     """A 1 × n row of one of INPUT_CLASSES."""
     name, params = INPUT_CLASSES[dist]
     return make_input(name, 1, n, dtype=dtype, seed=seed, **params)
+
+
+def _traced_row(
+    variant: str, acc: str, dist: str, n: int, backend: str, dtype: str, block_size: int | None, seed: int
+) -> tuple[np.ndarray, SoftmaxResult, float]:
+    """A 1 × n row of input class `dist`, `variant` run on it with its row traced, and the run's seconds."""
+    x = make_class_input(dist, n, dtype, seed)
+    start = time.perf_counter()
+    r = softmax(x, variant, acc=acc, backend=backend, trace_row=0, block_size=block_size)
+    return x, r, time.perf_counter() - start
 
 
 def stagnation_step(d: np.ndarray, exact_d: np.ndarray, acc: str) -> int | None:
@@ -128,10 +138,7 @@ def measure(
     bound_applies is false where the rounding-error model says nothing: a bound of 1 or more, or an
     exact d beyond the accumulator's range (the model assumes nothing overflows).
     """
-    x = make_class_input(dist, n, dtype, seed)
-    start = time.perf_counter()
-    r = softmax(x, variant, acc=acc, backend=backend, trace_row=0, block_size=block_size)
-    seconds = time.perf_counter() - start
+    x, r, seconds = _traced_row(variant, acc, dist, n, backend, dtype, block_size, seed)
     t = r.trace
     bound = softmax_bound(r.launch, x, acc)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -217,8 +224,7 @@ def d_trajectory(
     lane: int = 0,
 ) -> Trajectory:
     """One lane's traced d_j beside the float64 d_j."""
-    x = make_class_input(dist, n, dtype, seed)
-    r = softmax(x, variant, acc=acc, backend=backend, trace_row=0, block_size=block_size)
+    _, r, _ = _traced_row(variant, acc, dist, n, backend, dtype, block_size, seed)
     t = r.trace
     valid = t.index[lane] >= 0
     return Trajectory(
