@@ -10,7 +10,7 @@ from explorer.errors import as_text, shown
 from explorer.inputs import MAX_UPLOAD_BYTES
 
 from . import compute
-from .common import backend_badge, clamp
+from .common import backend_badge, clamp, ensure_choice
 from .state import UPLOAD, Config, UploadedInput, param_key
 from .url import TABLE, defaults, parse_query, to_query
 
@@ -81,8 +81,7 @@ def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
 def _input() -> dict:
     """The Config fields the input section sets: the distribution and its parameters, or the uploaded file."""
     dist_options = TABLE.options("dist")
-    if ss.get("dist") not in dist_options:
-        ss["dist"] = TABLE["dist"].default_value()
+    ensure_choice("dist", dist_options, TABLE["dist"].default_value())
     st.subheader("Input")
     st.selectbox(
         "Distribution",
@@ -187,8 +186,7 @@ def _kernels() -> None:
     st.subheader("Kernels")
     st.multiselect("Variants", TABLE.options("variants"), key="variants", help=_variants_help())
     if any(explorer.VARIANTS[k].takes_block_size for k in ss["variants"]):
-        if ss.get("block") not in TABLE.options("block"):
-            ss["block"] = TABLE["block"].default_value()
+        ensure_choice("block", TABLE.options("block"), TABLE["block"].default_value())
         st.select_slider("Block size (threads per row, block variants)", TABLE.options("block"), key="block")
 
 

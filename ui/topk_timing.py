@@ -9,7 +9,7 @@ import streamlit as st
 from explorer import bench
 
 from . import figures, gpu_lock
-from .common import chart, csv_download, number_columns
+from .common import chart, csv_download, ensure_choice, number_columns
 from .results import (
     TIME_COLUMNS,
     TIMES_CAPTION,
@@ -84,9 +84,7 @@ def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
         )
         return
     shapes = list(dict.fromkeys(df["shape"]))
-    if ss.get("tk_tshape") not in shapes:
-        here = f"{rows}×{cols} {dtype} top-{k}"
-        ss["tk_tshape"] = here if here in shapes else shapes[0]
+    ensure_choice("tk_tshape", shapes, f"{rows}×{cols} {dtype} top-{k}")
     st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
     part = df[df["shape"] == ss["tk_tshape"]]
     table = topk_table(part)

@@ -29,6 +29,8 @@ VARIANT_COLORS = {
 OVERFLOW_Y = 100.0  # where an infinite error (d overflowed) is drawn on the error axes
 QUANTITIES = {"d": "final denominator d_n", "out": "outputs (max over the row)"}
 FP16_MAX = explorer.FORMATS["float16"].max_value
+# 2048: an fp16 sum of terms <= 1 stops growing here (its spacing reaches 2, and adding 1 rounds back)
+FP16_CEILING = 2 ** explorer.FORMATS["float16"].significand_bits
 
 
 def _y(r: Measurement, quantity: str) -> float:
@@ -345,9 +347,9 @@ def overflow_figure(records: list[Measurement], title: str, stamp_: str) -> go.F
     ns = sorted({r.n for r in records})
     if ns:
         fig.add_trace(go.Scatter(x=ns, y=ns, mode="lines", name="exact d_n = n", line=dict(color="#222", dash="dash")))
-    _level(fig, FP16_MAX, "65504: largest finite fp16", "#d62728")
+    _level(fig, FP16_MAX, f"{FP16_MAX:g}: largest finite fp16", "#d62728")
     _level(fig, top, "× = inf: d overflowed", "#777", dash="solid")
-    _level(fig, 2048, "2048: one lane's ceiling (stagnation)", "#555", position="right")
+    _level(fig, FP16_CEILING, f"{FP16_CEILING}: one lane's ceiling (stagnation)", "#555", position="right")
     _pow2_axis(fig, "n (elements in the row)")
     fig.update_yaxes(
         type="log", exponentformat="power", title_text="final d_n in fp16", range=[0.5, math.log10(top) + 0.4]

@@ -18,8 +18,15 @@ from explorer import precision
 from explorer.precision import Measurement
 
 from .. import lab_runs
-from ..common import chart, csv_download, guarded, header, stamp
-from ..figures.precision import QUANTITIES, compare_figure, error_vs_n_figure, overflow_figure, stagnation_figure
+from ..common import chart, csv_download, ensure_choice, guarded, header, stamp
+from ..figures.precision import (
+    FP16_CEILING,
+    QUANTITIES,
+    compare_figure,
+    error_vs_n_figure,
+    overflow_figure,
+    stagnation_figure,
+)
 from ..params import Param, ParamTable
 from ..state import file_slug
 
@@ -228,8 +235,7 @@ def _error_vs_n(records: list[Measurement], variants: list[str], dtype: str) -> 
     st.subheader("Measured error vs n, with the seed's bound")
     c1, c2 = st.columns(2)
     c1.radio("Error of", OPTIONS("prec_quantity"), key="prec_quantity", format_func=QUANTITIES.get, horizontal=True)
-    if ss.get("prec_variant") not in variants:
-        ss["prec_variant"] = variants[0]
+    ensure_choice("prec_variant", variants)
     c2.selectbox("Variant", variants, key="prec_variant")
     quantity, variant = ss["prec_quantity"], ss["prec_variant"]
     fig = error_vs_n_figure(
@@ -266,11 +272,10 @@ def _stagnation(cap: int, dtype: str, backend: str) -> None:
             format_func=precision.INPUT_TITLES.get,
         )
         caps = [n for n in STAGNATION_NS if n <= max(cap, 2**13)]
-        if ss.get("prec_stag_n") not in caps:
-            ss["prec_stag_n"] = caps[min(2, len(caps) - 1)]
+        ensure_choice("prec_stag_n", caps, caps[min(2, len(caps) - 1)])
         st.select_slider("Stagnation row length n", caps, key="prec_stag_n", format_func=lambda v: f"{v:,}")
         n = int(ss["prec_stag_n"])
-        st.markdown(TEXT_STAGNATION.format(n=n, ratio=n / 2048))
+        st.markdown(TEXT_STAGNATION.format(n=n, ratio=n / FP16_CEILING))
     with left:
         dist = ss["prec_stag_dist"]
         trajectories = lab_runs.run_kept(

@@ -9,7 +9,7 @@ import explorer
 from explorer import bench
 
 from .. import compute, figures, gpu_lock
-from ..common import chart, csv_download, guarded, header, number_columns
+from ..common import chart, csv_download, ensure_choice, guarded, header, number_columns
 from ..params import Param
 from ..results import (
     TIME_COLUMNS,
@@ -126,8 +126,7 @@ def render(cfg) -> None:
     df = figures.results_frame(sources)
     df["shape"] = df.apply(figures.shape_label, axis=1)
     shapes = list(dict.fromkeys(df["shape"]))
-    if ss.get("tshape") not in shapes:
-        ss["tshape"] = shapes[0]
+    ensure_choice("tshape", shapes)
     st.selectbox("Shape and dtype", shapes, key="tshape")
     part = df[df["shape"] == ss["tshape"]]
     selected = set(cfg.variants) if cfg is not None else set()
