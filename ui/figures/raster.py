@@ -205,9 +205,7 @@ def chart_image(fig: go.Figure, width: int, height: int = PANEL_HEIGHT) -> Image
     traces = [
         t
         for t in fig.data
-        if t.type in ("bar", "scatter", "scattergl")
-        and getattr(t, "xaxis", None) in (None, "x")
-        and getattr(t, "yaxis", None) in (None, "y")
+        if t.type in ("bar", "scatter", "scattergl") and t.xaxis in (None, "x") and t.yaxis in (None, "y")
     ]
     y = _legend(pen, traces, y + 4, inner)
     for a in fig.layout.annotations:
@@ -324,7 +322,7 @@ def _draw_bars(pen: Pen, bars: list, cats: list[str], left: float, slot: float, 
         n = len(xs)
         y, hi, lo = _tops(t, n)
         color = _color(t, b)
-        patterns = _per_point(getattr(t.marker.pattern, "shape", None), n, "")
+        patterns = _per_point(t.marker.pattern.shape, n, "")
         for i, (c, v, lines) in enumerate(zip(xs, y, _label_lines(pen, t, n, width - 4))):
             if c not in cats or not math.isfinite(v):
                 continue

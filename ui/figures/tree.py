@@ -17,14 +17,10 @@ def _bitrev(i: int, bits: int) -> int:
     return int(f"{i:0{bits}b}"[::-1], 2) if bits else 0
 
 
-def _chunk(level) -> int:
-    return int(getattr(level, "chunk", -1))
-
-
 def tree_stages(trace) -> dict[str, tuple]:
     """Label -> (stage, chunk, warp) of every butterfly (or chain) in the trace, lanes first."""
     keys = sorted(
-        {(lv.stage, _chunk(lv), lv.warp) for lv in trace.merges},
+        {(lv.stage, lv.chunk, lv.warp) for lv in trace.merges},
         key=lambda k: ({"lanes": 0, "warps": 1}.get(k[0], 2), k[1], k[2]),
     )
     out = {}
@@ -46,7 +42,7 @@ def tree_choices(trace) -> list[str]:
 
 def _levels(trace, stage: str, chunk: int, warp: int = -1) -> list:
     return [
-        lv for lv in trace.merges if lv.stage == stage and _chunk(lv) == chunk and (stage != "lanes" or lv.warp == warp)
+        lv for lv in trace.merges if lv.stage == stage and lv.chunk == chunk and (stage != "lanes" or lv.warp == warp)
     ]
 
 
@@ -60,7 +56,7 @@ def _top(levels) -> tuple | None:
 
 def _tree_leaves(trace, stage: str, chunk: int, warp: int) -> tuple[dict, str, int]:
     """Leaf id -> (m, d, exact m, exact d), the leaves' name, and the butterfly's width."""
-    chunks = sorted({_chunk(lv) for lv in trace.merges})
+    chunks = sorted({lv.chunk for lv in trace.merges})
     if stage == "lanes":
         per_chunk = trace.threads // max(len(chunks), 1)
         count = (trace.index >= 0).sum(axis=1)
@@ -80,7 +76,7 @@ def _tree_leaves(trace, stage: str, chunk: int, warp: int) -> tuple[dict, str, i
             )
         return leaves, "lane", 32
     if stage == "warps":
-        warps = sorted({lv.warp for lv in trace.merges if lv.stage == "lanes" and _chunk(lv) == chunk})
+        warps = sorted({lv.warp for lv in trace.merges if lv.stage == "lanes" and lv.chunk == chunk})
         leaves = {w: top for w in warps if (top := _top(_levels(trace, "lanes", chunk, w))) is not None}
         return leaves, "warp", len(warps)
     leaves = {c: top for c in chunks if (top := _top(_levels(trace, "warps", c))) is not None}
@@ -234,7 +230,7 @@ def merge_table(trace) -> pd.DataFrame:
             rows.append(
                 {
                     "stage": lv.stage,
-                    "chunk": _chunk(lv) if _chunk(lv) >= 0 else None,
+                    "chunk": lv.chunk if lv.chunk >= 0 else None,
                     "warp": lv.warp if lv.stage == "lanes" else None,
                     "offset": lv.offset,
                     "left": int(lv.left[k]),
