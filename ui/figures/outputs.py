@@ -188,60 +188,9 @@ def error_figure(
     ref = np.asarray(ref_row, dtype=np.float64)
     mismatch, vacuous = {}, []
     for i, (name, y) in enumerate(outputs.items()):
-        rel = relative_error(y, ref)
         bound = bounds.get(name)
-        above = np.flatnonzero(rel > bound) if bound is not None else np.zeros(0, np.int64)
-        idx = np.union1d(envelope_index(rel), thin_marks(above, rel.size))
-        fig.add_trace(
-            scatter_type(idx.size)(
-                x=idx,
-                y=np.maximum(rel[idx], ERR_FLOOR),
-                mode="markers",
-                name=name,
-                legendgroup=name,
-                marker=dict(
-                    size=7,
-                    color=colors[name],
-                    opacity=0.8,
-                    symbol=SYMBOLS[i % len(SYMBOLS)],
-                    line=dict(width=1, color=colors[name]),
-                ),
-                customdata=rel[idx],
-                hovertemplate=f"{name}<br>element %{{x}}<br>rel. error %{{customdata:.3g}}<extra></extra>",
-            ),
-            row=1,
-            col=1,
-        )
-        if bound is not None:
-            fig.add_trace(
-                go.Scatter(
-                    x=[0, max(rel.size - 1, 1)],
-                    y=[bound, bound],
-                    mode="lines",
-                    legendgroup=name,
-                    name=f"{name} bound",
-                    showlegend=False,
-                    hovertemplate=f"{name}: bound {bound:.3g}<extra></extra>",
-                    line=dict(color=colors[name], width=1.5, dash="dash"),
-                ),
-                row=1,
-                col=1,
-            )
-            vacuous += [name] if bound >= 1 else []
-        if above.size:
-            shown = thin_marks(above, rel.size)
-            fig.add_trace(
-                go.Scatter(
-                    x=shown,
-                    y=rel[shown],
-                    mode="markers",
-                    name=f"{name}: above bound ({above.size})",
-                    legendgroup=name,
-                    marker=dict(symbol="circle-open", size=14, color="#d62728", line=dict(width=2)),
-                ),
-                row=1,
-                col=1,
-            )
+        _add_errors(fig, name, relative_error(y, ref), bound, colors[name], SYMBOLS[i % len(SYMBOLS)])
+        vacuous += [name] if bound is not None and bound >= 1 else []
         y64 = np.asarray(y, dtype=np.float64)
         bad = (np.isnan(y64) != np.isnan(ref)) | (np.isinf(y64) != np.isinf(ref))
         mismatch[name] = np.where(bad, y64, 1.0)  # only the mismatching elements are non-finite here
@@ -258,6 +207,56 @@ def error_figure(
     )
     fig.update_xaxes(title_text="element j of the row", row=2, col=1)
     return stamp_below(legend_right(finish(fig, title, stamp, height=height)))
+
+
+def _add_errors(fig: go.Figure, name: str, rel: np.ndarray, bound: float | None, color: str, symbol: str) -> None:
+    """One variant on the error figure's row 1: its relative errors (an envelope, the points above the bound
+    kept), its bound as a dashed line, and the points above it ringed."""
+    above = np.flatnonzero(rel > bound) if bound is not None else np.zeros(0, np.int64)
+    idx = np.union1d(envelope_index(rel), thin_marks(above, rel.size))
+    fig.add_trace(
+        scatter_type(idx.size)(
+            x=idx,
+            y=np.maximum(rel[idx], ERR_FLOOR),
+            mode="markers",
+            name=name,
+            legendgroup=name,
+            marker=dict(size=7, color=color, opacity=0.8, symbol=symbol, line=dict(width=1, color=color)),
+            customdata=rel[idx],
+            hovertemplate=f"{name}<br>element %{{x}}<br>rel. error %{{customdata:.3g}}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    if bound is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=[0, max(rel.size - 1, 1)],
+                y=[bound, bound],
+                mode="lines",
+                legendgroup=name,
+                name=f"{name} bound",
+                showlegend=False,
+                hovertemplate=f"{name}: bound {bound:.3g}<extra></extra>",
+                line=dict(color=color, width=1.5, dash="dash"),
+            ),
+            row=1,
+            col=1,
+        )
+    if above.size:
+        shown = thin_marks(above, rel.size)
+        fig.add_trace(
+            go.Scatter(
+                x=shown,
+                y=rel[shown],
+                mode="markers",
+                name=f"{name}: above bound ({above.size})",
+                legendgroup=name,
+                marker=dict(symbol="circle-open", size=14, color="#d62728", line=dict(width=2)),
+            ),
+            row=1,
+            col=1,
+        )
 
 
 def error_table(reports: dict[str, ErrorReport]) -> pd.DataFrame:
