@@ -42,3 +42,41 @@ def test_figures_never_import_streamlit():
     for path in sorted((ROOT / "ui" / "figures").rglob("*.py")):
         for name in imported_modules(path):
             assert not name.startswith("streamlit"), (path.name, name)
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_uses(path: Path) -> list[tuple[int, str]]:
+    """The _private names of explorer/ and ui/ modules that path imports or reads as attributes."""
+    tree = ast.parse(path.read_text())
+    bound, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound |= {
+                a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] in ("explorer", "ui")
+            }
+        elif isinstance(node, ast.ImportFrom) and (
+            node.level or (node.module or "").split(".")[0] in ("explorer", "ui")
+        ):
+            found += [(node.lineno, a.name) for a in node.names if is_private(a.name)]
+            bound |= {a.asname or a.name for a in node.names}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_private(node.attr):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in bound:
+                found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_no_module_uses_another_modules_private_names():
+    """Pages, scripts and tests go through public names: a page never reaches into another page's internals."""
+    paths = [
+        ROOT / "app.py",
+        *(p for d in ("explorer", "ui", "scripts", "tests") for p in sorted((ROOT / d).rglob("*.py"))),
+    ]
+    for path in paths:
+        assert not private_uses(path), (path.relative_to(ROOT).as_posix(), private_uses(path))
