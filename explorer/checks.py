@@ -22,21 +22,36 @@ MAX_DIM = 2**31 - 1  # rows and cols are 32-bit ints in the kernels
 log = logging.getLogger("explorer")
 
 
-def settings_problems() -> list[str]:
-    """What is wrong with the operator's settings (each refused setting falls back to its default)."""
+def _elements_setting() -> tuple[int, str | None]:
+    """EXPLORER_MAX_ELEMENTS as a number of elements, and what is wrong with it (None: nothing; unset: the default)."""
     raw = os.environ.get("EXPLORER_MAX_ELEMENTS", "").strip()
     try:
-        ok = not raw or int(raw) >= 1
+        if not raw or int(raw) >= 1:
+            return int(raw or DEFAULT_MAX_ELEMENTS), None
     except ValueError:
-        ok = False
-    problems = budget.settings_problems()
-    if ok:
-        return problems
-    return [
+        pass
+    return DEFAULT_MAX_ELEMENTS, (
         f"EXPLORER_MAX_ELEMENTS={raw!r} is refused: it must be a whole number of elements >= 1; "
-        f"using the default limit of {DEFAULT_MAX_ELEMENTS:,} elements",
-        *problems,
-    ]
+        f"using the default limit of {DEFAULT_MAX_ELEMENTS:,} elements"
+    )
+
+
+def _backend_setting() -> tuple[str | None, str | None]:
+    """EXPLORER_BACKEND as the backend "auto" runs (None: chosen by whether a GPU is usable), and what is wrong
+    with it (None: nothing)."""
+    raw = os.environ.get("EXPLORER_BACKEND", "").strip()
+    if not raw or raw in ("cuda", "emulator"):
+        return raw or None, None
+    return None, (
+        f"EXPLORER_BACKEND={raw!r} is refused: it must be cuda or emulator; "
+        '"auto" uses CUDA where a GPU is usable, else the emulator'
+    )
+
+
+def settings_problems() -> list[str]:
+    """What is wrong with the operator's settings (each refused setting falls back to its default)."""
+    own = [problem for _, problem in (_elements_setting(), _backend_setting()) if problem]
+    return own + budget.settings_problems()
 
 
 @functools.cache
@@ -45,23 +60,23 @@ def _warn_once(message: str) -> None:
 
 
 def max_elements() -> int:
-    """This server's limit on the elements of one run; a malformed EXPLORER_MAX_ELEMENTS is logged and ignored."""
-    problems = settings_problems()
-    for problem in problems:
+    """This server's limit on the elements of one run; every malformed operator setting is logged, once, and
+    ignored."""
+    for problem in settings_problems():
         _warn_once(problem)
-    raw = os.environ.get("EXPLORER_MAX_ELEMENTS", "").strip()
-    return DEFAULT_MAX_ELEMENTS if problems or not raw else int(raw)
+    return _elements_setting()[0]
 
 
 max_elements()  # a malformed setting is reported when the explorer loads (the app's or the CLI's start)
 
 
 def forced_backend() -> str | None:
-    """The operator's choice for "auto" (EXPLORER_BACKEND=emulator keeps a shared box off its GPU)."""
-    forced = os.environ.get("EXPLORER_BACKEND", "").strip()
-    if forced and forced not in ("cuda", "emulator"):
-        raise InvalidInput(f"EXPLORER_BACKEND must be cuda or emulator, got {forced!r}")
-    return forced or None
+    """The operator's choice for "auto" (EXPLORER_BACKEND=emulator keeps a shared box off its GPU); a malformed
+    EXPLORER_BACKEND is logged and ignored."""
+    forced, problem = _backend_setting()
+    if problem:
+        _warn_once(problem)
+    return forced
 
 
 def resolve_backend(backend: str) -> str:

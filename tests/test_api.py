@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -280,6 +281,51 @@ def test_malformed_cap_is_reported_when_the_package_loads():
     assert "EXPLORER_MAX_ELEMENTS='-5' is refused" in done.stderr
 
 
+def test_a_malformed_setting_leaves_the_others_in_force(monkeypatch):
+    monkeypatch.setenv("EXPLORER_MAX_ELEMENTS", "1000")
+    monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", "lots")
+    monkeypatch.setenv("EXPLORER_BACKEND", "bogus")
+    assert len(checks.settings_problems()) == 2
+    assert checks.max_elements() == 1000
+    raises(explorer.TooLarge, "this server's limit", x=np.zeros((2, 501), np.float32))
+
+
+AUTO = "cuda" if cuda.available() else "emulator"
+
+
+@pytest.mark.parametrize("raw", ["bogus", "gpu", "CUDA", "auto", "emulator cuda"])
+def test_malformed_backend_setting_is_refused_and_auto_chooses(monkeypatch, raw):
+    """An EXPLORER_BACKEND that is neither cuda nor emulator is refused (the warning: below, in a process of its
+    own), and "auto" chooses as if it were unset; nothing the user asks for is refused because of it."""
+    monkeypatch.setenv("EXPLORER_BACKEND", raw)
+    problems = checks.settings_problems()
+    assert len(problems) == 1 and repr(raw) in problems[0] and "cuda or emulator" in problems[0], problems
+    assert checks.forced_backend() is None
+    assert explorer.resolve_backend("auto") == AUTO
+    assert explorer.info()["backend"] == AUTO
+    assert explorer.resolve_backend("emulator") == "emulator"
+    assert explorer.bytes_needed(3, 40, "float32", "auto") > 0
+    if AUTO == "emulator":
+        assert explorer.softmax(X, "online_warp").backend == "emulator"
+
+
+@pytest.mark.parametrize(("raw", "forced"), [("", None), (" ", None), ("cuda", "cuda"), (" emulator ", "emulator")])
+def test_valid_backend_settings(monkeypatch, raw, forced):
+    monkeypatch.setenv("EXPLORER_BACKEND", raw)
+    assert checks.settings_problems() == []
+    assert checks.forced_backend() == forced
+
+
+def test_malformed_backend_setting_is_reported_once_when_the_package_loads():
+    env = {**os.environ, "EXPLORER_BACKEND": "bogus"}
+    env.pop("EXPLORER_MAX_ELEMENTS", None)
+    code = "import explorer; explorer.resolve_backend('auto'); explorer.info(); explorer.resolve_backend('auto')"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "EXPLORER_BACKEND='bogus' is refused" in done.stderr, done.stderr
+    assert done.stderr.count("EXPLORER_BACKEND") == 1, done.stderr  # once, not per call
+
+
 # ---------------------------------------------------------------- checks on the shape, before any copy
 
 
@@ -500,3 +546,16 @@ def test_reference_topk_refuses_bad_arguments(x, k):
 def test_kernel_resources_refuses_bad_arguments(kwargs):
     with pytest.raises(explorer.InvalidInput):
         explorer.kernel_resources(**{"variant": "online_block", **kwargs})
+
+
+def test_the_app_runs_with_a_malformed_backend_setting(monkeypatch):
+    """The app's first page under EXPLORER_BACKEND=bogus: no exception box, and the runs go ahead on the backend
+    "auto" chooses."""
+    testing = pytest.importorskip("streamlit.testing.v1")
+    monkeypatch.setenv("EXPLORER_BACKEND", "bogus")
+    at = testing.AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=180)
+    at.query_params.update({"rows": "2", "cols": "40", "variants": "online_warp"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert at.dataframe[0].value.loc["online_warp", "backend"] == AUTO

@@ -193,3 +193,10 @@ def test_a_malformed_cap_is_reported_at_start_and_the_default_used():
     assert done.returncode == 0, done.stderr
     assert "EXPLORER_MAX_ELEMENTS='-5' is refused" in done.stderr and "default limit" in done.stderr
     assert done.stderr.count("EXPLORER_MAX_ELEMENTS") == 1  # once, not per run
+
+
+def test_a_malformed_backend_setting_is_reported_at_start_and_auto_chooses():
+    done = run_module("run", "--variant", "online_warp", "--rows", "2", "--cols", "8", EXPLORER_BACKEND="bogus")
+    assert done.returncode == 0, done.stderr
+    assert "EXPLORER_BACKEND='bogus' is refused" in done.stderr and "cuda or emulator" in done.stderr
+    assert done.stderr.count("EXPLORER_BACKEND") == 1  # once, not per run
