@@ -1,7 +1,8 @@
 """The explorer driven into hostile situations in a real browser (`streamlit run app.py`, Debian's chromium through
-Playwright), each checked for the outcome asked of it: an .npy whose header lies about its size, malformed and
-HTML-carrying results files on the Timing page, a 1 × 2,000,000 row (drawn reduced, a click answered), a run over the time budget (refused the same
-way twice), a long run stopped, a page URL opened directly and a 10,000-character URL parameter.
+Playwright), each checked for the outcome asked of it: an .npy whose header lies about its size, uploads over the
+limit or of another kind (refused in our words, not Streamlit's), malformed and HTML-carrying results files on the
+Timing page, a 1 × 2,000,000 row (drawn reduced, a click answered), a run over the time budget (refused the same way
+twice), a long run stopped, a page URL opened directly and a 10,000-character URL parameter.
 
 The run-control tests use a second server whose EXPLORER_RUN_SECONDS is 1 s, so that a modest shape is over it.
 Limits are fixed and generous (a shared 2-core box runs these); outcomes are waited for, never slept for.
@@ -14,6 +15,8 @@ import time
 import browser_helpers as bh
 import numpy as np
 import pytest
+
+from explorer.inputs import MAX_UPLOAD_BYTES
 
 pytestmark = pytest.mark.browser
 sync_api = bh.require_browser()
@@ -96,6 +99,19 @@ def _lying_npy(path, shape=(100_000, 100_000)):
     return path
 
 
+def _upload_refused(pg, path) -> str:
+    """Upload path in the sidebar (the distribution switched to an uploaded file) and return the sidebar's refusal
+    naming the file, waited for: the rerun that reads the file may still be drawing when settle() returns."""
+    bh.choose(pg, "Distribution", "Your own logits (.npy / .csv)")
+    dropzone = _sidebar(pg).get_by_test_id("stFileUploaderDropzoneInput")
+    dropzone.wait_for(state="attached", timeout=60_000)
+    dropzone.set_input_files(str(path))
+    bh.settle(pg, timeout=120)
+    refusal = _sidebar(pg).get_by_test_id("stAlert").filter(has_text=path.name)
+    assert bh.shown(refusal, timeout=120), _sidebar(pg).inner_text()
+    return refusal.first.inner_text()
+
+
 def _upload_to_timing(pg, server: str, *paths) -> None:
     pg.goto(f"{server}/timing{SETTINGS}")
     bh.settle(pg)
@@ -117,17 +133,8 @@ def test_an_npy_whose_header_claims_forty_gigabytes_is_refused_in_words(server, 
     bh.settle(page)
     bh.wait_for_charts(page)
     before = bh.query(page)
-    bh.choose(page, "Distribution", "Your own logits (.npy / .csv)")
-    dropzone = _sidebar(page).get_by_test_id("stFileUploaderDropzoneInput")
-    dropzone.wait_for(state="attached", timeout=60_000)
-    dropzone.set_input_files(str(path))
-    bh.settle(page, timeout=120)
-    # the refusal is waited for: the rerun that reads the file may still be drawing when settle() returns
-    refusal = _sidebar(page).get_by_test_id("stAlert").filter(has_text="lying_header.npy")
-    assert bh.shown(refusal, timeout=120), _sidebar(page).inner_text()
-    errors = [t for t in _alerts(page, _sidebar(page)) if "lying_header.npy" in t]
-    assert errors, _sidebar(page).inner_text()
-    assert "header" in errors[0] or "could not be read" in errors[0], errors[0]
+    error = _upload_refused(page, path)
+    assert "header" in error or "could not be read" in error, error
     _no_hostile_text(page)
     # the rest of the sidebar is still there, and the settings are the ones before the upload
     for label in SIDEBAR_LABELS:
@@ -144,6 +151,56 @@ def test_an_npy_whose_header_claims_forty_gigabytes_is_refused_in_words(server, 
     bh.wait_for_charts(page)
     assert bh.query(page) == before
     _no_hostile_text(page)
+
+
+# Streamlit's own uploader refusals, which name no file and say nothing of what to upload instead
+STREAMLIT_REFUSALS = ("or smaller", "not allowed")
+
+
+def _uint8_npy(path, size: int, ndim: int = 1) -> None:
+    """A genuine .npy of uint8 zeros whose file is `size` bytes (its header is 128 bytes): 1-D, or 3-D (2 × n × 1)."""
+    n = size - 128
+    np.save(path, np.zeros(n if ndim == 1 else (2, n // 2, 1), np.uint8))
+    assert path.stat().st_size == size
+
+
+NOTES = "these are notes, not logits\n"
+# under MAX_UPLOAD_BYTES (64 MiB), over 64 "MB" as Streamlit's browser code counts them (10^6 bytes each)
+UNDER = 66 * 10**6
+UPLOADS = {  # file name: (write it, words of our refusal)
+    "one_byte_over.npy": (
+        lambda path: _uint8_npy(path, MAX_UPLOAD_BYTES + 1),
+        (f"is {MAX_UPLOAD_BYTES + 1:,} bytes", f"the limit is {MAX_UPLOAD_BYTES:,} bytes (64.00 MiB)", "smaller file"),
+    ),
+    "under_the_limit_3d.npy": (
+        lambda path: _uint8_npy(path, UNDER, ndim=3),
+        (f"has shape (2, {(UNDER - 128) // 2}, 1)", "give a vector or a rows × cols matrix"),
+    ),
+    "notes.txt": (lambda path: path.write_text(NOTES), ("upload a .npy or .csv file",)),
+    "notes_renamed.npy": (lambda path: path.write_text(NOTES), ("not a NumPy array file", "np.save")),
+}
+
+
+@pytest.mark.parametrize("name", UPLOADS)
+def test_an_upload_over_the_limit_or_of_another_kind_is_refused_in_our_words(server, page, tmp_path, name):
+    """One byte over MAX_UPLOAD_BYTES, a 3-D array under it (a size Streamlit's browser code counts as over 64 MB), a
+    text file, and a text file renamed .npy: each reaches the explorer and is refused with what to do, not stopped
+    by Streamlit's uploader in its own words; the sidebar goes on."""
+    write, words = UPLOADS[name]
+    path = tmp_path / name
+    write(path)
+    page.goto(server + "/" + SETTINGS)
+    bh.settle(page)
+    error = _upload_refused(page, path)
+    for word in words:
+        assert word in error, (word, error)
+    body = page.locator("body").inner_text()
+    for text in STREAMLIT_REFUSALS:
+        assert text not in body, (text, body)
+    _no_hostile_text(page)
+    assert bh.shown(page.get_by_test_id("stMain").get_by_text("Upload a .npy or .csv file of logits"))
+    for label in SIDEBAR_LABELS:
+        assert bh.shown(_sidebar(page).get_by_text(label, exact=True)), label
 
 
 # --- 2. results files on the Timing page ------------------------------------------------------------------------

@@ -16,6 +16,10 @@ from .url import TABLE, defaults, parse_query, to_query
 
 ss = st.session_state
 WHOLE = {"rows": "Rows", "cols": "Cols", "seed": "Seed"}  # typed whole numbers, checked before they are used
+# The uploader's own limit, in Streamlit's MB: 10^6 bytes in its browser code (2^20 on Windows), 2^20 at the server
+# (server.maxUploadSize in .streamlit/config.toml, which must be at least this). The least whole number of MB over
+# MAX_UPLOAD_BYTES either way, so that a file just over our limit reaches explorer.load_logits.
+UPLOAD_MB = MAX_UPLOAD_BYTES // 10**6 + 1
 
 
 def init_from_url() -> None:
@@ -106,13 +110,15 @@ def _input() -> dict:
 
 
 def _upload() -> str:
-    """The uploaded file's name ("" without one); its bytes go to ss["_upload_bytes"], its shape to rows, cols."""
-    limit = MAX_UPLOAD_BYTES / 2**20
+    """The uploaded file's name ("" without one); its bytes go to ss["_upload_bytes"], its shape to rows, cols.
+
+    The uploader filters no types and takes a little more than MAX_UPLOAD_BYTES (UPLOAD_MB), so a file of another
+    type or just over the limit reaches explorer.load_logits and is refused in its words (what to upload; the size
+    and the limit) instead of in Streamlit's ("text/plain files are not allowed", "File must be … or smaller")."""
     file = st.file_uploader(
-        f"Logits file (.npy or .csv, at most {limit:.0f} MiB)",
-        type=["npy", "csv"],
+        f"Logits file (.npy or .csv, at most {MAX_UPLOAD_BYTES / 2**20:.0f} MiB)",
         key="upload",
-        max_upload_size=int(limit),
+        max_upload_size=UPLOAD_MB,
         help="A vector (one row) or a rows × cols matrix; parsed as numbers only "
         "(no pickles). It is converted to the dtype chosen below.",
     )
