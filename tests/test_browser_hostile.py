@@ -2,9 +2,11 @@
 Playwright), each checked for the outcome asked of it: an .npy whose header lies about its size, uploads over the
 limit or of another kind (refused in our words, not Streamlit's), malformed and HTML-carrying results files on the
 Timing page, a 1 × 2,000,000 row (drawn reduced, a click answered), a run over the time budget (refused the same way
-twice), a long run stopped, a page URL opened directly and a 10,000-character URL parameter.
+twice), a long run stopped, a server started with a malformed element cap, a page URL opened directly and a
+10,000-character URL parameter.
 
-The run-control tests use a second server whose EXPLORER_RUN_SECONDS is 1 s, so that a modest shape is over it.
+The run-control tests use a second server whose EXPLORER_RUN_SECONDS is 1 s, so that a modest shape is over it; a
+third is started with EXPLORER_MAX_ELEMENTS=-5.
 Limits are fixed and generous (a shared 2-core box runs these); outcomes are waited for, never slept for.
 Helpers: tests/browser_helpers.py."""
 
@@ -16,6 +18,7 @@ import browser_helpers as bh
 import numpy as np
 import pytest
 
+from explorer.checks import DEFAULT_MAX_ELEMENTS
 from explorer.inputs import MAX_UPLOAD_BYTES
 
 pytestmark = pytest.mark.browser
@@ -54,6 +57,13 @@ def budget_server():
     LONG_RUN's page fits on a machine with less RAM; the run is stopped long before it uses that much)."""
     env = {"EXPLORER_RUN_SECONDS": BUDGET_S, "EXPLORER_RUN_BUDGET_BYTES": str(4 * 2**30)}
     with bh.streamlit_server("streamlit_hostile_budget.log", env=env) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def bad_cap_server():
+    """A server started with a malformed element cap, EXPLORER_MAX_ELEMENTS=-5 (warned about, the default used)."""
+    with bh.streamlit_server("streamlit_hostile_bad_cap.log", env={"EXPLORER_MAX_ELEMENTS": "-5"}) as url:
         yield url
 
 
@@ -123,7 +133,7 @@ def _alerts(pg, where) -> list[str]:
     return where.get_by_test_id("stAlert").all_inner_texts()
 
 
-# --- 1. an .npy whose header lies about its size ---------------------------------------------------------------
+# --- 1. uploads: an .npy whose header lies about its size, files over the limit or of another kind -------------
 
 
 def test_an_npy_whose_header_claims_forty_gigabytes_is_refused_in_words(server, page, tmp_path):
@@ -374,7 +384,33 @@ def test_a_long_run_stopped_says_so_and_offers_to_run_again(budget_server, page)
     _no_hostile_text(page)
 
 
-# --- 6. page URLs and hostile URL parameters -------------------------------------------------------------------
+# --- 6. a malformed operator setting ---------------------------------------------------------------------------
+
+
+OVER_THE_DEFAULT_CAP = "?rows=65536&cols=65536&variants=online_warp"  # 2^32 elements
+WITHIN_IT = "?rows=4&cols=100000&variants=online_warp"  # 400,000 elements: more than a small cap would take
+
+
+def test_a_server_started_with_a_malformed_element_cap_uses_the_default_and_runs(bad_cap_server, page):
+    """EXPLORER_MAX_ELEMENTS=-5: the page refuses a shape over the default cap of 2^31 - 1 elements, quoting that
+    cap (not -5), and a shape within it runs; the operator's setting is not the user's business."""
+    page.goto(f"{bad_cap_server}/{OVER_THE_DEFAULT_CAP}")
+    bh.settle(page)
+    refusal = page.get_by_test_id("stMain").get_by_test_id("stAlert").filter(has_text="over this server's limit")
+    assert bh.shown(refusal), page.get_by_test_id("stMain").inner_text()
+    assert f"limit of {DEFAULT_MAX_ELEMENTS:,} elements" in refusal.first.inner_text()
+    assert page.locator(".js-plotly-plot").count() == 0
+    _no_hostile_text(page)
+    page.goto(f"{bad_cap_server}/{WITHIN_IT}")
+    bh.settle(page)
+    bh.wait_for_charts(page)
+    bh.no_exception(page)
+    body = page.locator("body").inner_text()
+    assert "over this server's limit" not in body and "EXPLORER_MAX_ELEMENTS" not in body
+    _no_hostile_text(page)
+
+
+# --- 7. page URLs and hostile URL parameters -------------------------------------------------------------------
 
 
 def test_a_page_url_opened_directly_shows_that_page(server, page):
