@@ -252,6 +252,25 @@ def test_malformed_results_files_are_each_refused_with_a_reason(server, page, tm
     assert page.locator(".js-plotly-plot").count() == 0
 
 
+def test_a_results_file_over_the_limit_or_of_another_kind_is_refused_in_our_words(server, page, tmp_path):
+    """On the Timing page, a text file and a results file one byte over MAX_UPLOAD_BYTES reach the explorer and are
+    refused with a reason, not stopped by Streamlit's uploader in its own words."""
+    notes, big = tmp_path / "notes.txt", tmp_path / "one_byte_over.json"
+    notes.write_text(NOTES)
+    big.write_text(" " * (MAX_UPLOAD_BYTES + 1))
+    _upload_to_timing(page, server, notes, big)
+    main = page.get_by_test_id("stMain")
+    words = {notes: "not a results file (JSON expected)", big: f"the limit is {MAX_UPLOAD_BYTES:,} bytes"}
+    for path, word in words.items():
+        refusal = main.get_by_test_id("stAlert").filter(has_text=path.name)
+        assert bh.shown(refusal, timeout=120), main.inner_text()
+        assert word in refusal.first.inner_text(), (word, refusal.first.inner_text())
+    body = page.locator("body").inner_text()
+    for text in STREAMLIT_REFUSALS:
+        assert text not in body, (text, body)
+    _no_hostile_text(page)
+
+
 def test_html_in_a_results_file_shows_as_text(server, page, tmp_path):
     path = bh.bench_file(tmp_path, "html_gpu.json", gpu=HTML_GPU)
     _upload_to_timing(page, server, path)

@@ -17,6 +17,7 @@ import streamlit as st
 import explorer
 from explorer import budget
 from explorer.errors import as_text
+from explorer.inputs import MAX_UPLOAD_BYTES
 
 from . import compute, figures
 from .compute import VariantRun
@@ -24,6 +25,10 @@ from .state import Config, InputSpec
 
 ss = st.session_state
 log = logging.getLogger("softmax_explorer.ui")
+# The uploaders' own limit, in Streamlit's MB: 10^6 bytes in its browser code (2^20 on Windows), 2^20 at the server
+# (server.maxUploadSize in .streamlit/config.toml, which must be at least this). The least whole number of MB over
+# MAX_UPLOAD_BYTES either way, so that a file just over our limit reaches our check and is refused in our words.
+UPLOAD_MB = MAX_UPLOAD_BYTES // 10**6 + 1
 PROGRESS_SECONDS = 2.0  # emulated runs estimated longer than this show progress and a Stop button
 DEADLINE = 3  # a run ends past this many times its budget (the estimate can be off on a busy machine)
 STOPPED = "Stopped before the run finished. {kept} and your settings are unchanged: run again, or change a setting."

@@ -19,9 +19,10 @@ import streamlit as st
 import explorer
 from explorer import bench
 from explorer.errors import as_text
+from explorer.inputs import MAX_UPLOAD_BYTES, sizes
 
 from . import figures
-from .common import number_columns
+from .common import UPLOAD_MB, number_columns
 from .figures import plotly_text
 from .figures.share import device_line
 
@@ -81,7 +82,11 @@ def result_sources(
     bundled_button(bundled_key, topk), and this session's run (offered as a JSON download), each labelled by its
     GPU: {label: document}, {label: where it came from}. A file that is not a results file is refused in words;
     results already loaded (the same file twice) are shown once."""
-    files = st.file_uploader(label, type=["json"], accept_multiple_files=True, key=f"{key}_files", help=help)
+    # no type filter and a little more than the limit, as the sidebar's uploader: a file of another type or over
+    # the limit is refused below in our words, not by Streamlit ("... files are not allowed", "File must be ...")
+    files = st.file_uploader(
+        label, accept_multiple_files=True, key=f"{key}_files", help=help, max_upload_size=UPLOAD_MB
+    )
     bundled = bundled_button(bundled_key, topk)
     sources, origins, seen, taken = {}, {}, {}, set()
 
@@ -109,7 +114,11 @@ def result_sources(
         add(load_results(data), name)
     for f in files or []:
         try:
-            add(load_results(f.getvalue()), f.name)
+            data = f.getvalue()
+            if len(data) > MAX_UPLOAD_BYTES:
+                shown, limit = sizes(len(data), MAX_UPLOAD_BYTES)
+                raise explorer.InvalidInput(f"it is {shown}; the limit is {limit}: upload a smaller results file")
+            add(load_results(data), f.name)
         except explorer.ExplorerError as exc:
             st.error(as_text(f"{f.name}: {exc}"))  # the name and the values it quotes come from the file
     return sources, origins

@@ -10,16 +10,12 @@ from explorer.errors import as_text, shown
 from explorer.inputs import MAX_UPLOAD_BYTES
 
 from . import compute
-from .common import backend_badge, clamp, ensure_choice
+from .common import UPLOAD_MB, backend_badge, clamp, ensure_choice
 from .state import UPLOAD, Config, UploadedInput, param_key
 from .url import TABLE, defaults, parse_query, to_query
 
 ss = st.session_state
 WHOLE = {"rows": "Rows", "cols": "Cols", "seed": "Seed"}  # typed whole numbers, checked before they are used
-# The uploader's own limit, in Streamlit's MB: 10^6 bytes in its browser code (2^20 on Windows), 2^20 at the server
-# (server.maxUploadSize in .streamlit/config.toml, which must be at least this). The least whole number of MB over
-# MAX_UPLOAD_BYTES either way, so that a file just over our limit reaches explorer.load_logits.
-UPLOAD_MB = MAX_UPLOAD_BYTES // 10**6 + 1
 
 
 def init_from_url() -> None:
