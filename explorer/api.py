@@ -60,6 +60,8 @@ def bytes_needed(
     check_dtype(acc, "accumulator")
     backend = resolve_backend(backend)
     variant, block = check_variant(variant, block_size)
+    if variant is not None:
+        _check_types(variant, dtype, acc)
     if not isinstance(traced, bool | np.bool_):
         raise InvalidInput(f"traced must be True or False, got {traced!r}")
     if variant is None:
@@ -69,6 +71,14 @@ def bytes_needed(
             budget.run_bytes(v, rows, cols, dtype, acc, False, backend) for v in VARIANTS.values() if dtype in v.dtypes
         )
     return budget.run_bytes(variant, rows, cols, dtype, acc, bool(traced) and variant.traceable, backend, block)
+
+
+def _check_types(v: Variant, dtype: str, acc: str) -> None:
+    """Refuse an input dtype or an accumulator the variant has no kernel for."""
+    if dtype not in v.dtypes:
+        raise InvalidInput(f"{v.key} takes {', '.join(v.dtypes)} inputs, not {dtype}")
+    if check_dtype(acc, "accumulator") not in v.accumulators:
+        raise InvalidInput(f"{v.key} accumulates in {', '.join(v.accumulators)}, not {acc}")
 
 
 def check_fits(
@@ -119,10 +129,7 @@ def softmax(
     """
     v = get_variant(variant)
     dtype, rows, cols = check_logits(x)  # from the shape: nothing is copied before check_fits
-    if dtype not in v.dtypes:
-        raise InvalidInput(f"{variant} takes {', '.join(v.dtypes)} inputs, not {dtype}")
-    if check_dtype(acc, "accumulator") not in v.accumulators:
-        raise InvalidInput(f"{variant} accumulates in {', '.join(v.accumulators)}, not {acc}")
+    _check_types(v, dtype, acc)
     block = check_block(v, block_size)
     if progress is not None and not callable(progress):
         raise InvalidInput(f"progress must be a function of (rows done, rows) or None, got {type(progress).__name__}")
@@ -226,8 +233,7 @@ def kernel_resources(
     compiled code. None where no GPU can compile it."""
     v = get_variant(variant)
     rows, cols = check_shape(rows, cols)
-    if check_dtype(dtype) not in v.dtypes or check_dtype(acc, "accumulator") not in v.accumulators:
-        raise InvalidInput(f"{variant} has no {dtype}/{acc} instantiation")
+    _check_types(v, check_dtype(dtype), acc)
     block = check_block(v, block_size)
     if not cuda.available():
         return None

@@ -88,6 +88,9 @@ class Variant:
     def launch(self, rows: int, cols: int, block_size: int | None = None, dtype: str = "float32") -> Launch:
         return self.launch_rule(rows, cols, block_size or self.default_block_size, dtype)
 
+    def takes(self, dtype: str, acc: str) -> bool:
+        return dtype in self.dtypes and acc in self.accumulators
+
     def check_block_size(self, block_size: int | None) -> int:
         """The block size this variant will use; raises ValueError for one it cannot take."""
         if block_size is None:

@@ -559,3 +559,14 @@ def test_the_app_runs_with_a_malformed_backend_setting(monkeypatch):
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     assert at.dataframe[0].value.loc["online_warp", "backend"] == AUTO
+
+
+@pytest.mark.parametrize("call", [explorer.bytes_needed, explorer.check_fits])
+def test_memory_questions_refuse_what_softmax_refuses(call):
+    """bytes_needed and check_fits answer only for runs softmax would start: fast has no fp16 accumulator."""
+    fast = explorer.VARIANTS["fast"]
+    with pytest.raises(explorer.InvalidInput, match="fast accumulates in float32, not float16"):
+        call(4, 1000, "float32", "emulator", fast, None, False, "float16")
+    with pytest.raises(explorer.InvalidInput, match="fast accumulates in float32, not float16"):
+        explorer.softmax(np.zeros((4, 1000), np.float32), "fast", acc="float16", backend="emulator")
+    assert call(4, 1000, "float32", "emulator", fast, None, False, "float32") > 0

@@ -361,6 +361,16 @@ def test_variant_refusing_a_dtype_is_a_warning_not_a_crash(at, monkeypatch):
     assert "online_warp" in frame(at).index
 
 
+def test_variant_refusing_the_accumulator_is_a_warning_not_a_crash(at):
+    # fast accumulates in fp32 only: the memory line leaves it out, the page says so, online_warp still runs
+    at.multiselect(key="variants").set_value(["online_warp", "fast"]).run()
+    at.selectbox(key="acc").set_value("float16").run()
+    ok(at)
+    assert any("fast" in w.value and "float16" in w.value for w in at.warning)
+    assert "online_warp" in frame(at).index
+    assert any("A run needs" in c.value for c in at.sidebar.caption)
+
+
 def _bench(gpu: str, scale: float = 1.0) -> bytes:
     rows = []
     for name, kind, t in (

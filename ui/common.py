@@ -131,7 +131,7 @@ def estimate(cfg: Config) -> dict[str, float]:
     return {
         k: budget.emulation_seconds(v, cfg.rows, cfg.cols, cfg.dtype, cfg.acc, cfg.block_for(k))
         for k in cfg.variants
-        if cfg.dtype in (v := explorer.VARIANTS[k]).dtypes and cfg.acc in v.accumulators
+        if (v := explorer.VARIANTS[k]).takes(cfg.dtype, cfg.acc)
     }
 
 

@@ -136,7 +136,7 @@ def trace_cost(spec: InputSpec, row: int, variant: str, acc: str, block_size: in
         return 0.0
     x = get_input(spec)
     v, (rows, cols), dtype = explorer.VARIANTS[variant], x.shape, dtype_name(x.dtype)
-    if dtype not in v.dtypes or acc not in v.accumulators:
+    if not v.takes(dtype, acc):
         return 0.0  # refused at once, in words
     rows = traced_rows(variant, rows, cols, block_size, dtype)
     return budget.run_seconds(v, rows, cols, dtype, acc, block_size, True, backend())

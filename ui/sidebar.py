@@ -47,9 +47,10 @@ def _variants_help() -> str:
 def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
     """(caption, refusal or None): a run's and the page's memory (explorer.budget's model) against this server's
     fixed limit for one run (a GPU run's memory against the GPU's free memory)."""
-    runs = [
-        (explorer.VARIANTS[k], explorer.checks.check_block(explorer.VARIANTS[k], cfg.block_for(k)))
+    runs = [  # a variant without a kernel for this dtype or accumulator is refused at once, in words, and holds nothing
+        (v, explorer.checks.check_block(v, cfg.block_for(k)))
         for k in cfg.variants
+        if (v := explorer.VARIANTS[k]).takes(cfg.dtype, cfg.acc)
     ]
     per_run = max(
         (explorer.bytes_needed(cfg.rows, cfg.cols, cfg.dtype, backend, v, b, False, cfg.acc) for v, b in runs),

@@ -28,16 +28,19 @@ class Acc:
         self.dtype = DTYPES[name]
 
     def round(self, v_f32: np.ndarray) -> np.ndarray:
-        return v_f32.astype(self.dtype)
+        with np.errstate(over="ignore"):  # past the format's range is inf, as on the GPU
+            return v_f32.astype(self.dtype)
 
     def const(self, value: float, shape) -> np.ndarray:
         return np.full(shape, value, F32).astype(self.dtype)
 
     def mul(self, a, b):
-        return self.round(a.astype(F32) * b.astype(F32))
+        with np.errstate(over="ignore"):
+            return self.round(a.astype(F32) * b.astype(F32))
 
     def add(self, a, b):
-        return self.round(a.astype(F32) + b.astype(F32))
+        with np.errstate(over="ignore"):
+            return self.round(a.astype(F32) + b.astype(F32))
 
     def max(self, a, b):  # ignores a NaN candidate and prefers +0 to -0, as acc_max
         fa, fb = a.astype(F32), b.astype(F32)
