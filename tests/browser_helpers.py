@@ -55,12 +55,17 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(log_name: str = "streamlit_browser.log", env: dict[str, str] | None = None) -> Iterator[str]:
+def streamlit_server(
+    log_name: str = "streamlit_browser.log", env: dict[str, str] | None = None, log_path: Path | None = None
+) -> Iterator[str]:
     """`streamlit run app.py` on a free port, healthy; yields its base URL and stops it afterwards. env: settings
-    beside this process's environment (an operator's EXPLORER_* values)."""
+    beside this process's environment (an operator's EXPLORER_* values). Its output goes to log_path, else to
+    .pytest_cache/log_name where that folder exists."""
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    log = open(ROOT / ".pytest_cache" / log_name, "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
+    if log_path is None and (ROOT / ".pytest_cache").is_dir():
+        log_path = ROOT / ".pytest_cache" / log_name
+    log = open(log_path, "w") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -100,6 +105,18 @@ def streamlit_server(log_name: str = "streamlit_browser.log", env: dict[str, str
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def log_line(path: Path, text: str, timeout: float = 60) -> str:
+    """The first line of the log at path that holds text, waited for (fails after timeout seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [line for line in path.read_text(errors="replace").splitlines() if text in line]
+        if found:
+            return found[0]
+        if time.monotonic() > deadline:
+            pytest.fail(f"no line with {text!r} in {path} within {timeout:.0f} s")
+        time.sleep(0.5)
 
 
 @contextlib.contextmanager

@@ -2,16 +2,18 @@
 Playwright), each checked for the outcome asked of it: an .npy whose header lies about its size, uploads over the
 limit or of another kind (refused in our words, not Streamlit's), malformed and HTML-carrying results files on the
 Timing page, a 1 × 2,000,000 row (drawn reduced, a click answered), a run over the time budget (refused the same way
-twice), a long run stopped, a server started with a malformed element cap, a page URL opened directly and a
-10,000-character URL parameter.
+twice), a long run stopped (by its Stop button, and by closing its tab), a server started with a malformed element
+cap, a page URL opened directly and a 10,000-character URL parameter.
 
-The run-control tests use a second server whose EXPLORER_RUN_SECONDS is 1 s, so that a modest shape is over it; a
-third is started with EXPLORER_MAX_ELEMENTS=-5.
+The run-control tests use a second server whose EXPLORER_RUN_SECONDS is 1 s, so that a modest shape is over it (its
+log, which says how each long run ended, in pytest's temporary folder); a third is started with
+EXPLORER_MAX_ELEMENTS=-5.
 Limits are fixed and generous (a shared 2-core box runs these); outcomes are waited for, never slept for.
 Helpers: tests/browser_helpers.py."""
 
 import io
 import json
+import re
 import time
 
 import browser_helpers as bh
@@ -30,6 +32,11 @@ OVER_MEMORY = "?rows=8192&cols=8192"  # every variant: about 5 GiB for the page,
 OVER_BUDGET = "?rows=1024&cols=4096"  # every variant: about 2 s in the emulation, over 1 s
 # two variants that emulate in many chunks of rows: about 46 s estimated, with a chance to stop every second
 LONG_RUN = "?rows=131072&cols=64&variants=online_block,split_row"
+# twice the rows in float16 (each rounding a cast): about 3 min estimated in 2.5 GiB, still running long after its tab
+# closed
+LONGER_RUN = "?rows=262144&cols=64&dtype=float16&acc=float16&variants=online_block,split_row"
+# how long the server may take to stop a run whose tab closed: a timeout, well under the run's own time
+CLOSED_STOP_S = 60
 LONG_ROW = "?rows=1&cols=2000000&variants=fast,online_block,split_row"
 # how long a click on that row's page may take to be answered before the test gives up: a timeout, not a speed check
 CLICK_TIMEOUT_S = 120
@@ -52,11 +59,17 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def budget_server():
+def budget_log(tmp_path_factory):
+    """Where the budget server's output goes: its log says how each long run ended."""
+    return tmp_path_factory.mktemp("budget_server") / "streamlit.log"
+
+
+@pytest.fixture(scope="module")
+def budget_server(budget_log):
     """A server whose time budget for one page's emulated runs is 1 s (its memory limit fixed at 4 GiB, so that
     LONG_RUN's page fits on a machine with less RAM; the run is stopped long before it uses that much)."""
     env = {"EXPLORER_RUN_SECONDS": BUDGET_S, "EXPLORER_RUN_BUDGET_BYTES": str(4 * 2**30)}
-    with bh.streamlit_server("streamlit_hostile_budget.log", env=env) as url:
+    with bh.streamlit_server(env=env, log_path=budget_log) as url:
         yield url
 
 
@@ -401,6 +414,24 @@ def test_a_long_run_stopped_says_so_and_offers_to_run_again(budget_server, page)
     assert page.url == url
     _expect_numbers(page, {"Rows": rows, "Cols": cols})
     _no_hostile_text(page)
+
+
+def test_a_long_run_whose_tab_closes_is_stopped_by_the_server(budget_server, budget_log, page):
+    """A run of about 3 min, confirmed and showing its progress, then its tab closed: within CLOSED_STOP_S the
+    server's log says that run stopped because its session closed, with most of it not done (the share done, not
+    the time taken, so that a faster or slower machine tells the same)."""
+    page.goto(f"{budget_server}/{LONGER_RUN}")
+    bh.settle(page)
+    _, button = _budget_refusal(page)
+    estimate = button.split("(about ")[1].rstrip(")")  # as the log names the run: "run (estimated 3.1 min) ..."
+    main = page.get_by_test_id("stMain")
+    main.get_by_role("button", name="Run anyway").click()
+    progress = main.get_by_test_id("stProgress").filter(has_text="rows")
+    assert bh.shown(progress, timeout=180), main.inner_text()
+    page.context.close()
+    line = bh.log_line(budget_log, f"run (estimated {estimate})", timeout=CLOSED_STOP_S)
+    assert "stopped after" in line and "its session closed" in line, line
+    assert int(re.search(r"(\d+)% done", line)[1]) < 50, line
 
 
 # --- 6. a malformed operator setting ---------------------------------------------------------------------------

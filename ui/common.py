@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
-import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
+from streamlit.logger import get_logger
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 
 import explorer
 from explorer import budget
@@ -24,7 +25,9 @@ from .compute import VariantRun
 from .state import Config, InputSpec
 
 ss = st.session_state
-log = logging.getLogger("softmax_explorer.ui")
+# Streamlit's logger: its handler and level (logger.level, INFO by default), so that an operator sees how long runs
+# end in the server's output
+log = get_logger("softmax_explorer.ui")
 # The uploaders' own limit, in Streamlit's MB: 10^6 bytes in its browser code (2^20 on Windows), 2^20 at the server
 # (server.maxUploadSize in .streamlit/config.toml, which must be at least this). The least whole number of MB over
 # MAX_UPLOAD_BYTES either way, so that a file just over our limit reaches our check and is refused in our words.
@@ -235,6 +238,10 @@ class Progress:
         self.finished += self.seconds.get(part, 0.0)
         self.worked, self.running = self.worked + self.running, 0.0
 
+    def share(self) -> float:
+        """The estimated share of the work done so far."""
+        return min((self.finished + self.running) / self.total, 1.0)
+
     def _draw(self, done: float, label: str) -> None:
         elapsed = clock() - self.start
         if elapsed > self.deadline:
@@ -254,13 +261,23 @@ def bounded(name: str, key: tuple, seconds: dict[str, float], kept: str, smaller
     """The block runs the parts estimated in `seconds` under a Progress (where they are long enough to show one),
     ended past DEADLINE times the budget (or the confirmed estimate): then the stop is kept for stopped_notice,
     which the caller asks after the block. kept: what a stop keeps ("The variants that finished are kept");
-    smaller: what to change instead ("choose a smaller shape")."""
+    smaller: what to change instead ("choose a smaller shape"). The end of a long run, and any stop, is logged with
+    the reason."""
     total = sum(seconds.values())
     deadline = DEADLINE * max(budget.time_budget(), total if confirmed(name, key) else 0.0)
     shown = Progress(name, key, seconds, deadline, STOPPED.format(kept=kept)) if total > PROGRESS_SECONDS else None
+    start, ended, why = clock(), "failed", ""
     try:
         yield shown
+        ended = "finished"
+    except StopException:  # Streamlit's stop at the next update: the session closed, or the server is stopping
+        ended, why = "stopped", ": its session closed, or the server is stopping"
+        raise
+    except RerunException:
+        ended, why = "stopped", ": its session reran (Stop, or a changed setting)"
+        raise
     except Overrun as exc:
+        ended, why = "stopped", f": past {DEADLINE}× its time budget"
         _stop(
             name,
             key,
@@ -269,6 +286,11 @@ def bounded(name: str, key: tuple, seconds: dict[str, float], kept: str, smaller
             f"{kept} and your settings are unchanged: run again, or {smaller}.",
         )
     finally:
+        if shown or ended != "finished":  # every long run's end, and any run's stop
+            done = f", {shown.share():.0%} done" if shown else ""
+            log.info(
+                "%s (estimated %s) %s after %s%s%s", name, duration(total), ended, duration(clock() - start), done, why
+            )
         if shown:
             shown.close()
 
