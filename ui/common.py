@@ -266,7 +266,7 @@ def bounded(name: str, key: tuple, seconds: dict[str, float], kept: str, smaller
     total = sum(seconds.values())
     deadline = DEADLINE * max(budget.time_budget(), total if confirmed(name, key) else 0.0)
     shown = Progress(name, key, seconds, deadline, STOPPED.format(kept=kept)) if total > PROGRESS_SECONDS else None
-    start, ended, why = clock(), "failed", ""
+    start, ended, why = time.monotonic(), "failed", ""  # the wall clock, not `clock` (which the deadline reads)
     try:
         yield shown
         ended = "finished"
@@ -289,7 +289,13 @@ def bounded(name: str, key: tuple, seconds: dict[str, float], kept: str, smaller
         if shown or ended != "finished":  # every long run's end, and any run's stop
             done = f", {shown.share():.0%} done" if shown else ""
             log.info(
-                "%s (estimated %s) %s after %s%s%s", name, duration(total), ended, duration(clock() - start), done, why
+                "%s (estimated %s) %s after %s%s%s",
+                name,
+                duration(total),
+                ended,
+                duration(time.monotonic() - start),
+                done,
+                why,
             )
         if shown:
             shown.close()
