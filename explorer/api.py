@@ -65,8 +65,6 @@ def bytes_needed(
     if not isinstance(traced, bool | np.bool_):
         raise InvalidInput(f"traced must be True or False, got {traced!r}")
     if variant is None:
-        if backend == "cuda":
-            return budget.device_bytes(None, None, rows, cols, dtype, False)
         return max(
             budget.run_bytes(v, rows, cols, dtype, acc, False, backend) for v in VARIANTS.values() if dtype in v.dtypes
         )

@@ -3,11 +3,14 @@ the reservations against it).
 
 The model counts the arrays explorer/backends/emulator.py (and explorer/trace.py, explorer/numerics.py) hold
 at their peak; tests/test_memory_model.py measures the real peak with tracemalloc and holds the model
-between it and 1.5 times it. The limit is fixed (EXPLORER_RUN_BUDGET_BYTES, else 3/16 of the machine's
-RAM), so the same request always gets the same answer; the pool that concurrent runs reserve from holds
-four runs at the limit, and what the app keeps between reruns is held to KEPT_BUDGET (a quarter of the RAM)
-beside it. Time is modelled from constants measured once, against EXPLORER_RUN_SECONDS: the
-emulation, and a trace's float64 replay on either backend (a GPU run itself takes milliseconds).
+between it and 1.5 times it. On the GPU it counts every allocation explorer/backends/cuda.py and cuda_topk.py
+take from CuPy's pool, their per-stream scratch included; tests/test_memory_model.py measures the high-water
+mark of those allocations with a CuPy MemoryHook and holds the model to the same bounds. The limit is fixed
+(EXPLORER_RUN_BUDGET_BYTES, else 3/16 of the machine's RAM), so the same request always gets the same answer;
+the pool that concurrent runs reserve from holds four runs at the limit, and what the app keeps between reruns
+is held to KEPT_BUDGET (a quarter of the RAM) beside it. Time is modelled from constants measured once, against
+EXPLORER_RUN_SECONDS: the emulation, and a trace's float64 replay on either backend (a GPU run itself takes
+milliseconds).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import math
 import os
 
 from .numerics import DTYPES
-from .registry import Launch, Variant
+from .registry import VARIANTS, Launch, Variant
 from .trace import cdiv, trace_shape
 
 SETTING = "EXPLORER_RUN_BUDGET_BYTES"
@@ -98,13 +101,61 @@ def trace_bytes(variant: Variant, launch: Launch, cols: int) -> int:
     return TRACE_SLOT * threads * steps + TRACE_NODE * merges + 24 * cols  # the row in float64, exp's pair
 
 
+# The GPU's device memory, as the CUDA backend takes it from CuPy's pool (from the code, see each use).
+POOL_UNIT = 512  # CuPy's pool hands out whole multiples of 512 bytes (ALLOCATION_UNIT_SIZE, cupy/cuda/memory.pyx)
+DEVICE_FIXED = 16 * 2**10  # small allocations of any run: cuda._null_trace's five 1-element buffers (5 × 512, once
+# a process), the unwritten counts' scalar results (3 × 512 at most: top-k's two sums and their total), and room for
+# CuPy's own (a fill value, a reduction's output): about 5 KiB counted, the rest headroom
+EXCHANGE_FLOOR = 2**16  # cuda._row_exchange: `partial` float32 and `sync` uint32 of at least 2**16 elements each
+TOPK_SCRATCH_FLOOR = 1024  # cuda_topk._topk_scratch: chunk states and per-row arrivals for at least 1024 each
+TOPK_MAX_LIST = 64  # cuda_topk.TOPK_MAX_LIST: 64-bit keys per chunk list, whatever k
+REDUCE_SLOT = (32, 2048)  # CuPy's CUB block reduction (a bool's sum): a 32-byte work slot per 2048 elements
+# (512 threads × 4 items a block, cupy/_core/_cub_reduction.pyx)
+
+
+def pooled(nbytes: int) -> int:
+    """What one allocation of nbytes takes from CuPy's pool."""
+    return cdiv(nbytes, POOL_UNIT) * POOL_UNIT
+
+
+def unwritten_count_bytes(elements: int) -> int:
+    """The check for outputs left unwritten (cuda.run, cuda_topk.run_topk): a bool per output compared with the
+    poison, summed by CuPy's block reduction through its work area."""
+    slot, per = REDUCE_SLOT
+    return pooled(elements) + pooled(slot * cdiv(elements, per))
+
+
+def exchange_bytes(launch: Launch, rows: int) -> int:
+    """fast_row's slice states and counters (cuda._row_exchange) where its slices exchange (m, d) through global
+    memory (several blocks a row, not a cluster): kept per stream and grown, never shrunk, so the first launch on
+    a stream allocates them and a later one reuses them; counted in every run (the conservative case)."""
+    if launch.protocol != "slices" or launch.chunks == 1:
+        return 0
+    return pooled(4 * max(2 * launch.grid, EXCHANGE_FLOOR)) + pooled(4 * max(1 + 2 * rows, EXCHANGE_FLOOR))
+
+
+def two_stage_bytes(launch: Launch) -> int:
+    """The chunk states between the two kernels of a two-stage launch (cuda._launch_two_stage's `partial`, float32
+    (m, d) per block), freed when the launch returns."""
+    return pooled(4 * 2 * launch.grid) if launch.protocol == "two_stage" else 0
+
+
 def device_bytes(variant: Variant | None, launch: Launch | None, rows: int, cols: int, dtype: str, traced: bool) -> int:
-    """A GPU run's device memory: input, output and the trace buffers."""
-    total = 2 * rows * cols * DTYPES[dtype].itemsize
-    if traced and variant is not None and launch is not None:
+    """A GPU run's device memory at its peak (cuda.run): input, poisoned output, the trace buffers, the launch's
+    scratch, and the count of unwritten outputs (after the launch, when a two-stage launch's chunk states are
+    freed). Without a variant: the largest over the variants that take this dtype, untraced."""
+    if variant is None or launch is None:
+        return max(
+            device_bytes(v, v.launch(rows, cols, None, dtype), rows, cols, dtype, False)
+            for v in VARIANTS.values()
+            if dtype in v.dtypes
+        )
+    n = rows * cols
+    total = DEVICE_FIXED + 2 * pooled(n * DTYPES[dtype].itemsize) + exchange_bytes(launch, rows)
+    if traced:  # RawTrace.empty's buffers copied to the device: step m, d (float32), index (int32); merge m, d
         threads, steps, merges = trace_shape(variant, launch, cols)
-        total += threads * steps * 12 + merges * 8
-    return total
+        total += 3 * pooled(4 * threads * steps) + 2 * pooled(4 * max(merges, 1))
+    return total + max(two_stage_bytes(launch), unwritten_count_bytes(n))
 
 
 def run_bytes(
@@ -140,6 +191,27 @@ def topk_bytes(fused: bool, launch: Launch, fast_launch: Launch, rows: int, cols
         body = 4 * _row_group(launch, rows, cols) * cols if launch.template_args[4] else 0  # a group's aligned bodies
         return FIXED + item * n + 4 * n + max(24 * n, 8 * n + body + _gather_bytes(launch, rows, cols))
     return FIXED + max(item * n + _fast_bytes(fast_launch, rows, cols), 2 * item * n + 28 * n)
+
+
+def topk_device_bytes(
+    fused: bool, launch: Launch, fast_launch: Launch, rows: int, cols: int, dtype: str, k: int
+) -> int:
+    """A GPU top-k's device memory at its peak (cuda_topk.run_topk): the input, the poisoned (rows, k) values and
+    int32 indices, the kernel's per-stream scratch (counted in every run, as exchange_bytes), and the count of
+    unwritten outputs; unfused, also `fast`'s probabilities (and its launch's scratch) that the selection reads."""
+    item = DTYPES[dtype].itemsize
+    chunk_states = max(rows * launch.chunks if launch.chunks > 1 else 0, TOPK_SCRATCH_FLOOR)
+    scratch = (  # cuda_topk._topk_scratch: (m, d) float32 and 64-bit keys per chunk state, a uint32 per row
+        pooled(4 * 2 * chunk_states)
+        + pooled(8 * TOPK_MAX_LIST * chunk_states)
+        + pooled(4 * max(rows, TOPK_SCRATCH_FLOOR))
+    )
+    total = DEVICE_FIXED + pooled(rows * cols * item) + pooled(rows * k * item) + pooled(rows * k * 4) + scratch
+    if fused:
+        return total + unwritten_count_bytes(rows * k)
+    # cp.empty_like(x) for the probabilities, freed before the unwritten outputs are counted (over rows × k only)
+    probabilities = pooled(rows * cols * item) + two_stage_bytes(fast_launch)
+    return total + exchange_bytes(fast_launch, rows) + max(probabilities, unwritten_count_bytes(rows * k))
 
 
 def reference_bytes(rows: int, cols: int) -> int:

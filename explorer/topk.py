@@ -130,7 +130,7 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     launch = topk_launch(rows, cols, k, dtype)
     fast_launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
     fused = TOPK_VARIANTS[variant].fused
-    gpu = budget.device_bytes(None, None, rows, cols, dtype, False)
+    gpu = budget.topk_device_bytes(fused, launch, fast_launch, rows, cols, dtype, k)
     need = gpu if used == "cuda" else budget.topk_bytes(fused, launch, fast_launch, rows, cols, dtype)
     check_memory(rows, cols, DTYPES[dtype].itemsize, need, used, f"{dtype} softmax + top-k", gpu)
     with reserve.host_run(used, need):

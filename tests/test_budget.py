@@ -7,6 +7,7 @@ import pytest
 
 import explorer
 from explorer import api, budget, checks, reserve
+from explorer.topk import topk_launch
 
 WAIT_S = 30  # generous: the threads below hand over through events, never through timing
 
@@ -112,7 +113,7 @@ def test_refusal_is_fixed_by_the_limit_and_names_a_gpu_where_one_would_fit(monke
     monkeypatch.setenv(budget.SETTING, str(need - 1))
     with pytest.raises(explorer.TooLarge, match="this server's limit") as refused:
         explorer.check_fits(64, 4096, "float32", "emulator", explorer.VARIANTS["online_warp"])
-    assert "on a GPU it would need only about 2.00 MiB and fit" in str(refused.value)
+    assert "on a GPU it would need only about 2.27 MiB and fit" in str(refused.value)
     monkeypatch.setenv(budget.SETTING, str(2**20))  # not even input and output fit: no GPU advice
     with pytest.raises(explorer.TooLarge) as refused:
         explorer.check_fits(64, 4096, "float32", "emulator", explorer.VARIANTS["online_warp"])
@@ -233,3 +234,22 @@ def test_a_page_whose_run_must_wait_for_memory_says_so_then_runs(monkeypatch):
     assert not this.is_alive() and reserve.RUNS.held == 0
     ok(at)
     assert charts(at)
+
+
+def test_device_bytes_count_the_scratch_the_cuda_backend_takes():
+    """A GPU run's device bytes count the per-stream scratch its launch takes (fast_row's slices exchanging through
+    global memory; the top-k kernel's chunk lists, at least 1024 of 64 keys), with the backend's constants; without
+    a variant, the largest over the variants. (tests/test_memory_model.py measures them on the GPU.)"""
+    from explorer.backends import cuda_topk
+
+    assert budget.TOPK_MAX_LIST == cuda_topk.TOPK_MAX_LIST
+    fast, rows, cols = explorer.VARIANTS["fast"], 1, 2**20
+    launch = fast.launch(rows, cols, None, "float32")
+    assert launch.protocol == "slices" and launch.chunks > 1
+    io = 2 * 4 * rows * cols
+    assert explorer.bytes_needed(rows, cols, "float32", "cuda", fast) >= io + 2 * 4 * budget.EXCHANGE_FLOOR
+    assert explorer.bytes_needed(rows, cols, "float32", "cuda") == max(
+        explorer.bytes_needed(rows, cols, "float32", "cuda", v) for v in explorer.VARIANTS.values()
+    )
+    topk = budget.topk_device_bytes(True, topk_launch(2, 33, 8, "float32"), launch, 2, 33, "float32", 8)
+    assert topk >= 8 * budget.TOPK_MAX_LIST * budget.TOPK_SCRATCH_FLOOR

@@ -61,7 +61,7 @@ def test_run_checks_memory_before_making_the_input(capsys, monkeypatch):
         "1000",
         "--cols",
         "1000",
-        words=("this server's limit of", "for one run", "on a GPU it would need only about 7.63 MiB"),
+        words=("this server's limit of", "for one run", "on a GPU it would need only about 8.61 MiB"),
     )
 
 

@@ -1,12 +1,16 @@
 """The memory model (explorer.budget) against the emulator's real peak, measured with tracemalloc (NumPy reports
-its buffers to it): for every variant, dtype, accumulator and trace setting, measured <= estimate <= 1.5 × measured."""
+its buffers to it): for every variant, dtype, accumulator and trace setting, measured <= estimate <= 1.5 × measured.
+On the GPU (gpu-marked), the device bytes a run reserves against the high-water mark of what it takes from CuPy's
+pool: softmax (every variant, traced and not) and top-k (fused and unfused)."""
 
+import functools
 import tracemalloc
 
 import pytest
 
 import explorer
-from explorer import budget
+from explorer import budget, reserve
+from explorer.backends import cuda
 from explorer.topk import topk_launch
 
 SHAPES = ((16, 100), (64, 1000), (2, 30000))  # short rows padded to the lanes, a batch, a long row
@@ -79,3 +83,139 @@ def test_page_bytes_bounds_what_the_pages_keep():
     measured = peak(page, x)
     estimate = budget.page_bytes([(explorer.VARIANTS[k], None) for k in keys], rows, cols, "float32", "float32")
     assert measured <= estimate <= 1.5 * measured
+
+
+# On the GPU: the device bytes a run reserves (explorer/budget.py's device_bytes and topk_device_bytes) against the
+# high-water mark of the allocations it takes from CuPy's pool.
+GPU_SHAPES = (  # fast's launches at these are test_cuda.py's (compiled once); split_row always runs two stages
+    (3, 33),  # tiny: the pool's rounding and the model's fixed allowance are most of it
+    (300, 2048),  # a batch: fast_row, a block a row
+    (1, 262144),  # fast_row in a cluster of 16
+    (1, 2**20),  # fast_row's 132 slices exchanging (m, d) through global memory: its per-stream scratch
+    (1, 2**22),  # fp32: fast_split's two stages (bf16: 132 exchanging slices again)
+)
+GPU_RUNS = [
+    (key, dtype, traced, rows, cols)
+    for key, v in explorer.VARIANTS.items()
+    for dtype in ("float32", "bfloat16")
+    for rows, cols in GPU_SHAPES
+    if v.family != "thread" or cols <= 2048  # one thread a row: a long row takes it seconds
+    for traced in ((False, True) if v.traceable else (False,))
+    if not traced or budget.trace_seconds(v, v.launch(rows, cols, None, dtype), cols, "cuda") < 0.5
+]
+GPU_TOPK_SHAPES = (  # test_topk.py's and test_cuda.py's (compiled once)
+    (2, 33),  # tiny: the top-k scratch's floor (1024 chunk states of 64 keys) is most of it
+    (200, 2048),  # a block a row
+    (1, 262144),  # one row in many chunks; unfused: fast_row in a cluster of 16
+    (1, 2**20),  # unfused: fast_row's slices exchanging through global memory
+)
+RATIO_FROM = 2**18  # below 256 KiB measured, the model's 16 KiB for small allocations outweighs the arrays
+
+
+def device_peak(call) -> int:
+    """The high-water mark of the device memory call() takes from CuPy's pool, in the pool's 512-byte units.
+
+    A cupy.cuda.MemoryHook sees every allocation from the pool (malloc_postprocess) and every return to it
+    (free_postprocess) in this thread, with its rounded size: the running sum of the blocks call() allocated
+    and still holds is its device memory at each moment, and its maximum the run's peak. Blocks held from
+    before (another test's scratch, arrays Python collects meanwhile) are not counted when they are freed.
+    The pool's own totals would not do: used_bytes() keeps no maximum, and total_bytes() after
+    free_all_blocks() counts what the pool obtained from the driver, which splitting and caching of
+    blocks per stream make larger than what the run held at once (CuPy frees the cache and retries before
+    a request fails, so a run needs only its peak)."""
+
+    class Peak(cuda.cp.cuda.MemoryHook):
+        name = "test_memory_model.device_peak"
+
+        def __init__(self):
+            self.held: dict[int, int] = {}
+            self.now = self.peak = 0
+
+        def malloc_postprocess(self, **kwargs):
+            if kwargs["mem_ptr"]:
+                self.held[kwargs["pmem_id"]] = kwargs["mem_size"]
+                self.now += kwargs["mem_size"]
+                self.peak = max(self.peak, self.now)
+
+        def free_postprocess(self, **kwargs):
+            self.now -= self.held.pop(kwargs["pmem_id"], 0)
+
+    with Peak() as hook:
+        call()
+    return hook.peak
+
+
+def reserved(monkeypatch) -> list[int]:
+    """The bytes each run reserves (explorer.reserve.host_run's need: the model's estimate, as admitted)."""
+    needs = []
+    host_run = reserve.host_run
+
+    def spy(backend, need):
+        needs.append(need)
+        return host_run(backend, need)
+
+    monkeypatch.setattr(reserve, "host_run", spy)
+    return needs
+
+
+def fresh_stream(monkeypatch) -> None:
+    """fast_row's exchange (cuda._row_exchange) and the top-k kernel's scratch (cuda_topk._topk_scratch) are kept
+    per stream and reused by later launches on it: with no stream's scratch known, the run allocates its own, as
+    the first run on a fresh stream does. That is the case the model counts (in every run: the conservative one);
+    a later run on the same stream takes less. (Scratch grown for a larger launch is taken beside the smaller
+    one it replaces, which the stream held from before: the run's own peak is the same.)"""
+    from explorer.backends import cuda_topk
+
+    monkeypatch.setattr(cuda, "_exchanges", {})
+    monkeypatch.setattr(cuda_topk, "_topk_scratch_of", {})
+
+
+@functools.cache
+def gpu_input(rows: int, cols: int, dtype: str):
+    return explorer.make_input("normal", rows=rows, cols=cols, dtype=dtype, seed=0)
+
+
+def assert_bounds(measured: int, estimate: int, context) -> None:
+    """measured <= estimate everywhere; estimate <= 1.5 × measured where the arrays outweigh the model's fixed
+    allowance for small allocations (budget.DEVICE_FIXED) and the pool's 512-byte rounding."""
+    assert measured <= estimate, (context, measured, estimate)
+    if measured >= RATIO_FROM:
+        assert estimate <= 1.5 * measured, (context, measured, estimate)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("key", "dtype", "traced", "rows", "cols"), GPU_RUNS)
+def test_device_bytes_bound_the_measured_gpu_peak(monkeypatch, key, dtype, traced, rows, cols):
+    fresh_stream(monkeypatch)
+    needs = reserved(monkeypatch)
+    x = gpu_input(rows, cols, dtype)
+    result = None
+
+    def run():
+        nonlocal result
+        result = explorer.softmax(x, key, backend="cuda", trace_row=0 if traced else None)
+
+    measured = device_peak(run)
+    assert result.backend == "cuda" and (result.trace is not None) == traced
+    estimate = explorer.bytes_needed(rows, cols, dtype, "cuda", explorer.VARIANTS[key], None, traced)
+    assert needs == [estimate]  # the run reserved what the model says
+    assert_bounds(measured, estimate, (key, dtype, traced, rows, cols, result.launch.describe()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", list(explorer.TOPK_VARIANTS))
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16"))
+@pytest.mark.parametrize(("rows", "cols"), GPU_TOPK_SHAPES)
+def test_topk_device_bytes_bound_the_measured_gpu_peak(monkeypatch, variant, dtype, rows, cols):
+    fresh_stream(monkeypatch)
+    needs = reserved(monkeypatch)
+    x, k = gpu_input(rows, cols, dtype), 8
+    result = None
+
+    def run():
+        nonlocal result
+        result = explorer.softmax_topk(x, k, variant, backend="cuda")
+
+    measured = device_peak(run)
+    assert result.backend == "cuda" and len(needs) == 1
+    assert_bounds(measured, needs[0], (variant, dtype, rows, cols, result.launch.describe()))
