@@ -24,6 +24,7 @@ TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: many small chu
 TOPK_LATENCY_CHUNK = 4096  # elements a chunk then (k = 1, in 128-thread blocks: half as many)
 TOPK_CHUNK = 65536  # elements a chunk at least, once rows are not few
 TOPK_STAGES = 3  # batches in flight per thread: the one worked on and two being copied (1 at least)
+TOPK_CLUSTER_MAX = 16  # blocks a Hopper cluster may have (over 8 with the non-portable opt-in)
 VOCABS = (32000, 50257, 128256, 151936, 262144)  # LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma vocabularies
 
 
@@ -72,33 +73,46 @@ def topk_launch(
     block: int | None = None,
     chunks: int | None = None,
     stages: int | None = None,
+    cluster: bool | None = None,
 ) -> Launch:
-    """Several blocks per row when rows are few, a row's last block merging its chunks: a handful of rows
-    (latency) in chunks of ~4096 elements (k = 1, whose merges are cheap: ~2048 in 128-thread blocks); up
-    to one row per SM, chunks of at least 65536 elements, about four blocks an SM; more rows, a block per
-    row (chunks only add merges once the grid fills the GPU). 256-thread blocks while rows are no more
-    than the SMs, 128 after. Loads are 16-byte packs at any width (a row's loose head and tail elements
-    go to its first threads). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
+    """Several blocks per row when rows are few: a handful of rows (latency) in chunks of ~4096 elements
+    (k = 1, whose merges are cheap: ~2048 in 128-thread blocks), a row of up to 16 such chunks as one
+    cluster (merged in its leader's shared memory), a longer one merged by its last block through global
+    memory; up to one row per SM, chunks of at least 65536 elements, about four blocks an SM; more rows, a
+    block per row (chunks only add merges once the grid fills the GPU). 256-thread blocks while rows are no
+    more than the SMs, 128 after (and for a cluster's rows at k <= 8). Loads are 16-byte packs at any width
+    (a row's loose head and tail elements go to its first threads). Defaults are what
+    scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
     per = max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     stages = stages or TOPK_STAGES
     sms = multiprocessors()
     latency = rows < TOPK_LATENCY_ROWS
-    block = block or (TOPK_BLOCK if rows > sms or (latency and k == 1) else 2 * TOPK_BLOCK)
-    if chunks is None:
+    if cluster is None:
+        cluster = latency and cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK
+    small_k = k == 1 or (cluster and k <= 8)
+    block = block or (TOPK_BLOCK if rows > sms or (latency and small_k) else 2 * TOPK_BLOCK)
+    if chunks is None and cluster:
+        chunks = TOPK_CLUSTER_MAX
+    elif chunks is None:
         latency_chunk = TOPK_LATENCY_CHUNK // 2 if k == 1 else TOPK_LATENCY_CHUNK
         chunks = cdiv(cols, latency_chunk) if latency else min(cdiv(cols, TOPK_CHUNK), max(1, round(4 * sms / rows)))
     chunks = max(1, min(chunks, cols // (block * per * vec)))  # at least one batch per thread
+    if cluster:
+        chunks = min(chunks, TOPK_CLUSTER_MAX)
+    cluster = cluster and chunks > 1
     staging = stages * per * block * 16
+    mailbox = 8 + chunks * (8 + 8 * lists) if cluster else 0  # topk.cu's TopkMailbox
     return Launch(
         grid=rows * chunks,
         block=block,
-        shared_bytes=8 * 16 * lists + 80 + staging,
+        shared_bytes=8 * 16 * lists + 80 + mailbox + staging,
         threads_per_row=chunks * block,
-        kernel="topk",
-        template_args=(vec, per, lists, stages, int(cols % vec != 0)),
+        kernel="topk_cluster" if cluster else "topk",
+        template_args=(vec, per, lists, stages, int(cols % vec != 0)) + ((chunks,) if cluster else ()),
         chunks=chunks,
+        protocol="cluster" if cluster else "rows",
     )
 
 

@@ -5,6 +5,8 @@
 // | topk   | one pass: online (m, d) AND a running top-k per warp, merged; for few rows, several | 1 / 0 (+ k per row)               |
 // |        | blocks per row, the last one to finish merging their states; 16-byte cp.async loads |                                   |
 // |        | at any width (fast_row's RowSplit: loose head and tail elements taken separately)   |                                   |
+// | topk_cluster | topk whose chunks of a row form a Hopper cluster: states and lists mailed to the | 1 / 0 (+ k per row)         |
+// |        | leader's shared memory (st.async, an mbarrier) instead of global memory and a counter |                                   |
 //
 // Fused (Milakov & Gimelshein 2018): SOFTMAX=true reads the logits once, keeps (m, d) with
 // fast_split_partial's arithmetic and a sorted top-k of (value, index) per warp, merges both across
@@ -168,14 +170,14 @@ template <int K> __device__ __forceinline__ void block_best(Pool<K>& pool, Key k
     __syncthreads();  // the pool is free again
 }
 
-// Merge the sorted lists of a row's chunks (`lists` of K keys) with the whole block. Only a list's
-// first k entries can be among the row's k best, and none below the largest of the lists' entries
-// k - 1 (that list has k entries at or above it). Warp w takes lists w, w + warps, ...: the entries
+// Merge the sorted lists of a row's chunks (`lists` of K keys, key i read by lists_keys(i)) with the
+// whole block. Only a list's first k entries can be among the row's k best, and none below the
+// largest of the lists' entries k - 1 (that list has k entries at or above it). Warp w takes lists w, w + warps, ...: the entries
 // that reach its bound go through its candidate buffer, as elements do in the main loop, so a list
 // costs a load and a vote once the warp's list is full. Then the warps' lists merge into warp 0's
 // (tree_merge). `meanwhile` runs in every thread while the first loads are in flight.
-template <int K, typename Meanwhile>
-__device__ __forceinline__ void merge_lists(const Key* lists_keys, int lists, int k, Pool<K>& pool, Key (&list)[K / 32],
+template <int K, typename Load, typename Meanwhile>
+__device__ __forceinline__ void merge_lists(Load lists_keys, int lists, int k, Pool<K>& pool, Key (&list)[K / 32],
                                             Meanwhile meanwhile) {
     constexpr int R = K / 32;
     __shared__ Key warp_bound[16];
@@ -183,11 +185,11 @@ __device__ __forceinline__ void merge_lists(const Key* lists_keys, int lists, in
     Key next[R];
     const auto load_list = [&](int l) {  // entries r·32 + lane below k of list l; the next list's load flies meanwhile
 #pragma unroll
-        for (int r = 0; r < R; ++r) next[r] = l < lists && r * 32 + lane < k ? __ldcg(lists_keys + l * K + r * 32 + lane) : NO_KEY;
+        for (int r = 0; r < R; ++r) next[r] = l < lists && r * 32 + lane < k ? lists_keys(l * K + r * 32 + lane) : NO_KEY;
     };
     load_list(warp);
     Key bound = NO_KEY;
-    for (int l = threadIdx.x; l < lists; l += blockDim.x) bound = max(bound, __ldcg(lists_keys + l * K + k - 1));
+    for (int l = threadIdx.x; l < lists; l += blockDim.x) bound = max(bound, lists_keys(l * K + k - 1));
     meanwhile();
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) bound = max(bound, __shfl_xor_sync(ALL_LANES, bound, offset));
@@ -260,18 +262,115 @@ __device__ __forceinline__ void staged_batch(int base, int end, int stage, float
     }
 }
 
+// A row's (m, d) and k best from its `chunks` chunks' states (state(j): chunk j's (m, d), a float2) and
+// sorted lists (key(i): entry i of the lists laid end to end, K entries a list), with the whole block;
+// the answer lands in warp 0's s and list.
+template <int K, typename LoadState, typename LoadKey>
+__device__ __forceinline__ void merge_chunks(Pool<K>& pool, Key (&list)[K == 1 ? 1 : K / 32], State<float>& s, int chunks, int k,
+                                             LoadState state, LoadKey key) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const auto fold_states = [&] {  // warp 0: lane l folds chunks l, l + 32, ..., then a butterfly, as fast_split_finish does
+        if (warp != 0) return;
+        s = {NEG_INF, 0.0f};
+#pragma unroll 4
+        for (int j = lane; j < chunks; j += 32) {
+            const float2 chunk = state(j);
+            s = fast_merge(s, {chunk.x, chunk.y});
+        }
+        s = group_merge<32>(s);
+    };
+    if constexpr (K == 1) {
+        Key best = NO_KEY;
+        for (int j = threadIdx.x; j < chunks; j += blockDim.x) best = max(best, key(j));
+        fold_states();
+        block_best(pool, best, list[0]);
+    } else {
+        merge_lists<K>(key, chunks, k, pool, list, fold_states);
+    }
+}
+
+// The mailbox of a cluster's leader (rank 0), where the row's CLUSTER chunks leave their (m, d) and list:
+// its mbarrier completes when all their bytes have landed (st.async counts them), so no chunk waits for
+// another and nothing goes through global memory.
+template <int K, int CLUSTER> struct TopkMailbox {
+    unsigned long long arrived;  // mbarrier
+    float2 state[CLUSTER];       // chunk r's (m, d)
+    Key keys[CLUSTER * K];       // chunk r's list at r·K
+};
+template <int K, int CLUSTER> __device__ __forceinline__ TopkMailbox<K, CLUSTER>& topk_mailbox() {
+    __shared__ TopkMailbox<K, CLUSTER> mailbox;
+    return mailbox;
+}
+__host__ __device__ constexpr int mail_bytes(int K) { return 8 + 8 * K; }  // a chunk's state and its K keys
+
+// At the kernel's start: the mailbox's mbarrier expects every chunk's mail; a relaxed cluster arrive tells
+// the cluster it is ready (the matching wait comes before the first mail).
+template <int K, int CLUSTER> __device__ __forceinline__ void topk_mailbox_open() {
+    static_assert(CLUSTER <= 16, "a Hopper cluster has at most 16 blocks");
+    if (threadIdx.x == 0) {
+        const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&topk_mailbox<K, CLUSTER>().arrived));
+        asm volatile(
+            "mbarrier.init.shared::cta.b64 [%0], 1;\n"
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+            "fence.mbarrier_init.release.cluster;\n" ::"r"(bar), "n"(CLUSTER * mail_bytes(K)) : "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+
+// The address in the leader's shared memory of what sits at `local` in this block's.
+__device__ __forceinline__ unsigned in_leader(const void* local) {
+    unsigned to;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(to) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(local))));
+    return to;
+}
+
+// Warp 0 mails this chunk's (m, d) and list (every lane's K / 32 keys; k = 1: lane 0's best) to the leader.
+template <int K, int CLUSTER> __device__ __forceinline__ void topk_mail_leader(State<float> s, const Key (&list)[K == 1 ? 1 : K / 32]) {
+    constexpr int R = K == 1 ? 1 : K / 32;
+    TopkMailbox<K, CLUSTER>& mailbox = topk_mailbox<K, CLUSTER>();
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // the leader's mailbox is open
+    if (threadIdx.x >= 32) return;
+    const int lane = threadIdx.x;
+    unsigned rank;
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    const unsigned bar = in_leader(&mailbox.arrived);
+    if (lane == 0)
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(
+                         in_leader(&mailbox.state[rank])), "f"(s.m), "f"(s.d), "r"(bar) : "memory");
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        if (K > 1 || lane == 0)
+            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(
+                             in_leader(&mailbox.keys[rank * K + r * 32 + lane])), "l"(list[r]), "r"(bar) : "memory");
+    }
+}
+
+// The leader, once every chunk's mail has landed.
+template <int K, int CLUSTER> __device__ __forceinline__ const TopkMailbox<K, CLUSTER>& topk_mailbox_wait() {
+    TopkMailbox<K, CLUSTER>& mailbox = topk_mailbox<K, CLUSTER>();
+    const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.arrived));
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar) : "memory");
+    }
+    return mailbox;
+}
+
 // Block c of a row folds chunk c of the row's aligned body (RowSplit: 16-byte packs at any width) as
 // fast_split_partial does, and each warp keeps the top-k of what its lanes read; where the width is not
 // a multiple of VEC (LOOSE), the first threads of chunk 0 then take the loose head and tail elements,
 // one each, as a last batch. The warps' lists merge in warp 0. With one chunk per row the block writes
 // the row's answer; with several (few rows: latency) it leaves the chunk's (m, d) and sorted list,
-// and the row's last block to arrive (a counter per row, back to 0 after) merges them: one launch.
+// and the row's last block to arrive (a counter per row, back to 0 after) merges them: one launch; or,
+// where the chunks form a cluster (CLUSTER > 1), they mail them to the leader, which merges them alike.
 // cp.async copies STAGES - 1 batches ahead into shared memory while one is worked on.
-template <typename T, typename Acc, int VEC, int PER, int K, int STAGES, bool LOOSE, int SOFTMAX>
-__global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
-                                            float* __restrict__ partial, Key* __restrict__ partial_keys,
-                                            unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
+template <typename T, int VEC, int PER, int K, int STAGES, bool LOOSE, int CLUSTER, int SOFTMAX>
+__device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
+                                               float* __restrict__ partial, Key* __restrict__ partial_keys,
+                                               unsigned* __restrict__ arrivals, int cols, int chunks, int k) {
     constexpr int R = K == 1 ? 1 : K / 32, N = PER * VEC;
+    if constexpr (CLUSTER > 1) topk_mailbox_open<K, CLUSTER>();
     __shared__ Pool<K> pool;
     __shared__ bool last;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -348,6 +447,15 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
     if (SOFTMAX) s = fast_block_merge(s);
     if constexpr (K == 1) block_best(pool, list[0], list[0]);
     else tree_merge(pool, list);  // a warp's list goes where its buffer was
+    if constexpr (CLUSTER > 1) {  // the chunks of a row are a cluster: its leader merges them from its mailbox
+        topk_mail_leader<K, CLUSTER>(s, list);
+        if (c != 0) return;
+        const TopkMailbox<K, CLUSTER>& mailbox = topk_mailbox_wait<K, CLUSTER>();
+        merge_chunks<K>(
+            pool, list, s, CLUSTER, k, [&](int j) { return mailbox.state[j]; }, [&](int i) { return mailbox.keys[i]; });
+        if (warp == 0) write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);
+        return;
+    }
     if (warp == 0) {
         if (chunks == 1) {
             write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);
@@ -365,23 +473,29 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
     if (!last) return;
     __threadfence();
     const float* row_partial = partial + 2 * row * chunks;
-    // the row's (m, d), by warp 0: lane l folds chunks l, l + 32, ..., then a butterfly, as fast_split_finish does
-    const auto fold_states = [&] {
-        if (warp != 0) return;
-        s = {NEG_INF, 0.0f};
-#pragma unroll 4
-        for (int j = lane; j < chunks; j += 32) s = fast_merge(s, {__ldcg(row_partial + 2 * j), __ldcg(row_partial + 2 * j + 1)});
-        s = group_merge<32>(s);
-    };
-    if constexpr (K == 1) {
-        Key best = NO_KEY;
-        for (int j = threadIdx.x; j < chunks; j += blockDim.x) best = max(best, __ldcg(partial_keys + row * chunks + j));
-        fold_states();
-        block_best(pool, best, list[0]);
-    } else {
-        merge_lists<K>(partial_keys + row * chunks * K, chunks, k, pool, list, fold_states);
-    }
+    const Key* row_keys = partial_keys + row * chunks * K;
+    merge_chunks<K>(
+        pool, list, s, chunks, k, [&](int j) { return make_float2(__ldcg(row_partial + 2 * j), __ldcg(row_partial + 2 * j + 1)); },
+        [&](int i) { return __ldcg(row_keys + i); });
     if (warp != 0) return;
     write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);
     if (lane == 0) arrivals[row] = 0;  // ready for the next launch
+}
+
+// One block per chunk of a row; several chunks merge through global memory (the last block to arrive).
+template <typename T, typename Acc, int VEC, int PER, int K, int STAGES, bool LOOSE, int SOFTMAX>
+__global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
+                                            float* __restrict__ partial, Key* __restrict__ partial_keys,
+                                            unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
+    topk_row_chunk<T, VEC, PER, K, STAGES, LOOSE, 1, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols, chunks, k);
+}
+
+// topk whose CLUSTER chunks of a row form a Hopper cluster: the chunks mail their (m, d) and list into the
+// leader's shared memory (no fence, counter or L2 round trip), and the leader merges them as the last block does.
+template <typename T, typename Acc, int VEC, int PER, int K, int STAGES, bool LOOSE, int CLUSTER, int SOFTMAX>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(512, 2)
+topk_cluster(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices, float* __restrict__ partial,
+             Key* __restrict__ partial_keys, unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
+    topk_row_chunk<T, VEC, PER, K, STAGES, LOOSE, CLUSTER, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols,
+                                                                     CLUSTER, k);
 }

@@ -2,7 +2,8 @@
 explorer.topk.topk_launch's rule. Every geometry is validated (indices against float64) first, then
 timed by device time (CUPTI, through torch.profiler; CUDA events where torch is missing).
 
-    PYTHONPATH=. python scripts/tune_topk.py [--ks 8 50] [--blocks 128 256] [--chunks 0.5 1 2] [--shapes 512x50257]
+    PYTHONPATH=. python scripts/tune_topk.py [--ks 8 50] [--blocks 128 256] [--chunks 0.5 1 2 | --counts 4 8 16]
+        [--clusters 0 1] [--shapes 512x50257]
 """
 
 import argparse
@@ -41,8 +42,12 @@ def main() -> None:
         default=[0.5, 1, 2],
         help="blocks per row to try, as multiples of the rule's (capped at one batch of the block per chunk)",
     )
+    parser.add_argument("--counts", type=int, nargs="+", help="blocks per row to try, as numbers (instead of --chunks)")
     parser.add_argument(
         "--stages", type=int, nargs="+", default=[None], help="cp.async stages (batches in flight a thread, 1 at least)"
+    )
+    parser.add_argument(
+        "--clusters", type=int, nargs="+", default=[0], help="1: a row's chunks form a cluster (at most 16); 0: not"
     )
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shapes", nargs="+", help="ROWSxCOLS (default: a batch-4096/512/64/1 set)")
@@ -72,12 +77,13 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
     seen = set()
     for block in args.blocks:
         rule = topk_launch(rows, cols, k, dtype, block).chunks
-        for scale, stages in itertools.product(args.chunks, args.stages):
-            chunks = max(1, min(round(rule * scale), cdiv(cols, block * 16)))
-            launch = topk_launch(rows, cols, k, dtype, block, chunks, stages)
-            if (launch.block, launch.chunks, launch.template_args) in seen:
+        counts = args.counts or [round(rule * scale) for scale in args.chunks]
+        for count, stages, cluster in itertools.product(counts, args.stages, args.clusters):
+            chunks = max(1, min(count, cdiv(cols, block * 16)))
+            launch = topk_launch(rows, cols, k, dtype, block, chunks, stages, bool(cluster))
+            if (launch.kernel, launch.block, launch.chunks, launch.template_args) in seen:
                 continue
-            seen.add((launch.block, launch.chunks, launch.template_args))
+            seen.add((launch.kernel, launch.block, launch.chunks, launch.template_args))
             values, indices = cuda_topk.topk_on_device(True, launch, xs[0], rows, cols, dtype, k, fast)
             got = TopkResult(
                 cuda.from_device(values[:8], DTYPES[dtype]),
@@ -98,16 +104,17 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
             )
             bad = "" if report.index_mismatch == 0 else f" WRONG({report.index_mismatch})"
             shown = f"{device['device_us']:.1f}" if device else f"events {np.median(t):.1f}"
-            line.append(f"b{block}c{launch.chunks}s{launch.template_args[3]} {shown}{bad}")
+            kind = "C" if launch.protocol == "cluster" else "c"
+            line.append(f"b{block}{kind}{launch.chunks}s{launch.template_args[3]} {shown}{bad}")
     launch = topk_launch(rows, cols, k, dtype)  # the API's choice: how long does Python take to launch it?
-    line.append(f"rule b{launch.block}c{launch.chunks}")
+    line.append(f"rule b{launch.block}{'C' if launch.protocol == 'cluster' else 'c'}{launch.chunks}")
     out = cp.empty((rows, k), xs[0].dtype), cp.empty((rows, k), np.int32)
     cuda.cp.cuda.get_current_stream().synchronize()
     started = time.perf_counter()
     for i in range(100):
         cuda_topk.topk_on_device(True, launch, xs[i % buffers], rows, cols, dtype, k, fast, False, out)
     line.append(f"python {(time.perf_counter() - started) * 1e4:.1f}/call")
-    line.append(f"{cuda_topk.topk_registers(dtype, launch.template_args, True)} regs")
+    line.append(f"{cuda_topk.topk_registers(launch, dtype, True)} regs")
     cuda.cp.cuda.get_current_stream().synchronize()
     return " | ".join(line)
 

@@ -34,11 +34,10 @@ def launched_names() -> dict[str, set[str]]:
     for dtype in ("float32", "float16", "bfloat16"):
         for k in (1, 8, 33, 64):
             for rows, cols in [(512, c) for c in VOCABS] + [(1, 50257), (3, 1000)]:
-                launch = topk_launch(rows, cols, k, dtype)
-                for softmax in (0, 1):  # fused, and the selection of the unfused pipeline
-                    names.setdefault("topk.cu", set()).add(
-                        cuda_topk.topk_kernel_name(dtype, launch.template_args, bool(softmax))
-                    )
+                for cluster in (False, True):  # a row's chunks merged through global memory, or a cluster
+                    launch = topk_launch(rows, cols, k, dtype, cluster=cluster)
+                    for softmax in (0, 1):  # fused, and the selection of the unfused pipeline
+                        names.setdefault("topk.cu", set()).add(cuda_topk.topk_kernel_name(launch, dtype, bool(softmax)))
     return names
 
 

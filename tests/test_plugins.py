@@ -40,10 +40,10 @@ def test_a_variant_has_a_launch_rule_kernels_and_an_emulation(key):
 
 @pytest.mark.parametrize("key", list(TOPK_VARIANTS))
 def test_a_topk_variant_has_a_launch_rule_a_kernel_and_an_emulation(key):
-    assert "topk" in global_functions("topk.cu")
+    assert {"topk", "topk_cluster"} <= set(global_functions("topk.cu"))
     for rows, cols in SHAPES:
         launch = topk_launch(rows, cols, 8, "float32")
-        assert launch.kernel == "topk" and launch.grid == rows * launch.chunks
+        assert launch.kernel in ("topk", "topk_cluster") and launch.grid == rows * launch.chunks
     x = explorer.make_input("normal", 2, 100)
     got = explorer.softmax_topk(x, 5, key, backend="emulator")
     assert got.indices.shape == (2, 5) and explorer.topk_errors(got, x).index_mismatch == 0
@@ -67,6 +67,23 @@ def test_launch_rules_size_grids_by_the_gpus_multiprocessors(monkeypatch, fresh_
     halved = split.launch(1, 1 << 20, None, "float32").chunks, topk_launch(64, 262144, 8, "float32").chunks
     assert tuned == (4 * 132, 4) and halved == (4 * 66, 4)  # topk: 65536-element chunks cap it before the SMs do
     assert topk_launch(100, 262144, 8, "float32").block == 128  # more rows than the SMs: 128-thread blocks
+
+
+@pytest.mark.parametrize(
+    "rows, cols, k, kernel, block, chunks",
+    [
+        (1, 32000, 1, "topk_cluster", 128, 15),  # a short row at batch 1: a cluster of chunks, merged on chip
+        (1, 32000, 50, "topk_cluster", 256, 7),
+        (4, 65536, 8, "topk_cluster", 128, 16),
+        (1, 65537, 8, "topk", 256, 16),  # a longer row: merged by its last block, through global memory
+        (1, 262144, 50, "topk", 256, 64),
+        (64, 32000, 1, "topk", 256, 1),  # enough rows to fill the GPU in one block a row
+    ],
+)
+def test_topk_launch_rule_forms_clusters_for_few_short_rows(rows, cols, k, kernel, block, chunks):
+    launch = topk_launch(rows, cols, k, "float32")
+    assert (launch.kernel, launch.block, launch.chunks, launch.grid) == (kernel, block, chunks, rows * chunks)
+    assert (launch.template_args[-1] == chunks) == (kernel == "topk_cluster")  # the cluster size is compiled in
 
 
 @pytest.mark.gpu

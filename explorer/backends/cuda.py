@@ -216,7 +216,7 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
     if staging > kernels[0].max_dynamic_shared_size_bytes:
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
     if geometry.protocol == "cluster" and geometry.chunks > PORTABLE_CLUSTER:
-        _allow_large_clusters(kernels[0])
+        allow_large_clusters(kernels[0])
     partial, sync, resident = _row_exchange(kernels[0], geometry, int(shape[0]), staging)
     kernels[0](
         (geometry.grid,),
@@ -234,7 +234,7 @@ NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
 
 
 @functools.cache
-def _allow_large_clusters(kernel) -> None:
+def allow_large_clusters(kernel) -> None:
     """A kernel whose clusters have more than 8 blocks (Hopper takes 16) must opt in to the non-portable size."""
     cp.cuda.driver.funcSetAttribute(kernel.kernel.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
 

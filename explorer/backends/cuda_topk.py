@@ -4,7 +4,8 @@ per-stream scratch its chunks merge through."""
 
 from __future__ import annotations
 
-import functools
+import ctypes
+import threading
 
 import numpy as np
 
@@ -12,6 +13,8 @@ from ..errors import GPUUnavailable, KernelFailed
 from ..numerics import DTYPES
 from ..registry import VARIANTS, Launch
 from .cuda import (
+    PORTABLE_CLUSTER,
+    allow_large_clusters,
     cp,
     from_device,
     kernel_function,
@@ -24,12 +27,12 @@ from .cuda import (
 )
 
 
-def topk_kernel_name(dtype: str, template_args: tuple[int, ...], fused: bool) -> str:
-    return kernel_name("topk", dtype, "float32", None, (*template_args, int(fused)))
+def topk_kernel_name(geometry: Launch, dtype: str, fused: bool) -> str:
+    return kernel_name(geometry.kernel, dtype, "float32", None, (*geometry.template_args, int(fused)))
 
 
-def topk_registers(dtype: str, template_args: tuple[int, ...], fused: bool) -> int:
-    return kernel_function("topk.cu", dtype, "float32", topk_kernel_name(dtype, template_args, fused)).num_regs
+def topk_registers(geometry: Launch, dtype: str, fused: bool) -> int:
+    return kernel_function("topk.cu", dtype, "float32", topk_kernel_name(geometry, dtype, fused)).num_regs
 
 
 def run_topk(fused: bool, launch: Launch, x: np.ndarray, dtype: str, k: int, softmax_launch: Launch):
@@ -81,37 +84,66 @@ def topk_on_device(
     if not fused:
         source = cp.empty_like(x_dev)
         launch(VARIANTS["fast"], softmax_launch, x_dev, source, rows, cols, dtype, "float32")
-    _vec, per, lists, stages, _loose = geometry.template_args
-    staging = stages * per * geometry.block * 16
-    kernel = _topk_kernel(dtype, geometry.template_args, fused, staging)
-    chunks = geometry.chunks
-    states, keys, arrivals = _topk_scratch(rows, chunks, lists)
-    kernel(
-        (geometry.grid,),
-        (geometry.block,),
-        (
-            source,
-            values,
-            indices,
-            states,
-            keys,
-            arrivals,
-            np.int32(rows),
-            np.int32(cols),
-            np.int32(chunks),
-            np.int32(k),
-        ),
-        shared_mem=staging,
+    stream = cp.cuda.get_current_stream().ptr
+    key = (
+        stream,
+        geometry.kernel,
+        geometry.template_args,
+        geometry.block,
+        geometry.chunks,
+        dtype,
+        fused,
+        rows,
+        cols,
+        k,
     )
+    launcher = _launchers.get(key) or _new_launcher(key, geometry, dtype, fused, rows, cols, k)
+    launcher(source.data.ptr, values.data.ptr, indices.data.ptr, stream)
     return values, indices
 
 
-@functools.cache  # a dictionary lookup per call: batch-1 top-k is bound by the Python path
-def _topk_kernel(dtype: str, template_args: tuple[int, ...], fused: bool, staging: int):
-    kernel = kernel_function("topk.cu", dtype, "float32", topk_kernel_name(dtype, template_args, fused))
+class _Launcher:
+    """One topk launch on one stream with its ten arguments packed once in host memory (the stream's
+    scratch among them, kept alive here): a call writes the input and output pointers and hands the packed
+    block to cuLaunchKernel, which copies it at the call. CuPy's own call packs each argument by its Python
+    type, most of a batch-1 call's time on the host."""
+
+    def __init__(self, kernel, geometry: Launch, shared: int, scratch: tuple, rows: int, cols: int, k: int):
+        self.function, self.grid, self.block, self.shared = kernel.kernel.ptr, geometry.grid, geometry.block, shared
+        self.scratch = scratch
+        self.words = (ctypes.c_uint64 * 8)()  # x, values, indices, then the three scratch pointers; four int32
+        base = ctypes.addressof(self.words)
+        for i, array in enumerate(scratch):
+            self.words[3 + i] = array.data.ptr
+        for i, value in enumerate((rows, cols, geometry.chunks, k)):
+            ctypes.c_int32.from_address(base + 48 + 4 * i).value = value
+        self.params = (ctypes.c_void_p * 10)(*[base + 8 * i for i in range(6)], *[base + 48 + 4 * i for i in range(4)])
+        self.params_address = ctypes.addressof(self.params)
+        self.lock = threading.Lock()  # sessions may launch the same shape at once
+
+    def __call__(self, x: int, values: int, indices: int, stream: int) -> None:
+        with self.lock:
+            words = self.words
+            words[0], words[1], words[2] = x, values, indices
+            cp.cuda.driver.launchKernel(
+                self.function, self.grid, 1, 1, self.block, 1, 1, self.shared, stream, self.params_address, 0
+            )
+
+
+_launchers: dict[tuple, _Launcher] = {}
+
+
+def _new_launcher(key: tuple, geometry: Launch, dtype: str, fused: bool, rows: int, cols: int, k: int) -> _Launcher:
+    _vec, per, lists, stages = geometry.template_args[:4]
+    staging = stages * per * geometry.block * 16
+    kernel = kernel_function("topk.cu", dtype, "float32", topk_kernel_name(geometry, dtype, fused))
     if staging > kernel.max_dynamic_shared_size_bytes:
         kernel.max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
-    return kernel
+    if geometry.protocol == "cluster" and geometry.chunks > PORTABLE_CLUSTER:
+        allow_large_clusters(kernel)
+    scratch = _topk_scratch(rows, geometry.chunks, lists)
+    _launchers[key] = launcher = _Launcher(kernel, geometry, staging, scratch, rows, cols, k)
+    return launcher
 
 
 _topk_scratch_of: dict[int, tuple] = {}
@@ -122,7 +154,7 @@ def _topk_scratch(rows: int, chunks: int, lists: int):
     """The top-k kernel's chunk states (m, d), chunk lists (64-bit keys) and per-row counters of
     finished chunks, kept per stream (launches that could overlap never share them) and grown as
     needed, so a call allocates and clears nothing: the counters are zero between launches (each
-    row's last block resets its own)."""
+    row's last block resets its own). A launcher keeps the scratch it was made with."""
     stream = cp.cuda.get_current_stream().ptr
     states, keys, arrivals = _topk_scratch_of.get(stream, (None, None, None))
     chunk_states = rows * chunks if chunks > 1 else 0
