@@ -1,16 +1,20 @@
 """Finite logits at the edges of each format: every non-naive variant and both top-k variants match
-float64, on the emulation (always) and on the GPU (gpu-marked); a row long enough to stream through
-fast_split and a 262,144-logit vocabulary split over many blocks, on the emulation. Values near the top of fp32 once
-overflowed in x·log2e before the max was subtracted, giving NaN for finite input."""
+float64, on the emulation (always) and on the GPU (gpu-marked), in fixed rows and in Hypothesis properties
+over rows built from the edges (largest value and its neighbour, half of it, smallest normal, subnormals,
+zeros of both signs, moderate values; rows of one value, one huge among -huge, mixtures); a row long enough
+to stream through fast_split and a 262,144-logit vocabulary split over many blocks, on the emulation. Values
+near the top of fp32 once overflowed in x·log2e before the max was subtracted, giving NaN for finite input."""
 
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_topk import tolerance as topk_tolerance  # a top-k probability against float64
 
 import explorer
 from explorer.backends import cuda
+from explorer.numerics import softmax_bound
 from explorer.topk import topk_launch
 
 NOT_NAIVE = [k for k in explorer.VARIANTS if k != "naive"]
@@ -18,14 +22,17 @@ DTYPES = ("float32", "float16", "bfloat16")
 BACKENDS = ["emulator", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
+def finfo(dtype: str):
+    return ml_dtypes.finfo(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.finfo(dtype)
+
+
 def largest(dtype: str) -> float:
-    info = ml_dtypes.finfo(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.finfo(dtype)
-    return float(info.max)
+    return float(finfo(dtype).max)
 
 
 def edge_rows(dtype: str, cols: int) -> np.ndarray:
-    """Rows of ±max, near-max, max beside -max, and tiny values, in the dtype."""
-    top = largest(dtype)
+    """Rows of ±max, near-max, max beside -max, tiny values and subnormals, in the dtype."""
+    top, sub = largest(dtype), float(finfo(dtype).smallest_subnormal)
     rows = [
         np.full(cols, top),
         np.full(cols, -top),
@@ -34,6 +41,8 @@ def edge_rows(dtype: str, cols: int) -> np.ndarray:
         np.where(np.arange(cols) == cols // 2, top, -top),
         np.linspace(-top, top, cols),
         np.full(cols, 1e-30),
+        np.full(cols, sub),
+        np.where(np.arange(cols) % 3 == 0, sub, -sub),
     ]
     return np.stack(rows).astype(explorer.DTYPES[dtype])
 
@@ -104,3 +113,139 @@ def test_fast_matches_float64_near_the_top_of_the_range(dtype, scale, cols, seed
     x = np.random.default_rng(seed).uniform(-top, top, (3, cols)).astype(explorer.DTYPES[dtype])
     for key in ("fast", "online_warp", "split_row"):
         check(x, key, "emulator")
+
+
+# Properties: rows built from the edges of each format, against float64 (and, for top-k, the kernels' own order).
+FTZ = explorer.FORMATS["float32"].smallest_normal  # fp32 results below it are flushed to 0 (CuPy's -ftz=true; the
+# emulation follows)
+WIDTHS = (1, 33, 64, 128, 781, 1000, 2048, 4096, 4097, 20000)  # fast's launches at these are test_cuda.py's
+# (compiled once): warp groups, a block, a cluster of 2; split_row in 1 to 5 chunks
+EMULATED_THREAD_WIDTH = 1000  # the emulation of a thread a row steps along the row in Python
+
+
+def edges(dtype: str) -> list[float]:
+    """The edges of a format, both signs: its largest value and the one below it, half of it, its smallest normal,
+    its largest and smallest subnormals, zero, one."""
+    dt, info = explorer.DTYPES[dtype], finfo(dtype)
+    bits = np.uint16 if dt.itemsize == 2 else np.uint32
+
+    def below(v: float) -> float:  # the next value of the dtype towards zero
+        return float((np.array([v], dt).view(bits) - bits(1)).view(dt)[0])
+
+    top, tiny, sub = float(info.max), float(info.tiny), float(info.smallest_subnormal)
+    values = [top, below(top), top / 2, tiny, below(tiny), sub, 0.0, 1.0]
+    return values + [-v for v in values]
+
+
+@st.composite
+def extreme_inputs(draw, widths=WIDTHS):
+    """(dtype, x): 1 to 4 rows of one width, each one of: a mixture of a palette of 1 to 8 values (edges of the
+    format and moderate numbers), one value throughout, the palette's largest once among its smallest (one huge
+    among -huge), the reverse, or max once among -max."""
+    dtype = draw(st.sampled_from(DTYPES))
+    dt = explorer.DTYPES[dtype]
+    element = st.one_of(st.sampled_from(edges(dtype)), st.floats(-30, 30))
+    palette = np.array(draw(st.lists(element, min_size=1, max_size=8)), np.float64).astype(dt)
+    cols = draw(st.sampled_from(widths))
+    kinds = draw(
+        st.lists(
+            st.sampled_from(("mixed", "equal", "one_high", "one_low", "max_among_minus_max")), min_size=1, max_size=4
+        )
+    )
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    rows = []
+    for kind in kinds:
+        at = rng.integers(cols)
+        if kind == "mixed":
+            row = rng.choice(palette, cols)
+        elif kind == "equal":
+            row = np.full(cols, palette[0], dt)
+        elif kind == "max_among_minus_max":
+            row = np.full(cols, -largest(dtype), dt)
+            row[at] = largest(dtype)
+        else:
+            row = np.full(cols, palette.min() if kind == "one_high" else palette.max(), dt)
+            row[at] = palette.max() if kind == "one_high" else palette.min()
+        rows.append(row)
+    return dtype, np.stack(rows).astype(dt)
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, tol: float, dtype: str, context) -> None:
+    """|got - want| <= tol · max(|want|, the dtype's smallest normal) (as explorer.errors measures), except where
+    want is below fp32's smallest normal (within tol) and got was flushed to zero."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    rel = np.abs(got - want) / np.maximum(np.abs(want), explorer.FORMATS[dtype].smallest_normal)
+    bad = ~(rel <= tol) & ~((got == 0) & (np.abs(want) < FTZ * (1 + tol)))
+    assert not bad.any(), (context, float(rel[bad].max()), int(bad.sum()))
+
+
+def softmax_at_the_extremes(dtype: str, x: np.ndarray, backend: str) -> None:
+    """Every non-naive variant, fp32 accumulator: finite where float64 is (every input is finite), and within
+    MAX_REL_FP32_ACC (or the variant's error bound for its row, where larger) of it."""
+    ref = explorer.reference(x)
+    for key in NOT_NAIVE:
+        if backend == "emulator" and explorer.VARIANTS[key].family == "thread" and x.shape[1] > EMULATED_THREAD_WIDTH:
+            continue
+        result = explorer.softmax(x, key, backend=backend)
+        context = (key, dtype, x.shape, result.launch.describe(), x)
+        assert explorer.errors(result.out, x, ref).nonfinite_mismatch == 0, context
+        tol = max(explorer.MAX_REL_FP32_ACC[dtype], softmax_bound(result.launch, x, "float32"))
+        assert_close(result.out, ref, tol, dtype, context)
+
+
+def top(keys: np.ndarray, k: int) -> np.ndarray:
+    """The k largest of each row, larger first, ties (-0 and 0 among them) to the lower index."""
+    return np.argsort(-keys.astype(np.float64), axis=1, kind="stable")[:, :k]
+
+
+def topk_at_the_extremes(dtype: str, x: np.ndarray, k: int, backend: str) -> None:
+    """Both top-k variants: the float64 reference's indices (up to ties within rounding, as topk_errors counts
+    them) and probabilities, and exactly the order the kernel selects by, ties to the lower index: fused, the
+    logits' (on the GPU, fp32 and bf16 subnormal logits may compare as zero: fp32 arithmetic flushes them,
+    -ftz=true); unfused, that of the probabilities `fast` computes, which it returns."""
+    x64 = x.astype(np.float64)
+    for variant in explorer.TOPK_VARIANTS:
+        result = explorer.softmax_topk(x, k, variant, backend=backend)
+        context = (variant, dtype, x.shape, k, x)
+        report = explorer.topk_errors(result, x)
+        assert report.index_mismatch == 0, (context, report)
+        got_ref = np.take_along_axis(explorer.reference(x), result.indices.astype(np.int64), axis=1)
+        assert_close(result.values, got_ref, topk_tolerance(dtype), dtype, context)
+        if explorer.TOPK_VARIANTS[variant].fused:
+            orders = [top(x64, k)]
+            if backend == "cuda":
+                orders.append(top(np.where(np.abs(x64) < FTZ, 0.0, x64), k))
+            assert all(any(np.array_equal(got, o[r]) for o in orders) for r, got in enumerate(result.indices)), context
+        else:
+            probabilities = explorer.softmax(x, "fast", backend=backend).out
+            assert np.array_equal(result.indices, top(probabilities, k)), context
+            chosen = np.take_along_axis(probabilities, result.indices.astype(np.int64), axis=1)
+            assert np.array_equal(result.values.view(np.uint8), chosen.view(np.uint8)), context
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=extreme_inputs())
+def test_every_variant_matches_float64_at_the_extremes(case):
+    softmax_at_the_extremes(*case, "emulator")
+
+
+@pytest.mark.gpu
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=extreme_inputs())
+def test_every_variant_matches_float64_at_the_extremes_cuda(case):
+    softmax_at_the_extremes(*case, "cuda")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=extreme_inputs(), k=st.integers(1, explorer.K_MAX))
+def test_topk_matches_float64_at_the_extremes(case, k):
+    dtype, x = case
+    topk_at_the_extremes(dtype, x, min(k, x.shape[1]), "emulator")
+
+
+@pytest.mark.gpu
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=extreme_inputs(), k=st.integers(1, explorer.K_MAX))
+def test_topk_matches_float64_at_the_extremes_cuda(case, k):
+    dtype, x = case
+    topk_at_the_extremes(dtype, x, min(k, x.shape[1]), "cuda")
