@@ -35,6 +35,12 @@ class TopkVariant:
     passes: str  # what it does to memory, in words
     lesson: str
     fused: bool  # one kernel reading the logits once, or `fast` softmax then a selection over the probabilities
+    kernel_file: str = "topk.cu"
+    kernel_functions: tuple[str, ...] = ("topk", "topk_cluster")  # the selection's __global__ functions
+    # (topk_unfused runs `fast` first); the launch rule picks one, the emulation follows either
+
+    def launch(self, rows: int, cols: int, k: int, dtype: str) -> Launch:
+        return topk_launch(rows, cols, k, dtype)
 
     def bytes_moved(self, rows: int, cols: int, k: int, dtype: str) -> int:
         item = ITEMSIZE[dtype]
@@ -141,7 +147,7 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     dtype, rows, cols = check_logits(x)  # from the shape: nothing is copied before check_memory
     k = check_k(k, cols, K_MAX)
     used = resolve_backend(backend)
-    launch = topk_launch(rows, cols, k, dtype)
+    launch = TOPK_VARIANTS[variant].launch(rows, cols, k, dtype)
     fast_launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
     fused = TOPK_VARIANTS[variant].fused
     gpu = budget.topk_device_bytes(fused, launch, fast_launch, rows, cols, dtype, k)

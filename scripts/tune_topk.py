@@ -34,7 +34,7 @@ SHAPES = [
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ks", type=int, nargs="+", default=[8, 50])
-    parser.add_argument("--blocks", type=int, nargs="+", default=[128, 256])
+    parser.add_argument("--blocks", type=int, nargs="+", default=[128, 256], help="threads a block; 0: the rule's")
     parser.add_argument(
         "--chunks",
         type=float,
@@ -47,7 +47,11 @@ def main() -> None:
         "--stages", type=int, nargs="+", default=[None], help="cp.async stages (batches in flight a thread, 1 at least)"
     )
     parser.add_argument(
-        "--clusters", type=int, nargs="+", default=[0], help="1: a row's chunks form a cluster (at most 16); 0: not"
+        "--clusters",
+        type=int,
+        nargs="+",
+        default=[-1],
+        help="1: a row's chunks form a cluster (at most 16); 0: merged through global memory; -1: as the rule",
     )
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shapes", nargs="+", help="ROWSxCOLS (default: a batch-4096/512/64/1 set)")
@@ -75,12 +79,13 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
         t = harness.time_launches(lambda i: torch.topk(torch.softmax(tx[i], dim=1), k, dim=1), buffers)
         line.append(f"torch {np.median(t):.1f}")
     seen = set()
-    for block in args.blocks:
-        rule = topk_launch(rows, cols, k, dtype, block).chunks
+    for requested in args.blocks:  # 0: the rule's block size
+        rule_launch = topk_launch(rows, cols, k, dtype, requested or None)
+        block, rule = rule_launch.block, rule_launch.chunks
         counts = args.counts or [round(rule * scale) for scale in args.chunks]
         for count, stages, cluster in itertools.product(counts, args.stages, args.clusters):
             chunks = max(1, min(count, cdiv(cols, block * 16)))
-            launch = topk_launch(rows, cols, k, dtype, block, chunks, stages, bool(cluster))
+            launch = topk_launch(rows, cols, k, dtype, block, chunks, stages, None if cluster < 0 else bool(cluster))
             if (launch.kernel, launch.block, launch.chunks, launch.template_args) in seen:
                 continue
             seen.add((launch.kernel, launch.block, launch.chunks, launch.template_args))

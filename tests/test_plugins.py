@@ -40,10 +40,11 @@ def test_a_variant_has_a_launch_rule_kernels_and_an_emulation(key):
 
 @pytest.mark.parametrize("key", list(TOPK_VARIANTS))
 def test_a_topk_variant_has_a_launch_rule_a_kernel_and_an_emulation(key):
-    assert {"topk", "topk_cluster"} <= set(global_functions("topk.cu"))
-    for rows, cols in SHAPES:
-        launch = topk_launch(rows, cols, 8, "float32")
-        assert launch.kernel in ("topk", "topk_cluster") and launch.grid == rows * launch.chunks
+    variant = TOPK_VARIANTS[key]
+    assert set(variant.kernel_functions) <= global_functions(variant.kernel_file)
+    for rows, cols in [*SHAPES, (1, 32000)]:
+        launch = variant.launch(rows, cols, 8, "float32")
+        assert launch.kernel in variant.kernel_functions and launch.grid == rows * launch.chunks
     x = explorer.make_input("normal", 2, 100)
     got = explorer.softmax_topk(x, 5, key, backend="emulator")
     assert got.indices.shape == (2, 5) and explorer.topk_errors(got, x).index_mismatch == 0
