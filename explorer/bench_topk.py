@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,123 +49,132 @@ def bench_topk(
     }
 
 
-def _bench_topk_shape(rows: int, cols: int, ks: list[int], dtype: str, seed: int, peers: bool) -> list[dict]:
-    cp = cuda.cp
-    x32 = cp.random.default_rng(seed).standard_normal((rows, cols), dtype=cp.float32) * 3
-    bytes_in = rows * cols * DTYPES[dtype].itemsize
-    buffers = max(1, min(16, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
-    xs = [harness.round_on_device(cp.roll(x32, i, axis=1), dtype) for i in range(buffers)]
-    ys = [cp.empty_like(x) for x in xs]
-    fast = VARIANTS["fast"].launch(rows, cols, None, dtype)
-    check_rows = min(rows, 8)
-    x_host = cuda.from_device(xs[0][:check_rows], DTYPES[dtype])
+@dataclass
+class _Shape:
+    """One benchmarked shape's inputs: `buffers` rotated copies of the logits (together over 4× the L2),
+    and the first rows of the first copy on the host, which every kernel's answer is checked against."""
 
-    def copy(i):
-        cp.copyto(ys[i], xs[i])
+    rows: int
+    cols: int
+    dtype: str
+    xs: list
+    x_host: np.ndarray
 
-    results = [
-        _topk_row(
-            "copy",
-            "copy",
-            dtype,
-            rows,
-            cols,
-            None,
-            harness.time_launches(copy, buffers),
-            2 * bytes_in,
-            0.0,
-            "device-to-device copy",
-        )
-    ]
-    timed = [(results[0], copy, devicetime.COPY)]
+    @property
+    def buffers(self) -> int:
+        return len(self.xs)
 
-    def check(name, k, launch, values, indices):
+    def check(self, name: str, k: int, launch, values, indices) -> float:
+        """The answer's largest relative error against float64; KernelFailed on any wrong index."""
+        checked = len(self.x_host)
         got = TopkResult(
-            cuda.from_device(values[:check_rows], DTYPES[dtype]),
-            cp.asnumpy(indices[:check_rows]),
+            cuda.from_device(values[:checked], DTYPES[self.dtype]),
+            cuda.cp.asnumpy(indices[:checked]),
             "cuda",
             name,
             k,
             launch,
         )
-        report = topk_errors(got, x_host)
+        report = topk_errors(got, self.x_host)
         if report.index_mismatch:
             raise KernelFailed(
-                f"{name} top-{k} on {rows}×{cols} {dtype}: {report.index_mismatch} wrong indices "
-                f"in the first {check_rows} rows"
+                f"{name} top-{k} on {self.rows}×{self.cols} {self.dtype}: {report.index_mismatch} wrong indices "
+                f"in the first {checked} rows"
             )
         return report.max_rel
 
-    tx = [torch_peers.as_torch(x, dtype) for x in xs] if peers and torch_peers.torch_module() is not None else []
+
+def _bench_topk_shape(rows: int, cols: int, ks: list[int], dtype: str, seed: int, peers: bool) -> list[dict]:
+    shape = _inputs(rows, cols, dtype, seed)
+    copy_row, copy = _copy(shape)
+    results, timed = [copy_row], [(copy_row, copy, devicetime.COPY)]
+    tx = [torch_peers.as_torch(x, dtype) for x in shape.xs] if peers and torch_peers.torch_module() is not None else []
     for k in ks:
-        launch = topk_launch(rows, cols, k, dtype)
-        for key, variant in TOPK_VARIANTS.items():
-            fused = variant.fused
-            max_rel = check(key, k, launch, *cuda_topk.topk_on_device(fused, launch, xs[0], rows, cols, dtype, k, fast))
-
-            out = cp.empty((rows, k), xs[0].dtype), cp.empty((rows, k), np.int32)
-
-            def run_variant(i, fused=fused, launch=launch, k=k, out=out):
-                cuda_topk.topk_on_device(fused, launch, xs[i], rows, cols, dtype, k, fast, False, out)
-
-            results.append(
-                _topk_row(
-                    key,
-                    "variant",
-                    dtype,
-                    rows,
-                    cols,
-                    k,
-                    harness.time_launches(run_variant, buffers),
-                    variant.bytes_moved(rows, cols, k, dtype),
-                    max_rel,
-                    launch.describe(),
-                )
-            )
-            timed.append((results[-1], run_variant, devicetime.KERNELS))
-        for peer in torch_peers.topk_peers(k) if tx else []:
-            max_rel = None
-            try:
-                values, indices = peer.run(tx[0])
-                max_rel = check(peer.name, k, launch, torch_peers.as_cupy(values, dtype), cp.from_dlpack(indices))
-                times = harness.time_launches(lambda i, run=peer.run: run(tx[i]), buffers)
-            except Exception as exc:  # a peer's failure on one shape is a result, not the end of the run
-                results.append(
-                    harness.error_row(
-                        peer.name,
-                        dtype,
-                        "float32",
-                        rows,
-                        cols,
-                        peer.version,
-                        peer.label,
-                        f"{type(exc).__name__}: {exc}",
-                        max_rel,
-                        k=k,
-                    )
-                )
-                continue
-            results.append(
-                _topk_row(
-                    peer.name,
-                    "peer",
-                    dtype,
-                    rows,
-                    cols,
-                    k,
-                    times,
-                    peer.bytes_moved(rows, cols, k, dtype),
-                    max_rel,
-                    peer.label,
-                    peer.version,
-                )
-            )
-            timed.append((results[-1], lambda i, run=peer.run: run(tx[i]), devicetime.KERNELS))
-    harness.add_device_times(timed, buffers)
-    copy_row = results[0]
+        runs = _variants(shape, k) + (_peers(shape, tx, k) if tx else [])
+        results += [row for row, _run in runs]
+        timed += [(row, run, devicetime.KERNELS) for row, run in runs if run is not None]
+    harness.add_device_times(timed, shape.buffers)
     for r in results[1:]:
         add_floor(r, copy_row)
     return results
+
+
+def _inputs(rows: int, cols: int, dtype: str, seed: int) -> _Shape:
+    cp = cuda.cp
+    x32 = cp.random.default_rng(seed).standard_normal((rows, cols), dtype=cp.float32) * 3
+    bytes_in = rows * cols * DTYPES[dtype].itemsize
+    buffers = max(1, min(16, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
+    xs = [harness.round_on_device(cp.roll(x32, i, axis=1), dtype) for i in range(buffers)]
+    return _Shape(rows, cols, dtype, xs, cuda.from_device(xs[0][: min(rows, 8)], DTYPES[dtype]))
+
+
+def _copy(shape: _Shape) -> tuple[dict, Callable[[int], None]]:
+    """The copy of the logits (the floor's byte rate), timed; and the launch that device time repeats."""
+    ys = [cuda.cp.empty_like(x) for x in shape.xs]
+
+    def copy(i):
+        cuda.cp.copyto(ys[i], shape.xs[i])
+
+    times = harness.time_launches(copy, shape.buffers)
+    moved = 2 * shape.xs[0].nbytes
+    return _topk_row(
+        "copy", "copy", shape.dtype, shape.rows, shape.cols, None, times, moved, 0.0, "device-to-device copy"
+    ), copy
+
+
+def _variants(shape: _Shape, k: int) -> list[tuple[dict, Callable[[int], None]]]:
+    """Each top-k variant checked (fresh, poisoned outputs), then timed on the allocation-free path."""
+    rows, cols, dtype = shape.rows, shape.cols, shape.dtype
+    fast = VARIANTS["fast"].launch(rows, cols, None, dtype)
+    runs = []
+    for key, variant in TOPK_VARIANTS.items():
+        launch = variant.launch(rows, cols, k, dtype)
+        fused = variant.fused
+        max_rel = shape.check(
+            key, k, launch, *cuda_topk.topk_on_device(fused, launch, shape.xs[0], rows, cols, dtype, k, fast)
+        )
+        out = cuda.cp.empty((rows, k), shape.xs[0].dtype), cuda.cp.empty((rows, k), np.int32)
+
+        def run_variant(i, fused=fused, launch=launch, out=out):
+            cuda_topk.topk_on_device(fused, launch, shape.xs[i], rows, cols, dtype, k, fast, False, out)
+
+        times = harness.time_launches(run_variant, shape.buffers)
+        moved = variant.bytes_moved(rows, cols, k, dtype)
+        runs.append(
+            (_topk_row(key, "variant", dtype, rows, cols, k, times, moved, max_rel, launch.describe()), run_variant)
+        )
+    return runs
+
+
+def _peers(shape: _Shape, tx: list, k: int) -> list[tuple[dict, Callable[[int], None] | None]]:
+    """The torch formulations, checked and timed as the variants are; a peer that fails on this shape gives an
+    error row (and nothing for device time to repeat)."""
+    rows, cols, dtype = shape.rows, shape.cols, shape.dtype
+    launch = topk_launch(rows, cols, k, dtype)
+    runs = []
+    for peer in torch_peers.topk_peers(k):
+        max_rel = None
+
+        def run(i, run=peer.run):
+            run(tx[i])
+
+        try:
+            values, indices = peer.run(tx[0])
+            max_rel = shape.check(
+                peer.name, k, launch, torch_peers.as_cupy(values, dtype), cuda.cp.from_dlpack(indices)
+            )
+            times = harness.time_launches(run, shape.buffers)
+        except Exception as exc:  # a peer's failure on one shape is a result, not the end of the run
+            error = f"{type(exc).__name__}: {exc}"
+            row = harness.error_row(
+                peer.name, dtype, "float32", rows, cols, peer.version, peer.label, error, max_rel, k=k
+            )
+            runs.append((row, None))
+            continue
+        moved = peer.bytes_moved(rows, cols, k, dtype)
+        row = _topk_row(peer.name, "peer", dtype, rows, cols, k, times, moved, max_rel, peer.label, peer.version)
+        runs.append((row, run))
+    return runs
 
 
 def add_floor(row: dict, copy_row: dict) -> None:
