@@ -120,6 +120,9 @@ FTZ = explorer.FORMATS["float32"].smallest_normal  # fp32 results below it are f
 # emulation follows)
 WIDTHS = (1, 33, 64, 128, 781, 1000, 2048, 4096, 4097, 20000)  # fast's launches at these are test_cuda.py's
 # (compiled once): warp groups, a block, a cluster of 2; split_row in 1 to 5 chunks
+TOPK_WIDTHS = (1, 33, 64, 128, 781, 1000, 2048)  # a block a row, as test_topk.py's launches (compiled once); wider
+# rows of a few would be clusters whose launches compile per number of chunks
+TOPK_GPU_WIDTHS = (*TOPK_WIDTHS, 262144)  # and a row in 64 chunks merged through global memory, as test_topk.py's
 EMULATED_THREAD_WIDTH = 1000  # the emulation of a thread a row steps along the row in Python
 
 
@@ -237,7 +240,7 @@ def test_every_variant_matches_float64_at_the_extremes_cuda(case):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=extreme_inputs(), k=st.integers(1, explorer.K_MAX))
+@given(case=extreme_inputs(TOPK_WIDTHS), k=st.integers(1, explorer.K_MAX))
 def test_topk_matches_float64_at_the_extremes(case, k):
     dtype, x = case
     topk_at_the_extremes(dtype, x, min(k, x.shape[1]), "emulator")
@@ -245,7 +248,7 @@ def test_topk_matches_float64_at_the_extremes(case, k):
 
 @pytest.mark.gpu
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=extreme_inputs(), k=st.integers(1, explorer.K_MAX))
+@given(case=extreme_inputs(TOPK_GPU_WIDTHS), k=st.integers(1, explorer.K_MAX))
 def test_topk_matches_float64_at_the_extremes_cuda(case, k):
     dtype, x = case
     topk_at_the_extremes(dtype, x, min(k, x.shape[1]), "cuda")
