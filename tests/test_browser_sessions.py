@@ -1,10 +1,13 @@
 """Four browser sessions at once against one `streamlit run app.py` server: each opens the Timing page,
 loads its own results file (synthetic numbers, labelled so in the file), and sees its own data only, with
 no exception on any page; and four large emulations at once, none killed, while the server answers and a fifth
-session is served."""
+session is served about as fast as on the idle server."""
 
+import contextlib
+import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from browser_helpers import (
@@ -32,6 +35,12 @@ LARGE = "?rows=1024&cols=4096&variants=online_warp,online_block,fast&seed={seed}
 FIFTH = "/kernels?rows=8&cols=1000&variants=naive"
 LARGE_LIMIT_S = 240  # fixed and generous: what is checked is that every run ends, not how fast
 ANSWER_LIMIT_S = 3.0  # the server's own answer (no browser work in it) while the four run
+# how much longer the fifth session's page, and the server's script run for it, may take with the four running than on
+# the idle server. Measured on a 2-core box, the browser's own work on the same two cores included: the page 1.3-1.4
+# times (3.2-3.4 s against 2.5 s), the script run 1.0-1.4 times (0.5-0.65 s); with the emulations at the priority of
+# the threads that serve pages, before ui/background.py, the page 1.8-2.7 times (4.5-6.9 s), the script run 2.1-2.7
+# times. Generous, so that a machine busy with other work passes; the threads' priorities are checked exactly
+FACTOR = 3.0
 
 
 def label(i: int) -> str:
@@ -72,17 +81,66 @@ def test_four_sessions_each_see_their_own_results(tmp_path):
                 c.close()
 
 
+def _server_pid(url: str) -> int:
+    """The process of the `streamlit run` serving url (found by its port among this machine's processes)."""
+    port = url.rsplit(":", 1)[1]
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"streamlit" in b" ".join(args) and b"--server.port" in args and port.encode() in args:
+                return int(entry.name)
+    pytest.fail(f"no streamlit process on port {port}")
+
+
+def _lowered_threads(pid: int) -> int:
+    """How many of the process's threads run at a lower priority (a nice value above 0) now."""
+    count = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            count += int(fields[16]) > 0  # stat's 19th field, the nice value
+    return count
+
+
+def _served(browser, url: str) -> tuple[float, float]:
+    """Open url in a new browser session: (seconds until its page shows, seconds the server took over its script
+    run: from the browser's request on the websocket to the last message the browser got before the page showed)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    sent, received = [], []
+    pg.on(
+        "websocket",
+        lambda ws: (
+            ws.on("framesent", lambda _: sent.append(time.perf_counter())),
+            ws.on("framereceived", lambda _: received.append(time.perf_counter())),
+        ),
+    )
+    try:
+        start = time.perf_counter()
+        pg.goto(url, wait_until="commit")
+        pg.get_by_test_id("stCode").first.wait_for(state="visible", timeout=LARGE_LIMIT_S * 1000)
+        shown = time.perf_counter()
+        no_exception(pg)
+    finally:
+        context.close()
+    assert sent and received, "no script run over the websocket"
+    return shown - start, max(t for t in received if t <= shown) - sent[0]
+
+
 def test_four_large_emulations_at_once_all_finish_while_a_fifth_session_is_served():
     # the emulation also on a GPU machine (there the runs would end at once); no confirmation asked: the four start
     # together
     env = {"EXPLORER_BACKEND": "emulator", "EXPLORER_RUN_SECONDS": "600"}
     with streamlit_server("streamlit_sessions_large.log", env=env) as url, chromium(sync_api) as browser:
-        contexts = [browser.new_context(viewport={"width": 1400, "height": 900}) for _ in range(SESSIONS + 1)]
+        # the fifth session's page on the idle server, twice: the second, with the server's caches warm as they are
+        # for the busy one, is the one compared
+        idle = [_served(browser, f"{url}{FIFTH}") for _ in range(2)][-1]
+        contexts = [browser.new_context(viewport={"width": 1400, "height": 900}) for _ in range(SESSIONS)]
         pages = [c.new_page() for c in contexts]
         try:
-            for seed, pg in enumerate(pages[:SESSIONS], start=1):
+            for seed, pg in enumerate(pages, start=1):
                 pg.goto(f"{url}/{LARGE.format(seed=seed)}", wait_until="commit")
-            for pg in pages[:SESSIONS]:  # each is seen running its own run (a run of its own takes seconds)
+            for pg in pages:  # each is seen running its own run (a run of its own takes seconds)
                 pg.wait_for_function(
                     f"() => ['running', 'rerunRequested'].includes({SCRIPT_STATE})",
                     timeout=LARGE_LIMIT_S * 1000,
@@ -90,7 +148,7 @@ def test_four_large_emulations_at_once_all_finish_while_a_fifth_session_is_serve
                 )
             # while they run, the server answers at once: its health check and the app's page, over plain HTTP
             # (the four were seen running just before the requests: each emulation takes seconds, a request ms)
-            assert sum(script_running(pg) for pg in pages[:SESSIONS]) > 0, "no large run was going"
+            assert sum(script_running(pg) for pg in pages) > 0, "no large run was going"
             for path in ("/_stcore/health", "/"):
                 start = time.perf_counter()
                 with urllib.request.urlopen(url + path, timeout=ANSWER_LIMIT_S) as answer:
@@ -98,22 +156,32 @@ def test_four_large_emulations_at_once_all_finish_while_a_fifth_session_is_serve
                 took = time.perf_counter() - start
                 print(f"{path} answered in {took:.2f} s")
                 assert took <= ANSWER_LIMIT_S, (path, took)
-            # and a fifth browser session gets its page. How long the browser takes to load Streamlit's frontend on
-            # a busy machine depends on the machine, so only the outcome is checked: the page, no exception
-            fifth = pages[SESSIONS]
-            start = time.perf_counter()
-            fifth.goto(f"{url}{FIFTH}", wait_until="commit")
-            fifth.get_by_test_id("stCode").first.wait_for(state="visible", timeout=LARGE_LIMIT_S * 1000)
-            running = sum(script_running(pg) for pg in pages[:SESSIONS])
+            # the emulations run below the priority of the threads that serve pages (ui/background.py), so that
+            # they take only the CPU that serving leaves (a thread's own nice value is Linux's)
+            if sys.platform.startswith("linux"):
+                pid, lowered = _server_pid(url), 0
+                for _ in range(10):
+                    lowered = max(lowered, _lowered_threads(pid))
+                    time.sleep(0.1)
+                assert lowered > 0, "no thread of the server runs at a lower priority while four emulations run"
+            # and a fifth browser session gets its page as on the idle server, give or take a generous factor: on
+            # a machine fast enough the server's part is within the 3 s target, and on any machine the page takes
+            # no more than FACTOR times what it took on the idle server in this test (how fast that is depends on
+            # the machine, so only the ratio is held)
+            busy = _served(browser, f"{url}{FIFTH}")
+            running = sum(script_running(pg) for pg in pages)
             print(
-                f"fifth session served in {time.perf_counter() - start:.1f} s with {running} of {SESSIONS} large runs going"
+                f"fifth session: page in {busy[0]:.1f} s (idle server: {idle[0]:.1f} s), the server's script run "
+                f"{busy[1]:.2f} s (idle: {idle[1]:.2f} s; target {ANSWER_LIMIT_S:.0f} s), with {running} of "
+                f"{SESSIONS} large runs going"
             )
-            for pg in pages[:SESSIONS]:  # none was killed: each ends with its charts and no exception
+            assert busy[1] <= max(ANSWER_LIMIT_S, FACTOR * idle[1]), (busy, idle)
+            assert busy[0] <= FACTOR * idle[0], (busy, idle)
+            for pg in pages:  # none was killed: each ends with its charts and no exception
                 wait_for_charts(pg, 1, timeout=LARGE_LIMIT_S)
                 settle(pg)
                 no_exception(pg)
                 assert pg.get_by_test_id("stProgress").count() == 0 and not script_running(pg)
-            no_exception(fifth)
         finally:
             for c in contexts:
                 c.close()

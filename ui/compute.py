@@ -9,6 +9,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import streamlit as st
@@ -17,8 +18,11 @@ import explorer
 from explorer import budget, reserve
 from explorer.numerics import ErrorReport, dtype_name, softmax_bound
 
+from . import background
 from .keep import KEPT, NotKept
 from .state import InputSpec
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -33,16 +37,22 @@ class VariantRun:
 
 
 def get_input(spec: InputSpec) -> np.ndarray:
-    return KEPT.get_or_make(("input", spec), spec.load)
+    return KEPT.get_or_make(("input", spec), lambda: background.call(spec.load))
 
 
 def get_reference(spec: InputSpec) -> np.ndarray:
-    return KEPT.get_or_make(("reference", spec), lambda: explorer.reference(get_input(spec)))
+    return KEPT.get_or_make(("reference", spec), lambda: background.call(explorer.reference, get_input(spec)))
 
 
 def backend() -> str:
     """The backend "auto" resolves to now: part of every cache key below."""
     return explorer.resolve_backend("auto")
+
+
+def off_thread(backend: str, fn: Callable[..., T], /, *args, **kwargs) -> T:
+    """fn(*args, **kwargs) on a low-priority worker (ui/background.py) where it runs in the emulation; a GPU run
+    stays on the script thread (it takes milliseconds, and CuPy's device and stream settings are per thread)."""
+    return fn(*args, **kwargs) if backend == "cuda" else background.call(fn, *args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -78,7 +88,9 @@ def run_variant(
     with memory_turn(spec):
         x = get_input(spec)
         start = time.perf_counter()
-        r = explorer.softmax(x, variant, acc=acc, block_size=block_size, backend=key[-1], progress=progress)
+        r = off_thread(
+            key[-1], explorer.softmax, x, variant, acc=acc, block_size=block_size, backend=key[-1], progress=progress
+        )
     return KEPT.put(key, VariantRun(r.out, r.backend, r.block_size, r.launch, time.perf_counter() - start))
 
 
@@ -93,7 +105,7 @@ def _error_report(
     spec: InputSpec, variant: str, acc: str, block_size: int | None, backend: str, _out: np.ndarray
 ) -> ErrorReport:
     """The errors of the variant's output _out (not part of the key: the other arguments decide it)."""
-    return explorer.errors(_out, get_input(spec), ref=get_reference(spec))
+    return background.call(explorer.errors, _out, get_input(spec), ref=get_reference(spec))
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
@@ -121,7 +133,9 @@ def trace_row(spec: InputSpec, row: int, variant: str, acc: str, block_size: int
         x, row_in_x = x[row : row + 1], 0
     else:
         row_in_x = row
-    r = explorer.softmax(x, variant, acc=acc, block_size=block_size, trace_row=row_in_x, backend=key[-1])
+    r = off_thread(
+        key[-1], explorer.softmax, x, variant, acc=acc, block_size=block_size, trace_row=row_in_x, backend=key[-1]
+    )
     return KEPT.put(key, r.trace)
 
 

@@ -12,6 +12,7 @@ import explorer
 from explorer import budget, precision
 from explorer.precision import Measurement, Trajectory
 
+from . import compute
 from .common import bounded, duration, held_back, stopped_notice
 from .keep import KEPT, NotKept
 
@@ -84,7 +85,7 @@ def run_kept(
             if label not in found:
                 if shown:
                     shown.begin(label, todo.index(label), len(todo))
-                found[label] = kept(*args, _run=make(*args))
+                found[label] = kept(*args, _run=compute.off_thread(backend, make, *args))
                 if shown:
                     shown.end(label)
             out.append(found[label])
