@@ -52,7 +52,7 @@ def _gather_bytes(launch: Launch, rows: int, cols: int) -> int:
     """The slots fast's emulation gathers at once: a group of rows' padded elements, or one batch of them where
     the row streams (fast_split, topk)."""
     vec, per = launch.template_args[:2]
-    streams = launch.kernel in ("fast_split", "topk")
+    streams = launch.kernel in ("fast_split", "topk", "topk_cluster")
     if launch.kernel == "fast_warp":
         slots = launch.template_args[2] * per * vec
     elif streams:
