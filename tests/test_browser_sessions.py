@@ -1,7 +1,8 @@
 """Four browser sessions at once against one `streamlit run app.py` server: each opens the Timing page,
 loads its own results file (synthetic numbers, labelled so in the file), and sees its own data only, with
-no exception on any page; and four large emulations at once, none killed, while the server answers and a fifth
-session is served about as fast as on the idle server."""
+no exception on any page; four large emulations at once, none killed, while the server answers and a fifth
+session is served about as fast as on the idle server; and a run that must wait for the memory other sessions' runs
+hold says so, then runs."""
 
 import contextlib
 import sys
@@ -22,6 +23,8 @@ from browser_helpers import (
     streamlit_server,
     wait_for_charts,
 )
+
+import explorer
 
 pytestmark = pytest.mark.browser
 sync_api = require_browser()
@@ -182,6 +185,55 @@ def test_four_large_emulations_at_once_all_finish_while_a_fifth_session_is_serve
                 settle(pg)
                 no_exception(pg)
                 assert pg.get_by_test_id("stProgress").count() == 0 and not script_running(pg)
+        finally:
+            for c in contexts:
+                c.close()
+
+
+# --- a run that must wait for memory -------------------------------------------------------------------------------
+
+# Four sessions trace one long row each on the Step page (online_thread: a trace holds its memory for seconds, with
+# no progress to stop at), each holding a quarter of the pool that runs reserve from: the pool is four runs at this
+# server's limit (explorer.budget.RUNS_AT_ONCE), and the limit is set to one such trace's bytes. A fifth session's
+# Outputs page, opened meanwhile, must wait: it says so, and runs once the traces give their memory
+# back (their tabs closed by then, as a user leaving does: a trace runs to its end and gives its memory back anyway).
+HOLD_COLS = 20_000  # about 1 s a trace alone, several seconds for four at once
+HOLD = "/step?rows=1&cols={cols}&variants=online_thread&seed={seed}"
+WAITER = "/?rows=1&cols={cols}&variants=online_warp&seed=99"
+
+
+def test_a_run_that_must_wait_for_memory_says_so_and_then_runs():
+    trace = explorer.bytes_needed(1, HOLD_COLS, "float32", "emulator", explorer.VARIANTS["online_thread"], None, True)
+    env = {"EXPLORER_BACKEND": "emulator", "EXPLORER_RUN_BUDGET_BYTES": str(trace)}
+    with streamlit_server("streamlit_sessions_wait.log", env=env) as url, chromium(sync_api) as browser:
+        contexts = [browser.new_context(viewport={"width": 1400, "height": 900}) for _ in range(SESSIONS + 1)]
+        holders, waiter = [c.new_page() for c in contexts[:SESSIONS]], contexts[SESSIONS].new_page()
+        try:
+            # the fifth session first, on a page that runs nothing, with the shape it will run
+            waiter.goto(f"{url}/kernels{WAITER.format(cols=HOLD_COLS)[1:]}")
+            settle(waiter)
+            for seed, pg in enumerate(holders, start=1):
+                pg.goto(f"{url}{HOLD.format(cols=HOLD_COLS, seed=seed)}", wait_until="commit")
+            for pg in holders:  # each is tracing: its spinner is drawn as its trace starts, and holds its memory
+                pg.get_by_test_id("stSpinner").first.wait_for(state="visible", timeout=LARGE_LIMIT_S * 1000)
+            # then to its Outputs page (within the app, at once): its run must wait for the traces' memory, and
+            # says so
+            waiter.get_by_test_id("stSidebar").get_by_role("link", name="Outputs").click()
+            main = waiter.get_by_test_id("stMain")
+            waiting = main.get_by_test_id("stAlert").filter(has_text="Waiting for memory")
+            waiting.first.wait_for(state="visible", timeout=LARGE_LIMIT_S * 1000)
+            text = waiting.first.inner_text()
+            mib = f"{4 * trace / 2**20:,.1f} MiB"
+            assert "this run needs" in text and f"other sessions' runs hold {mib} of this server's {mib}" in text, text
+            for c in contexts[:SESSIONS]:
+                c.close()
+            # and runs once they are given back: the notice gone, its chart drawn
+            waiting.first.wait_for(state="detached", timeout=LARGE_LIMIT_S * 1000)
+            wait_for_charts(waiter, 1, timeout=LARGE_LIMIT_S)
+            assert waiting.count() == 0 and "Softmax of row 0" in (
+                waiter.locator(".js-plotly-plot .gtitle").first.text_content() or ""
+            )
+            no_exception(waiter)
         finally:
             for c in contexts:
                 c.close()
