@@ -163,3 +163,26 @@ def test_gpu_topk_scratch_fits_a_call_with_more_chunks_than_the_last():
     assert np.array_equal(got.indices[:, 0], np.argmax(x, axis=1))
     ref_values, _ = explorer.reference_topk(x[:4], 1)
     assert np.allclose(got.values[:4], ref_values, rtol=tolerance("float32"))
+
+
+def test_fused_emulation_keys_subnormal_logits_as_the_kernel_does():
+    """The kernel's keys see each logit through fp32 arithmetic with flush-to-zero: subnormals tie with
+    zero, so the lower index goes first, where an exact order would put the largest subnormal first."""
+    tiny = np.float32(2.0**-140)
+    x = np.array([[0.0, tiny, -tiny, 2 * tiny, -1.0]], np.float32)
+    got = explorer.softmax_topk(x, 4, "topk_fused", backend="emulator")
+    assert got.indices[0].tolist() == [0, 1, 2, 3]
+    assert np.allclose(got.values[0], 1 / (4 + np.exp(-1.0)), rtol=1e-6)
+    assert explorer.topk_errors(got, x).index_mismatch == 0  # against float64: ties within rounding
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16"))
+def test_gpu_fused_topk_keys_subnormal_logits_as_the_emulation(dtype):
+    tiny = 2.0**-130  # subnormal in fp32 and in bf16
+    row = np.array([0.0, tiny, -tiny, 2 * tiny, -1.0, 3 * tiny, 0.0, -2 * tiny] * 8, np.float32)
+    x = np.tile(row, (3, 1)).astype(explorer.DTYPES[dtype])
+    gpu = explorer.softmax_topk(x, 16, "topk_fused", backend="cuda")
+    emu = explorer.softmax_topk(x, 16, "topk_fused", backend="emulator")
+    assert np.array_equal(gpu.indices, emu.indices)
+    assert np.allclose(gpu.values.astype(np.float64), emu.values.astype(np.float64), rtol=tolerance(dtype))

@@ -256,9 +256,10 @@ def run_topk(fused: bool, launch: Launch, x: np.ndarray, k: int, softmax_launch:
     """topk_fused (probabilities from the one-pass (m, d)) or topk_unfused (fast softmax, then select)."""
     x32 = x.astype(F32)
     if fused:
-        indices = top_indices(x32, k)
+        keyed = ftz(x32)  # the kernel's keys take each logit through fp32 arithmetic: a subnormal ties with 0
+        indices = top_indices(keyed, k)
         row_m, row_d = _topk_state(x32, launch)
-        chosen = np.take_along_axis(x32, indices, axis=1)
+        chosen = np.take_along_axis(keyed, indices, axis=1)
         return _fast_normalise(chosen, row_m, row_d).astype(x.dtype), indices.astype(np.int32)
     y = emulate_fast(x, softmax_launch)
     indices = top_indices(y.astype(F32), k)
