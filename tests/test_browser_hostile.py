@@ -40,6 +40,9 @@ CLOSED_STOP_S = 60
 LONG_ROW = "?rows=1&cols=2000000&variants=fast,online_block,split_row"
 # how long a click on that row's page may take to be answered before the test gives up: a timeout, not a speed check
 CLICK_TIMEOUT_S = 120
+# the most the server may send one page of that row (8 MB of its float32 outputs alone): the reduced charts and tables
+# take about 1-3 MiB whatever the row's length
+PAGE_BYTES = 4 * 2**20
 LINK = "http://x"
 HTML_GPU = f'<a href="{LINK}">click</a>'
 LONG_VALUE = 10_000
@@ -305,15 +308,38 @@ def _drawn_points(pg) -> list[int]:
     return pg.evaluate("() => document.querySelector('.js-plotly-plot')._fullData.map(t => t._length || 0)")
 
 
+def _received(pg) -> list[int]:
+    """The sizes of the websocket messages the page gets from the server, from now on (a list that grows)."""
+    sizes: list[int] = []
+    pg.on("websocket", lambda ws: ws.on("framereceived", lambda message: sizes.append(len(message))))
+    return sizes
+
+
+def _sent_since(sizes: list[int], mark: int, what: str) -> int:
+    """The bytes the server sent the page since `mark` messages, held to PAGE_BYTES; the count now."""
+    sent = sum(sizes[mark:])
+    print(f"{what}: {sent / 2**20:.2f} MiB sent to the browser")
+    assert sent <= PAGE_BYTES, (what, sent)
+    return len(sizes)
+
+
+def _open_in_app(pg, name: str, path: str) -> None:
+    pg.get_by_test_id("stSidebar").get_by_role("link", name=name).click()
+    pg.wait_for_url(f"**/{path}?*")
+    bh.settle(pg, timeout=300)
+
+
 def test_a_row_of_two_million_renders_reduced_and_answers_a_click(server, page):
     """Outputs, then (switched to within the app, the runs kept) the Error page: each drawn reduced, with no error,
-    and a click answered on the Outputs chart (how long it took is printed, not checked)."""
-    errors = bh.watch_errors(page)
+    and a click answered on the Outputs chart (how long it took is printed, not checked); then the Step page (its
+    lane, its 256 lanes' heatmap and merge tree), Kernels and Timing. No page is sent more than PAGE_BYTES."""
+    errors, sizes = bh.watch_errors(page), _received(page)
     page.goto(f"{server}/{LONG_ROW}")
     bh.settle(page, timeout=300)
     bh.wait_for_charts(page, 1, timeout=300)
     bh.no_exception(page)
     bh.no_browser_error(page, errors)
+    mark = _sent_since(sizes, 0, "Outputs")
     assert max(_drawn_points(page)) <= 10_001  # drawn reduced, not two million points
     assert "drawn as at most" in page.get_by_test_id("stMain").inner_text()
     assert page.evaluate("() => document.querySelector('.js-plotly-plot').layout.yaxis.type") != "linear"
@@ -325,14 +351,24 @@ def test_a_row_of_two_million_renders_reduced_and_answers_a_click(server, page):
         polling=bh.POLL_MS,
     )
     print(f"the click on a 1 × 2,000,000 row's page was answered in {time.perf_counter() - start:.2f} s")
-    page.get_by_test_id("stSidebar").get_by_role("link", name="Error vs float64").click()
-    page.wait_for_url("**/errors?*")
     bh.settle(page, timeout=300)
+    mark = _sent_since(sizes, mark, "Outputs, redrawn")
+    _open_in_app(page, "Error vs float64", "errors")
     bh.wait_for_charts(page, 1, timeout=300)
     bh.no_exception(page)
     bh.no_browser_error(page, errors)
     assert bh.query(page)["cols"] == "2000000"
     assert max(_drawn_points(page)) <= 100_000
+    mark = _sent_since(sizes, mark, "Error vs float64")
+    _open_in_app(page, "Step through", "step")
+    bh.wait_for_charts(page, 3, timeout=300)  # the lane, the lanes' heatmap, the merge tree
+    bh.no_exception(page)
+    bh.no_browser_error(page, errors)
+    mark = _sent_since(sizes, mark, "Step through")
+    for name, path in (("Kernels", "kernels"), ("Timing", "timing")):
+        _open_in_app(page, name, path)
+        bh.no_exception(page)
+        mark = _sent_since(sizes, mark, name)
 
 
 # --- 4. over the time budget: refused, the same way twice ----------------------------------------------------------

@@ -75,9 +75,36 @@ def test_a_long_lane_is_drawn_as_an_envelope_that_keeps_the_extremes():
     trace = _trace("online_thread", x)
     fig = figures.step_figure(trace, 0, 100, "t", STAMP)
     xs = fig.data[0]
-    assert len(xs.x) <= 3 * figures.MAX_POINTS
+    assert max(len(t.x) for t in fig.data) <= figures.MAX_POINTS + 2  # the steps, the current one and a NaN's
     assert 31_234 in set(xs.x) and 100 in set(xs.x)
     assert max(xs.y) == pytest.approx(9.0)
+    assert "40,000 steps drawn as at most 10,000" in figures.sampled_steps_note(40_000)
+    assert figures.sampled_steps_note(figures.MAX_POINTS) == ""  # a lane of that many is drawn whole
+
+
+def test_a_lane_that_rescales_at_every_step_is_drawn_within_the_same_points():
+    trace = _trace("online_thread", np.arange(40_000, dtype=np.float32)[None, :] / 1000)  # m grows at every step
+    fig = figures.step_figure(trace, 0, 0, "t", STAMP)
+    assert max(len(t.x) for t in fig.data) <= figures.MAX_POINTS + 2
+    marks = next(t for t in fig.data if t.name == "m grows (rescale)")
+    assert 0 < len(marks.x) <= figures.MAX_POINTS
+
+
+def test_the_lanes_heatmap_holds_its_cells_whatever_the_lanes_and_steps():
+    """1024 lanes (online_block's largest block) of a 1 × 200,000 row: 196 steps each, 200,704 cells, drawn as at
+    most MAX_HEAT_LANES lanes and MAX_HEAT_CELLS cells, every k-th of each, with the lanes' own numbers."""
+    x = explorer.make_input("normal", 1, 200_000, seed=3)
+    trace = explorer.softmax(x, "online_block", backend="emulator", trace_row=0, block_size=1024).trace
+    fig = figures.lanes_heatmap(trace, "d", "heat", STAMP)
+    heat = fig.data[0]
+    z = np.asarray(heat.z)
+    assert z.shape[0] <= figures.MAX_HEAT_LANES and z.size <= figures.MAX_HEAT_CELLS
+    assert np.asarray(heat.customdata).shape[:2] == z.shape
+    lanes, steps = np.asarray(heat.y), np.asarray(heat.x)
+    assert lanes[0] == 0 and lanes[1] == 1024 // figures.MAX_HEAT_LANES and steps[0] == 0
+    np.testing.assert_array_equal(np.asarray(heat.customdata)[:, :, 0], trace.index[np.ix_(lanes, steps)])
+    assert "every 4th shown" in fig.layout.yaxis.title.text and "step shown" in fig.layout.xaxis.title.text
+    assert figures.heat_cells(32, 100)[1].size == 100  # a warp's short row: every lane and step
 
 
 def test_heatmap_of_few_steps_has_whole_number_ticks():

@@ -103,6 +103,16 @@ def test_merge_levels_step_through_the_tree():
     assert tree["layout"]["yaxis"]["ticktext"][1] == "shuffle, offset 16"
 
 
+def test_the_table_of_every_merge_shows_at_most_a_thousand_rows():
+    """A split row of 1 × 4096 runs 4 blocks of 256 lanes: 1,023 merges, more than the page's table shows."""
+    from ui.pages.merges import MAX_TABLE_ROWS
+
+    at = step_page({"rows": "1", "cols": "4096", "variants": "split_row", "tv": "split_row"})
+    table = next(df for df in at.dataframe if "offset" in df.value.columns).value
+    assert len(table) == MAX_TABLE_ROWS
+    assert any(f"The first {MAX_TABLE_ROWS:,} of 1,023 merges" in c.value for c in at.caption)
+
+
 def test_a_trace_over_the_time_budget_is_refused_the_same_way_twice_and_runs_once_confirmed(monkeypatch):
     from explorer import budget
     from ui import keep

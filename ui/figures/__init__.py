@@ -20,13 +20,18 @@ from .common import (
 from .outputs import deviation, equal_groups, error_figure, error_table, outputs_figure, relative_error
 from .precision import compare_figure, error_vs_n_figure, overflow_figure, stagnation_figure
 from .step import (
+    MAX_HEAT_CELLS,
+    MAX_HEAT_LANES,
+    MAX_HEAT_STEPS,
     StepNumbers,
     first_nonfinite,
+    heat_cells,
     lane_steps,
     lanes_heatmap,
     nonfinite_cause,
     rescale_steps,
     row_nan_note,
+    sampled_steps_note,
     step_figure,
     step_numbers,
 )
@@ -43,6 +48,9 @@ from .tree import level_names, level_table, merge_table, merge_tree_figure, tree
 
 __all__ = [
     "ERR_FLOOR",
+    "MAX_HEAT_CELLS",
+    "MAX_HEAT_LANES",
+    "MAX_HEAT_STEPS",
     "MAX_POINTS",
     "StepNumbers",
     "bits_html",
@@ -55,6 +63,7 @@ __all__ = [
     "error_vs_n_figure",
     "finish",
     "first_nonfinite",
+    "heat_cells",
     "lane_steps",
     "lanes_heatmap",
     "level_names",
@@ -72,6 +81,7 @@ __all__ = [
     "results_frame",
     "row_nan_note",
     "sampled_note",
+    "sampled_steps_note",
     "shape_label",
     "stagnation_figure",
     "stamp_lines_below",

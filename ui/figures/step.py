@@ -14,6 +14,7 @@ from explorer.trace import Trace
 
 from .common import (
     ERR_FLOOR,
+    MAX_POINTS,
     envelope_index,
     finish,
     finite_or_nan,
@@ -30,7 +31,12 @@ EXACT_COLOR = "#ff7f0e"
 KERNEL_COLOR = "#1f77b4"
 RESCALE_COLOR = "#2ca02c"
 NAN_FILL = "rgba(214, 39, 40, 0.10)"
-MAX_HEAT_STEPS = 1024  # the lanes × steps heatmap shows at most this many step columns
+MAX_HEAT_STEPS = 1024  # the lanes × steps heatmap shows at most this many step columns,
+MAX_HEAT_LANES = 256  # this many lane rows (every k-th lane of more),
+MAX_HEAT_CELLS = 32 * MAX_HEAT_STEPS  # and this many cells: a warp's lanes at every step column, fewer columns for more
+# A lane's chart draws at most about MAX_POINTS steps whatever the row's length: a longer lane, for each of x, m and d
+# the smallest and largest of every bucket of steps (STEP_ENVELOPE points), and as many steps where m grows at most.
+STEP_ENVELOPE = MAX_POINTS // 4
 
 
 @dataclass(frozen=True)
@@ -133,16 +139,35 @@ def nonfinite_cause(trace: Trace, lane: int, step: int) -> str:
 
 
 def _sampled(trace: Trace, lane: int, current: int) -> np.ndarray:
-    """The lane's steps to draw: an envelope of x, m and d, the rescales, the first non-finite d and `current`."""
+    """The lane's steps to draw (at most about MAX_POINTS): an envelope of x, m and d, the rescales, the first
+    non-finite d and `current`. A lane of at most MAX_POINTS steps is drawn whole."""
     steps = lane_steps(trace, lane)
+    if steps.size <= MAX_POINTS:
+        return steps
     keep = [
-        steps[envelope_index(series)]
+        steps[envelope_index(series, STEP_ENVELOPE)]
         for series in (trace.x[trace.index[lane, steps]], trace.m[lane, steps], trace.d[lane, steps])
     ]
     bad = first_nonfinite(trace, lane)
     extra = [s for s in (current, bad) if s is not None and trace.index[lane, s] >= 0]
-    return np.unique(
-        np.concatenate([*keep, thin_marks(rescale_steps(trace, lane), steps.size), np.asarray(extra, np.int64)])
+    return np.unique(np.concatenate([*keep, _rescale_marks(trace, lane), np.asarray(extra, np.int64)]))
+
+
+def _rescale_marks(trace: Trace, lane: int) -> np.ndarray:
+    """The steps where m grows that the chart marks: all of them in a lane drawn whole, else at most about
+    STEP_ENVELOPE, one per bucket of steps."""
+    grow, steps = rescale_steps(trace, lane), lane_steps(trace, lane).size
+    return grow if steps <= MAX_POINTS else thin_marks(grow, steps, STEP_ENVELOPE)
+
+
+def sampled_steps_note(steps: int) -> str:
+    """The caption's words for a lane of `steps` steps drawn reduced ("" when every step is drawn)."""
+    if steps <= MAX_POINTS:
+        return ""
+    size = -(-steps // (STEP_ENVELOPE // 2))
+    return (
+        f"{steps:,} steps drawn as at most {MAX_POINTS:,}: for each of x, m and d the smallest and largest of every "
+        f"{size:,} steps, and the steps where m grows (one per {-(-steps // STEP_ENVELOPE):,} steps at most)"
     )
 
 
@@ -150,7 +175,7 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
     """A lane's x_j, running m_j and d_j (kernel and float64), the rescale factor at every step where m grew, and
     the relative error of d_j; the current step is a vertical line, where d stops being finite is shaded.
 
-    Long lanes are drawn as an envelope (at most ~10k points per series, extremes kept)."""
+    Long lanes are drawn as an envelope (at most about MAX_POINTS steps, extremes kept: _sampled)."""
     steps = _sampled(trace, lane, current)
     if steps.size == 0:
         raise ValueError(f"lane {lane} folded no element")
@@ -237,7 +262,7 @@ def _add_kernel_and_exact(
 
 def _add_rescales(fig: go.Figure, trace: Trace, lane: int) -> None:
     """The steps where m grew: marked on row 1, their factor e^{m_{j-1} - m_j} on row 3."""
-    grow = thin_marks(rescale_steps(trace, lane), lane_steps(trace, lane).size)
+    grow = _rescale_marks(trace, lane)
     with np.errstate(all="ignore"):
         factor = np.exp(trace.m[lane, grow - 1] - trace.m[lane, grow])
     fig.add_trace(
@@ -316,21 +341,36 @@ def heat_values(trace: Trace, quantity: str) -> tuple[np.ndarray, str]:
         return np.log10(np.where(trace.d > 0, trace.d, np.nan)), "log10 of kernel's d"
 
 
+def heat_cells(lanes: int, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """The lanes and steps the heatmap shows: every lane and step where they fit, else every k-th of each, at most
+    MAX_HEAT_LANES lanes, MAX_HEAT_STEPS steps and MAX_HEAT_CELLS cells whatever the row's length."""
+    shown = np.arange(0, lanes, max(1, -(-lanes // MAX_HEAT_LANES)))
+    columns = max(1, min(MAX_HEAT_STEPS, MAX_HEAT_CELLS // shown.size))
+    return shown, np.arange(0, steps, max(1, -(-steps // columns)))
+
+
+def _nth(k: int) -> str:
+    """2nd, 3rd, 4th, 11th, 21st, ..."""
+    last = "th" if k % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{last}"
+
+
 def lanes_heatmap(trace: Trace, quantity: str, title: str, stamp: str) -> go.Figure:
-    """Every lane's partial state at every step (lanes × steps); long rows are downsampled in steps."""
+    """Every lane's partial state at every step (lanes × steps); many lanes or long rows are downsampled in lanes
+    and steps (heat_cells)."""
     z, label = heat_values(trace, quantity)
-    steps = z.shape[1]
-    stride = max(1, -(-steps // MAX_HEAT_STEPS))
-    cols = np.arange(0, steps, stride)
-    z = np.where(trace.index[:, cols] >= 0, z[:, cols], np.nan)
+    lanes, steps = z.shape
+    rows, cols = heat_cells(lanes, steps)
+    cells = np.ix_(rows, cols)
+    z = np.where(trace.index[cells] >= 0, z[cells], np.nan)
     hover = np.dstack(
-        [trace.index[:, cols], trace.m[:, cols], trace.d[:, cols], trace.exact_d[:, cols], trace.d_rel_error[:, cols]]
+        [trace.index[cells], trace.m[cells], trace.d[cells], trace.exact_d[cells], trace.d_rel_error[cells]]
     )
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=cols,
-            y=np.arange(z.shape[0]),
+            y=rows,
             colorscale="Viridis",
             colorbar=dict(title=dict(text=label, side="right")),
             customdata=hover,
@@ -340,10 +380,14 @@ def lanes_heatmap(trace: Trace, quantity: str, title: str, stamp: str) -> go.Fig
             "<extra></extra>",
         )
     )
-    fig.update_yaxes(title_text="lane (thread of the row)", autorange="reversed")
-    fig.update_xaxes(title_text="step j" + (f" (every {stride}th step shown)" if stride > 1 else ""))
+    lane_stride, stride = (int(a[1] - a[0]) if a.size > 1 else 1 for a in (rows, cols))
+    fig.update_yaxes(
+        title_text="lane (thread of the row)" + (f", every {_nth(lane_stride)} shown" if lane_stride > 1 else ""),
+        autorange="reversed",
+    )
+    fig.update_xaxes(title_text="step j" + (f" (every {_nth(stride)} step shown)" if stride > 1 else ""))
     integer_ticks(fig, steps)
-    integer_ticks(fig, z.shape[0], "y")
+    integer_ticks(fig, lanes, "y")
     return finish(fig, title, stamp, height=max(360, min(900, 140 + 3 * z.shape[0])))
 
 

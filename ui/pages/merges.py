@@ -13,6 +13,7 @@ from ..state import Config
 
 ss = st.session_state
 ALL_LEVELS = 1024  # the level slider's "whole tree"
+MAX_TABLE_ROWS = 1000  # the table of every merge shows at most this many rows on the page (its CSV has them all)
 PARAMS = (
     Param("tree", "text", ""),
     Param("mlevel", "int", ALL_LEVELS, low=0, high=ALL_LEVELS, sparse=True),
@@ -54,6 +55,9 @@ def merges_section(trace: Trace, cfg: Config, key: str) -> None:
             .hide(axis="index")
         )
     table = figures.merge_table(trace)
-    with st.expander(f"Every merge, level by level ({len(table)} nodes)"):
-        st.dataframe(table, width="stretch", hide_index=True, key="table_merges")
+    with st.expander(f"Every merge, level by level ({len(table):,} nodes)"):
+        shown = table.head(MAX_TABLE_ROWS)  # a split row's blocks merge up to a hundred thousand states
+        st.dataframe(shown, width="stretch", hide_index=True, key="table_merges")
+        if len(shown) < len(table):
+            st.caption(f"The first {len(shown):,} of {len(table):,} merges; the CSV below holds every one.")
         csv_download(table, cfg.slug(f"merges_{key}"), "csv_merges")

@@ -180,8 +180,8 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
         trace, lane, step, f"{key}, row {cfg.row}{lane_title}: running (m, d), acc {cfg.acc}", stamp()
     )
     chart(fig, cfg.slug(f"step_{key}_lane{lane}"), "chart_step")
-    if len(steps) > figures.MAX_POINTS:
-        st.caption(f"{figures.sampled_note(len(steps), figures.MAX_POINTS)}; step j is always drawn.")
+    if note := figures.sampled_steps_note(len(steps)):
+        st.caption(f"{note}; step j is always drawn.")
     bits_section(trace, n)
     from ..sidebar import sync_url  # here: ui.sidebar imports the pages (through ui.url)
 
