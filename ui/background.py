@@ -1,6 +1,6 @@
 """Heavy work off the session's script thread: emulated runs, references, error reports and traces run on a worker
-thread at the lowest CPU priority, so that on a busy machine the server's own threads (serving pages, drawing other
-sessions' scripts) come first, and four sessions' emulations leave a fifth session its page at once.
+thread at a lower CPU priority (NICE), so that on a busy machine the server's own threads (serving pages, drawing
+other sessions' scripts) come first, and four sessions' emulations leave a fifth session its page at once.
 
 The script thread waits for the worker: it draws the progress the worker reports and it is where Streamlit's stop
 arrives (Stop, a rerun, a closed tab) and a deadline passes; either then tells the worker, which ends at its next
@@ -17,7 +17,8 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-NICE = 10  # the workers' nice value: against each of them, a thread at 0 gets about nine tenths of a core
+NICE = 10  # the workers' nice value above the thread that starts them: it gets about nine tenths of a core against each
+MAX_NICE = 19  # Linux's lowest priority
 _DONE = object()
 
 
@@ -26,14 +27,13 @@ class Abandoned(Exception):
 
 
 def lower_priority() -> bool:
-    """Lower the calling thread's CPU priority to NICE (on Linux, where a thread's nice value is its own; never
-    raising it where it is lower already); whether it did. Elsewhere, or where the system refuses, the thread keeps
-    its priority."""
+    """Lower the calling thread's CPU priority by NICE (on Linux, where a thread's nice value is its own: 19 at the
+    lowest); whether it did. Elsewhere, or where the system refuses, the thread keeps its priority."""
     if not sys.platform.startswith("linux"):
         return False
     try:
         me = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, me, max(NICE, os.getpriority(os.PRIO_PROCESS, me)))
+        os.setpriority(os.PRIO_PROCESS, me, min(MAX_NICE, os.getpriority(os.PRIO_PROCESS, me) + NICE))
     except OSError:
         return False
     return True
