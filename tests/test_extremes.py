@@ -204,8 +204,9 @@ def top(keys: np.ndarray, k: int) -> np.ndarray:
 def topk_at_the_extremes(dtype: str, x: np.ndarray, k: int, backend: str) -> None:
     """Both top-k variants: the float64 reference's indices (up to ties within rounding, as topk_errors counts
     them) and probabilities, and exactly the order the kernel selects by, ties to the lower index: fused, the
-    logits' (on the GPU, fp32 and bf16 subnormal logits may compare as zero: fp32 arithmetic flushes them,
-    -ftz=true); unfused, that of the probabilities `fast` computes, which it returns."""
+    logits', fp32 and bf16 subnormals comparing as zero (fp32 arithmetic flushes them, -ftz=true: the emulation
+    exactly so; on the GPU either order, tests/test_topk.py holds its indices to the emulation's on subnormal
+    rows); unfused, that of the probabilities `fast` computes, which it returns."""
     x64 = x.astype(np.float64)
     for variant in explorer.TOPK_VARIANTS:
         result = explorer.softmax_topk(x, k, variant, backend=backend)
@@ -215,9 +216,8 @@ def topk_at_the_extremes(dtype: str, x: np.ndarray, k: int, backend: str) -> Non
         got_ref = np.take_along_axis(explorer.reference(x), result.indices.astype(np.int64), axis=1)
         assert_close(result.values, got_ref, topk_tolerance(dtype), dtype, context)
         if explorer.TOPK_VARIANTS[variant].fused:
-            orders = [top(x64, k)]
-            if backend == "cuda":
-                orders.append(top(np.where(np.abs(x64) < FTZ, 0.0, x64), k))
+            flushed = top(np.where(np.abs(x64) < FTZ, 0.0, x64), k)  # the emulation keys logits as the kernel does
+            orders = [flushed] if backend == "emulator" else [flushed, top(x64, k)]
             assert all(any(np.array_equal(got, o[r]) for o in orders) for r, got in enumerate(result.indices)), context
         else:
             probabilities = explorer.softmax(x, "fast", backend=backend).out
