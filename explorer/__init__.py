@@ -22,9 +22,10 @@ from .api import (
 )
 from .checks import BACKENDS, resolve_backend
 from .errors import ExplorerError, GPUContextLost, GPUUnavailable, InvalidInput, KernelFailed, TooLarge
+from .geometry import Launch
 from .inputs import DISTRIBUTIONS, load_logits, make_input
 from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, ErrorReport
-from .registry import VARIANTS, Launch, Variant
+from .registry import VARIANTS, Variant
 from .topk import K_MAX, TOPK_VARIANTS, TopkReport, TopkResult, reference_topk, softmax_topk, topk_errors
 from .trace import MergeLevel, Trace
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 import os
 
+from .geometry import Launch, cdiv
 from .numerics import DTYPES
-from .registry import VARIANTS, Launch, Variant
-from .trace import cdiv, trace_shape
+from .registry import VARIANTS, Variant
+from .trace import trace_shape
 
 SETTING = "EXPLORER_RUN_BUDGET_BYTES"
 TIME_SETTING = "EXPLORER_RUN_SECONDS"

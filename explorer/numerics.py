@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 import ml_dtypes
 import numpy as np
 
-from .registry import DTYPES, Launch, cdiv
+from .geometry import DTYPES, Launch, cdiv
 
 
 @dataclass(frozen=True)

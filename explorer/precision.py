@@ -29,9 +29,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .api import SoftmaxResult, softmax
+from .geometry import cdiv
 from .inputs import make_input
 from .numerics import DTYPES, FORMATS, errors, input_rounding, sequential_terms, softmax_bound, ulp
-from .registry import VARIANTS, cdiv
+from .registry import VARIANTS
 
 ONLINE_VARIANTS = ("online_thread", "online_warp", "online_block")
 ACCUMULATORS = ("float16", "bfloat16", "float32")

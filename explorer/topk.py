@@ -15,8 +15,9 @@ from . import budget, reserve
 from .backends import cuda_topk, fast_emulation
 from .checks import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
 from .errors import InvalidInput
+from .geometry import ITEMSIZE, Launch, cdiv, multiprocessors
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
-from .registry import ITEMSIZE, VARIANTS, Launch, cdiv, multiprocessors
+from .registry import VARIANTS
 
 K_MAX = 64
 TOPK_BLOCK = 128  # threads a block where rows outnumber the SMs; 256 where they do not

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .registry import Launch, Variant, cdiv
+from .geometry import Launch, cdiv
+from .registry import Variant
 
 NODES_PER_BUTTERFLY = 31  # 16 + 8 + 4 + 2 + 1
 OFFSETS = (16, 8, 4, 2, 1)

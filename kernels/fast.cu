@@ -17,6 +17,7 @@
 // instruction) instead of expf. All kernels are templated like softmax.cu.
 #include "fast_common.cuh"
 
+
 // fast_warp: online_warp with the row held in registers, so x is read ONCE (1 read, 1 write):
 // a group of LANES lanes per row (32 / LANES rows per warp, so short rows keep every lane busy and
 // merge in fewer levels); lane l loads 16-byte packs l, l+LANES, ... (PER of them). Warps stride
@@ -157,12 +158,13 @@ fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__
     fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1>(x, y, partial, sync, rows, cols, slices, resident);
 }
 
-// fast_split_partial: fast's path for few, very long rows. Block c of a row streams chunk c in
-// batches of PER packs per thread, online at batch granularity (one rescale per batch, one exp
-// per element), then merges the block: 1 read per element, 2 floats per chunk.
-template <typename T, typename Acc, int VEC, int PER>
-__global__ void __launch_bounds__(512) fast_split_partial(const T* __restrict__ x, float* __restrict__ partial, int rows,
-                                                          int cols, int chunks) {
+// fast_split_partial: fast's path for rows too long to hold on chip. Block c of a row streams chunk c in
+// batches of PER packs per thread, online at batch granularity (one rescale per batch, one exp per
+// element), then merges the block: 1 read per element, 2 floats per chunk. The grid is BLOCKS blocks an
+// SM, and the launch bounds let that many fit: one wave.
+template <typename T, typename Acc, int VEC, int PER, int BLOCKS>
+__global__ void __launch_bounds__(512, BLOCKS) fast_split_partial(const T* __restrict__ x, float* __restrict__ partial,
+                                                                               int rows, int cols, int chunks) {
     const long long row = blockIdx.x / chunks;
     const int c = blockIdx.x % chunks;
     const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
@@ -187,20 +189,29 @@ __global__ void __launch_bounds__(512) fast_split_partial(const T* __restrict__ 
     if (threadIdx.x == 0) { partial[2 * blockIdx.x] = s.m; partial[2 * blockIdx.x + 1] = s.d; }
 }
 
-// fast_split_finish: warp 0 merges the row's chunk states (lane l folds chunks l, l+32, ..., then a
-// butterfly), and every thread normalises its chunk from a second read: 1 read, 1 write.
-template <typename T, typename Acc, int VEC, int PER>
-__global__ void __launch_bounds__(512) fast_split_finish(const T* __restrict__ x, T* __restrict__ y,
-                                                         const float* __restrict__ partial, int rows, int cols, int chunks) {
+// fast_split_finish: warp 0 merges the row's chunk states (lane l folds chunks l, l+32, ..., its loads
+// issued FOLD at a time, then a butterfly), and every thread normalises its chunk from a second read,
+// PER packs loaded before any is written: 1 read, 1 write.
+template <typename T, typename Acc, int VEC, int PER, int BLOCKS>
+__global__ void __launch_bounds__(512, BLOCKS) fast_split_finish(const T* __restrict__ x, T* __restrict__ y,
+                                                                              const float* __restrict__ partial, int rows, int cols,
+                                                                              int chunks) {
+    constexpr int FOLD = 8;
     __shared__ float row_state[2];
     // blocks run in reverse order of split_partial's, so the chunks read last (still in L2) come first
     const int block = gridDim.x - 1 - blockIdx.x;
     const long long row = block / chunks;
     const int c = block % chunks;
     if (threadIdx.x < 32) {
-        const float* row_partial = partial + 2 * row * chunks;
+        const float2* row_partial = reinterpret_cast<const float2*>(partial) + row * chunks;
         State<float> s = {NEG_INF, 0.0f};
-        for (int k = threadIdx.x; k < chunks; k += 32) s = fast_merge(s, {row_partial[2 * k], row_partial[2 * k + 1]});
+        for (int first = threadIdx.x; first < chunks; first += 32 * FOLD) {
+            float2 state[FOLD];
+#pragma unroll
+            for (int j = 0; j < FOLD; ++j) state[j] = first + 32 * j < chunks ? __ldcg(row_partial + first + 32 * j) : make_float2(NEG_INF, 0.0f);
+#pragma unroll
+            for (int j = 0; j < FOLD; ++j) if (first + 32 * j < chunks) s = fast_merge(s, {state[j].x, state[j].y});
+        }
         s = group_merge<32>(s);
         if (threadIdx.x == 0) { row_state[0] = s.m; row_state[1] = s.d; }
     }
@@ -211,8 +222,12 @@ __global__ void __launch_bounds__(512) fast_split_finish(const T* __restrict__ x
     const int packs = cols / VEC;
     const int chunk = (packs + chunks - 1) / chunks;
     const int begin = c * chunk, end = min(packs, begin + chunk);
-    for (int p = begin + threadIdx.x; p < end; p += blockDim.x) {
-        yr[p] = normalised<T, VEC>(xr[p], m, inv_d);
+    for (int base = begin + threadIdx.x; base < end; base += PER * blockDim.x) {
+        Pack<T, VEC> in[PER];
+#pragma unroll
+        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = xr[base + k * blockDim.x];
+#pragma unroll
+        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) yr[base + k * blockDim.x] = normalised<T, VEC>(in[k], m, inv_d);
     }
 }
 

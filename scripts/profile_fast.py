@@ -12,8 +12,8 @@ import numpy as np
 
 import explorer
 from explorer.backends import cuda
+from explorer.fast_launch import fast_row_launch
 from explorer.numerics import DTYPES
-from explorer.registry import fast_row_launch
 
 
 def main() -> None:

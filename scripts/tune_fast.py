@@ -18,8 +18,10 @@ import numpy as np
 
 from explorer import bench, devicetime, harness
 from explorer.backends import cuda
+from explorer.fast_launch import fast_row_launch, fast_split_launch, fast_vector
+from explorer.geometry import THREADS_PER_BLOCK, Launch, cdiv, pow2_at_least
 from explorer.numerics import DTYPES
-from explorer.registry import THREADS_PER_BLOCK, VARIANTS, Launch, cdiv, fast_row_launch, fast_vector, pow2_at_least
+from explorer.registry import VARIANTS
 
 cp = cuda.cp
 FAST = VARIANTS["fast"]
@@ -28,6 +30,7 @@ FAST = VARIANTS["fast"]
 # fast_row's (elements a thread, hold) to try; only="registers" keeps the register-held ones of 64 and more
 FAST_ROW_HOLDS = ((16, 0), (32, 0), (64, 0), (16, 1), (32, 1), (64, 1), (128, 1), (32, 2), (64, 2), (128, 2))
 REGISTER_HELD = ((64, 1), (128, 1))
+LONG_ROW = 2**20  # from here on, fast_split's geometries are candidates too
 
 
 def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Launch]:
@@ -37,6 +40,10 @@ def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Laun
     block); with only="rule", the rule's choice alone (to time one build of fast.cu against another)."""
     found = [FAST.launch(rows, cols, None, dtype)]
     if only == "rule":
+        return found
+    if only == "split" or cols >= LONG_ROW:
+        found += [s for s in split_candidates(rows, cols, dtype) if s not in found]
+    if only == "split":
         return found
     registers_only = only == "registers"
     vec = fast_vector(cols, dtype)
@@ -63,6 +70,11 @@ def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Laun
             if launch is not None and launch not in found:
                 found.append(launch)
     return found + [c for c in _several_rows(rows, cols, dtype) if c not in found]
+
+
+def split_candidates(rows: int, cols: int, dtype: str) -> list[Launch]:
+    """fast_split with 2, 3 or 4 blocks an SM."""
+    return [fast_split_launch(rows, cols, dtype, blocks) for blocks in (2, 3, 4)]
 
 
 def _several_rows(rows: int, cols: int, dtype: str) -> list[Launch]:
@@ -129,13 +141,14 @@ def tune_shape(rows: int, cols: int, dtype: str, only: str = "all", device: bool
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
-    parser.add_argument("--cols", nargs="+", type=int, default=[*bench.SWEEP_COLS, 5000, 50257, 151936])
+    parser.add_argument("--cols", nargs="*", type=int, default=[*bench.SWEEP_COLS, 5000, 50257, 151936])
     parser.add_argument("--long", action="store_true", help="also the long-row shapes")
     parser.add_argument(
         "--only",
-        choices=["all", "registers", "rule"],
+        choices=["all", "registers", "rule", "split"],
         default="all",
-        help="registers: the rule and register-held fast_row; rule: the rule's choice alone",
+        help="registers: the rule and register-held fast_row; rule: the rule's choice alone; split: the rule "
+        "and fast_split's geometries",
     )
     parser.add_argument(
         "--device-time", action="store_true", help="also CUPTI device time (torch.profiler); ranks by it"

@@ -15,8 +15,9 @@ import numpy as np
 
 from explorer import devicetime, harness, peers
 from explorer.backends import cuda, cuda_topk
+from explorer.geometry import cdiv
 from explorer.numerics import DTYPES
-from explorer.registry import VARIANTS, cdiv
+from explorer.registry import VARIANTS
 from explorer.topk import TopkResult, topk_errors, topk_launch
 
 SHAPES = [

@@ -10,8 +10,8 @@ import pytest
 
 import explorer
 from explorer.backends import cuda, emulator
+from explorer.fast_launch import fast_row_launch
 from explorer.numerics import FORMATS, softmax_bound
-from explorer.registry import fast_row_launch
 
 pytestmark = pytest.mark.gpu
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer import numerics, registry
+from explorer import fast_launch, numerics
 from explorer.backends import emulator
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -263,7 +263,7 @@ def test_fast_row_with_several_rows_a_block_folds_each_row_as_one_row_a_block(dt
     """Four rows a block give each row its own threads: the same bits as one row a block with as many threads,
     at an aligned and a loose width, within the bound of float64, the last block's missing rows aside."""
     x = explorer.make_input("normal", 37, cols, dtype=dtype, seed=cols)
-    one, four = (registry.fast_row_launch(37, cols, dtype, 128, 32, 1, r) for r in (1, 4))
+    one, four = (fast_launch.fast_row_launch(37, cols, dtype, 128, 32, 1, r) for r in (1, 4))
     assert four.block == 4 * one.block and four.threads_per_row == one.threads_per_row and four.grid == 10
     out_one, _ = emulator.run(explorer.VARIANTS["fast"], one, x, "float32", None)
     out_four, _ = emulator.run(explorer.VARIANTS["fast"], four, x, "float32", None)
@@ -272,8 +272,8 @@ def test_fast_row_with_several_rows_a_block_folds_each_row_as_one_row_a_block(dt
 
 
 def test_fast_row_takes_several_rows_a_block_only_where_a_row_is_one_slice():
-    assert registry.fast_row_launch(8, 2048, "bfloat16", 64, 32, 1, 4).block == 4 * 64
-    assert registry.fast_row_launch(8, 70000, "float32", 256, 32, 1, 4) is None  # a row of several slices
+    assert fast_launch.fast_row_launch(8, 2048, "bfloat16", 64, 32, 1, 4).block == 4 * 64
+    assert fast_launch.fast_row_launch(8, 70000, "float32", 256, 32, 1, 4) is None  # a row of several slices
 
 
 def test_every_variant_runs_at_64x4096():

@@ -52,19 +52,19 @@ def test_a_topk_variant_has_a_launch_rule_a_kernel_and_an_emulation(key):
 
 @pytest.fixture
 def fresh_multiprocessors():
-    explorer.registry.multiprocessors.cache_clear()
+    explorer.geometry.multiprocessors.cache_clear()
     yield
-    explorer.registry.multiprocessors.cache_clear()
+    explorer.geometry.multiprocessors.cache_clear()
 
 
 def test_launch_rules_size_grids_by_the_gpus_multiprocessors(monkeypatch, fresh_multiprocessors):
     """Grids follow the SM count of the GPU in use; without one, the H200's that the rules were tuned on."""
     split = explorer.VARIANTS["split_row"]
     monkeypatch.setattr(cuda, "multiprocessors", lambda: None)
-    assert explorer.registry.multiprocessors() == explorer.registry.TUNED_SMS
+    assert explorer.geometry.multiprocessors() == explorer.geometry.TUNED_SMS
     tuned = split.launch(1, 1 << 20, None, "float32").chunks, topk_launch(64, 262144, 8, "float32").chunks
-    explorer.registry.multiprocessors.cache_clear()
-    monkeypatch.setattr(cuda, "multiprocessors", lambda: explorer.registry.TUNED_SMS // 2)
+    explorer.geometry.multiprocessors.cache_clear()
+    monkeypatch.setattr(cuda, "multiprocessors", lambda: explorer.geometry.TUNED_SMS // 2)
     halved = split.launch(1, 1 << 20, None, "float32").chunks, topk_launch(64, 262144, 8, "float32").chunks
     assert tuned == (4 * 132, 4) and halved == (4 * 66, 4)  # topk: 65536-element chunks cap it before the SMs do
     assert topk_launch(100, 262144, 8, "float32").block == 128  # more rows than the SMs: 128-thread blocks
@@ -89,4 +89,4 @@ def test_topk_launch_rule_forms_clusters_for_few_short_rows(rows, cols, k, kerne
 
 @pytest.mark.gpu
 def test_the_launch_rules_read_this_gpus_multiprocessors(fresh_multiprocessors):
-    assert explorer.registry.multiprocessors() == cuda.device_info()["multiprocessors"]
+    assert explorer.geometry.multiprocessors() == cuda.device_info()["multiprocessors"]

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GPUContextLost, GPUUnavailable, KernelFailed
-from ..registry import VARIANTS, Launch, Variant
+from ..geometry import Launch
+from ..registry import VARIANTS, Variant
 from ..trace import RawTrace, trace_shape
 
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"

@@ -10,8 +10,9 @@ import threading
 import numpy as np
 
 from ..errors import GPUUnavailable, KernelFailed
+from ..geometry import Launch
 from ..numerics import DTYPES
-from ..registry import VARIANTS, Launch
+from ..registry import VARIANTS
 from .cuda import (
     PORTABLE_CLUSTER,
     allow_large_clusters,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..registry import Launch
+from ..geometry import Launch
 from ..trace import cdiv
 from .fp32 import F32, div_f32, ftz
 

@@ -1,0 +1,147 @@
+"""fast's launch rules: which kernel of fast.cu runs a shape, in what geometry (measured on the H200 with
+scripts/tune_fast.py; docs/tune-fast-h200.json)."""
+
+from __future__ import annotations
+
+from .geometry import ITEMSIZE, THREADS_PER_BLOCK, Launch, cdiv, multiprocessors, pow2_at_least
+
+MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
+REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
+MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
+MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two blocks still fit on an SM
+SPLIT_BLOCK = 512
+SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM: one wave
+
+
+def fast_vector(cols: int, dtype: str) -> int:
+    """Elements per load in fast_warp and fast_split: 16-byte packs where every row starts aligned, else
+    narrower (fast_row and the top-k kernel load 16-byte packs at any width)."""
+    itemsize = ITEMSIZE[dtype]
+    return next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
+
+
+def fast_row_launch(
+    rows: int, cols: int, dtype: str, threads: int, elements: int, hold: int = 1, rows_per_block: int = 1
+) -> Launch | None:
+    """fast_row with at most `threads` threads per row (or slice), each holding `elements` elements of its row;
+    as many slices (blocks) per row as that needs, balanced, in a Hopper cluster where they fit in
+    one. None if the slices could not all be resident at once (the row is too long to hold on chip).
+    Loads are 16-byte packs at any width (a row's loose head and tail go to its first threads).
+    `hold`: where the slice waits (fast.cu): 0 registers, 1 registers after cp.async through shared
+    memory, 2 shared memory. `rows_per_block`: rows a block holds, each with its own threads, where a
+    row needs one slice (None otherwise)."""
+    vec = 16 // ITEMSIZE[dtype]
+    per = max(1, elements // vec)
+    packs = max(1, cols // vec)  # whole packs in a row at most
+    slices = cdiv(packs, threads * per)
+    if slices > multiprocessors() or (rows_per_block > 1 and slices > 1):  # every slice resident: one an SM
+        return None
+    if slices > MAX_CLUSTER:  # exchanged through global memory: few rows spread over every SM
+        slices = max(slices, min(multiprocessors() // rows, cdiv(packs, 32 * per)))
+    cluster = pow2_at_least(slices) if 1 < slices <= MAX_CLUSTER else 1
+    slices = max(slices, cluster)
+    threads = 32 * cdiv(cdiv(packs, slices), 32 * per)
+    block = threads * rows_per_block
+    staging = block * per * 16
+    if staging > MAX_STAGING_BYTES:
+        if hold == 2:
+            return None
+        hold = 0
+    held = per * vec
+    compiled_as = 4 if cluster > 1 else ITEMSIZE[dtype]  # fast_row_cluster is compiled without the 16-bit cap
+    if (hold < 2 and held > MAX_REGISTER_ELEMENTS) or block > fast_row_max_threads(hold, held, compiled_as):
+        return None
+    loose = int(cols % vec != 0)
+    return Launch(
+        grid=cdiv(rows, rows_per_block) * slices,
+        block=block,
+        shared_bytes=272 + (staging if hold else 0),
+        threads_per_row=threads * slices,
+        kernel="fast_row_cluster" if cluster > 1 else "fast_row",
+        template_args=(vec, per, hold, cluster, loose) if cluster > 1 else (vec, per, hold, loose, rows_per_block),
+        chunks=slices,
+        protocol="cluster" if cluster > 1 else "slices",
+    )
+
+
+def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
+    """fast.cu's fast_row_threads: the block size a fast_row instantiation is compiled for."""
+    if hold < 2 and held == 64 and itemsize == 2:
+        return 64  # 10 blocks an SM: 96 registers a thread, not 128
+    if hold == 2:
+        return 512  # 3 blocks an SM: 40 registers a thread
+    return REGISTER_ELEMENTS_PER_BLOCK // held if held > 32 else 1024
+
+
+# fast's choices, measured on the H200 (scripts/tune_fast.py; docs/tune-fast-h200.json, whose `kernels` field
+# dates the fast.cu each shape was timed with). fast_warp up to these widths, with
+# (up to width, elements per lane); then fast_row by width: (up to width, threads per block at most,
+# elements per thread, hold). Threads given as several counts: the first whose slices fill their blocks
+# (a row's slices, rounded up to a power-of-two cluster, can leave blocks part-empty: bf16 151936 ran at
+# 82 % of copy in 16 blocks of 160 threads, 87 % in 8 of 320; 131072 at 91 % in 8 of 256, 89 % in 4 of 512).
+# Rows that would need more slices than the GPU holds blocks at once stream through fast_split.
+FAST_WARP_ELEMENTS = {
+    "float32": ((128, 8), (512, 16)),
+    "float16": ((1024, 32),),
+    "bfloat16": ((1024, 32),),
+}
+FAST_ROW_16BIT = (
+    (4096, 512, 64, 1),
+    (262144, (256, 512), 64, 2),
+    (2**21, 512, 32, 1),  # long rows (few): many small register-held slices, exchanged through global memory
+    (2**62, 512, 64, 2),
+)
+FAST_ROW_SHAPES = {
+    "float32": (
+        (4096, 256, 16, 1),
+        (8192, 256, 32, 1),
+        (16384, 512, 32, 1),
+        (262144, 512, 32, 2),
+        (2**62, 256, 32, 1),
+    ),
+    "float16": FAST_ROW_16BIT,
+    "bfloat16": FAST_ROW_16BIT,
+}
+
+
+def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
+    """Registers hold the row: lanes of a warp for short rows, a block or several (slices) for longer
+    ones, in registers or shared memory; rows too long to hold on chip stream through fast_split (2 reads)."""
+    vec = fast_vector(cols, dtype)
+    packs = cols // vec
+    per_lane = next((e for width, e in FAST_WARP_ELEMENTS[dtype] if cols <= width), None)
+    if per_lane is not None and (vec > 1 or cols <= 256):
+        lanes = min(32, pow2_at_least(cdiv(packs, max(1, per_lane // vec))))
+        per = pow2_at_least(cdiv(packs, lanes))
+        return Launch(
+            grid=cdiv(rows, THREADS_PER_BLOCK // lanes),
+            block=THREADS_PER_BLOCK,
+            shared_bytes=0,
+            threads_per_row=lanes,
+            kernel="fast_warp",
+            template_args=(vec, per, lanes),
+        )
+    threads, elements, hold = next((t, e, h) for width, t, e, h in FAST_ROW_SHAPES[dtype] if cols <= width)
+    counts = threads if isinstance(threads, tuple) else (threads,)
+    tried = {t: fast_row_launch(rows, cols, dtype, t, elements, hold) for t in counts}
+    full = next((launch for t, launch in tried.items() if launch is not None and launch.block == t), None)
+    return full or tried[counts[-1]] or fast_split_launch(rows, cols, dtype)
+
+
+def fast_split_launch(rows: int, cols: int, dtype: str, blocks_per_sm: int = SPLIT_BLOCKS_PER_SM) -> Launch:
+    """fast_split: chunks of each row in blocks_per_sm blocks an SM and no more (one wave: fast.cu's launch
+    bounds let that many fit), each thread streaming batches of 16 elements."""
+    vec = fast_vector(cols, dtype)
+    per = max(1, 16 // vec)
+    chunks = max(1, min(cdiv(cols // vec, SPLIT_BLOCK * per), blocks_per_sm * multiprocessors() // rows))
+    return Launch(
+        grid=rows * chunks,
+        block=SPLIT_BLOCK,
+        shared_bytes=264,
+        threads_per_row=chunks * SPLIT_BLOCK,
+        kernel="fast_split",
+        template_args=(vec, per, blocks_per_sm),
+        chunks=chunks,
+        functions=("fast_split_partial", "fast_split_finish"),
+        protocol="two_stage",
+    )
