@@ -27,7 +27,7 @@ from .checks import (
 from .errors import InvalidInput
 from .numerics import DTYPES, dtype_name
 from .registry import VARIANTS, Launch, Variant
-from .trace import Trace, build_trace
+from .trace import RawTrace, Trace, build_trace
 
 
 @dataclass
@@ -131,30 +131,53 @@ def softmax(
     block = check_block(v, block_size)
     if progress is not None and not callable(progress):
         raise InvalidInput(f"progress must be a function of (rows done, rows) or None, got {type(progress).__name__}")
-    if trace_row is not None:
-        if not v.traceable:
-            raise InvalidInput(
-                f"{variant} records no trace; trace one of {', '.join(k for k, w in VARIANTS.items() if w.traceable)}"
-            )
-        if not whole(trace_row) or not 0 <= trace_row < rows:
-            raise InvalidInput(f"trace_row must be a row index from 0 to {rows - 1}, got {trace_row!r}")
-        trace_row = int(trace_row)
+    trace_row = _check_trace_row(v, trace_row, rows)
     used = resolve_backend(backend)
     need = check_fits(rows, cols, dtype, used, v, block, trace_row is not None, acc)
     launch = v.launch(rows, cols, block, dtype)
     with reserve.host_run(used, need):
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
-        if used == "cuda":
-            out, raw = cuda.run(v, launch, x2, dtype, acc, trace_row)
-            if progress is not None:
-                progress(rows, rows)
-        else:
-            chunks = 1 if progress is None else budget.chunks(v, launch, rows, cols, dtype, acc)
-            out, raw = emulator.run(v, launch, x2, acc, trace_row, chunks, progress)
+        out, raw = _run_kernel(used, v, launch, x2, dtype, acc, trace_row, progress)
         trace = build_trace(v, launch, raw, x2[trace_row], trace_row, acc) if raw is not None else None
     return SoftmaxResult(
         out=out.reshape(x.shape), trace=trace, backend=used, variant=variant, acc=acc, block_size=block, launch=launch
     )
+
+
+def _check_trace_row(v: Variant, trace_row: int | None, rows: int) -> int | None:
+    """The row to trace as an int (None for none); InvalidInput for a variant that records no trace or a row
+    outside the input."""
+    if trace_row is None:
+        return None
+    if not v.traceable:
+        raise InvalidInput(
+            f"{v.key} records no trace; trace one of {', '.join(k for k, w in VARIANTS.items() if w.traceable)}"
+        )
+    if not whole(trace_row) or not 0 <= trace_row < rows:
+        raise InvalidInput(f"trace_row must be a row index from 0 to {rows - 1}, got {trace_row!r}")
+    return int(trace_row)
+
+
+def _run_kernel(
+    backend: str,
+    v: Variant,
+    launch: Launch,
+    x2: np.ndarray,
+    dtype: str,
+    acc: str,
+    trace_row: int | None,
+    progress: Callable[[int, int], object] | None,
+) -> tuple[np.ndarray, RawTrace | None]:
+    """The kernel over the rows × cols x2 on the backend: its output and, for trace_row, the raw trace. The
+    emulation reports progress after each chunk of rows (explorer.budget.chunks), the GPU once at the end."""
+    rows, cols = x2.shape
+    if backend == "cuda":
+        out, raw = cuda.run(v, launch, x2, dtype, acc, trace_row)
+        if progress is not None:
+            progress(rows, rows)
+        return out, raw
+    chunks = 1 if progress is None else budget.chunks(v, launch, rows, cols, dtype, acc)
+    return emulator.run(v, launch, x2, acc, trace_row, chunks, progress)
 
 
 def reference(x: np.ndarray) -> np.ndarray:

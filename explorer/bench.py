@@ -28,7 +28,7 @@ from .bench_topk import bench_topk as bench_topk
 from .errors import GPUUnavailable, InvalidInput, KernelFailed, shown
 from .harness import SCHEMA as SCHEMA
 from .numerics import DTYPES, FORMATS
-from .registry import VARIANTS
+from .registry import VARIANTS, Variant
 
 RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "block_size", *harness.MEASURED_FIELDS, "max_rel")
 # Optional, absent from older files: the peer's version, device time and what derives from it, an error
@@ -125,80 +125,85 @@ def bench_shape(
     seed: int = 0,
 ) -> list[dict]:
     """Copy, then every variant and peer, on one shape: validated first, then timed."""
-    cp = cuda.cp
-    itemsize = DTYPES[dtype].itemsize
-    bytes_in = rows * cols * itemsize
-    l2 = cuda.device_info()["l2_bytes"]
-    buffers = max(1, min(64, math.ceil(4 * l2 / bytes_in)))  # the rotation covers 4x L2
-    rng = cp.random.default_rng(seed)
-    xs = [harness.round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32), dtype) for _ in range(buffers)]
-    ys = [cp.empty_like(x) for x in xs]
-    ref64 = reference_device(xs[0], dtype)
-    poison = cuda.poison_value(DTYPES[dtype])
-
-    def copy(i):
-        cp.copyto(ys[i], xs[i])
-
-    copy_times = harness.time_launches(copy, buffers)
-    copy_gbps = 2 * bytes_in / float(np.median(copy_times)) / 1e3
-    results = [
-        _row("copy", "copy", dtype, acc, rows, cols, 0, copy_times, copy_gbps, 1, 1, 0.0, "device-to-device copy")
+    shape = _ShapeBench(rows, cols, dtype, acc, seed)
+    copy_row = shape.row("copy", "copy", 0, shape.copy_times, 1, 1, 0.0, "device-to-device copy")
+    runs = [shape.time_variant(v, block_size) for key in variants if (v := VARIANTS[key]).takes(dtype, acc)]
+    runs += [shape.time_peer(*peer) for peer in _softmax_peers(dtype, shape.xs, shape.ys)] if peers else []
+    timed = [(copy_row, shape.copy, devicetime.COPY)] + [
+        (row, run, devicetime.KERNELS) for row, run in runs if run is not None
     ]
-    timed = [(results[0], copy, devicetime.COPY)]
-    for key in variants:
-        v = VARIANTS[key]
-        if dtype not in v.dtypes or acc not in v.accumulators:
-            continue
+    harness.add_device_times(timed, shape.buffers)
+    return [copy_row] + [row for row, _ in runs]
+
+
+class _ShapeBench:
+    """One shape's benchmark: inputs rotated among enough buffers that they never sit in L2 between launches,
+    their outputs, the float64 reference of the first, and a copy of the same bytes, timed first: every row's
+    % of copy is against it."""
+
+    def __init__(self, rows: int, cols: int, dtype: str, acc: str, seed: int):
+        cp = cuda.cp
+        self.rows, self.cols, self.dtype, self.acc = rows, cols, dtype, acc
+        bytes_in = rows * cols * DTYPES[dtype].itemsize
+        l2 = cuda.device_info()["l2_bytes"]
+        self.buffers = max(1, min(64, math.ceil(4 * l2 / bytes_in)))  # the rotation covers 4x L2
+        rng = cp.random.default_rng(seed)
+        self.xs = [
+            harness.round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32), dtype)
+            for _ in range(self.buffers)
+        ]
+        self.ys = [cp.empty_like(x) for x in self.xs]
+        self.ref64 = reference_device(self.xs[0], dtype)
+        self.poison = cuda.poison_value(DTYPES[dtype])
+        self.copy_times = harness.time_launches(self.copy, self.buffers)
+        self.copy_gbps = 2 * bytes_in / float(np.median(self.copy_times)) / 1e3
+
+    def copy(self, i: int) -> None:
+        cuda.cp.copyto(self.ys[i], self.xs[i])
+
+    def row(self, name, kind, block, times_us, reads, writes, max_rel, launch, version=None) -> dict:
+        """A result row of this shape, dtype and accumulator, against this copy's bandwidth."""
+        shape = (self.dtype, self.acc, self.rows, self.cols)
+        return _row(name, kind, *shape, block, times_us, self.copy_gbps, reads, writes, max_rel, launch, version)
+
+    def time_variant(self, v: Variant, block_size: int | None) -> tuple[dict, Callable[[int], None]]:
+        """The variant checked on the first buffer (every output written, max_rel against float64), then timed:
+        its row, and the launch that device time repeats."""
+        rows, cols, dtype, acc = self.rows, self.cols, self.dtype, self.acc
         block = v.check_block_size(block_size if v.takes_block_size else None)
         geometry = v.launch(rows, cols, block, dtype)
-        y = ys[0]
-        y.fill(poison)
-        cuda.launch(v, geometry, xs[0], y, rows, cols, dtype, acc)
-        max_rel = max_rel_device(y, ref64, dtype)
-        unwritten = int((y == poison).sum())
+        y = self.ys[0]
+        y.fill(self.poison)
+        cuda.launch(v, geometry, self.xs[0], y, rows, cols, dtype, acc)
+        max_rel = max_rel_device(y, self.ref64, dtype)
+        unwritten = int((y == self.poison).sum())
         if unwritten:
-            raise KernelFailed(f"{key} left {unwritten} outputs unwritten on {rows}×{cols} {dtype}")
+            raise KernelFailed(f"{v.key} left {unwritten} outputs unwritten on {rows}×{cols} {dtype}")
 
-        def launch(i, v=v, g=geometry):
-            cuda.launch(v, g, xs[i], ys[i], rows, cols, dtype, acc)
+        def launch(i):
+            cuda.launch(v, geometry, self.xs[i], self.ys[i], rows, cols, dtype, acc)
 
-        results.append(
-            _row(
-                key,
-                "variant",
-                dtype,
-                acc,
-                rows,
-                cols,
-                block,
-                harness.time_launches(launch, buffers),
-                copy_gbps,
-                v.reads_per_element,
-                v.writes_per_element,
-                max_rel,
-                geometry.describe(),
-            )
-        )
-        timed.append((results[-1], launch, devicetime.KERNELS))
-    for name, version, label, launch in _softmax_peers(dtype, xs, ys) if peers else []:
+        times = harness.time_launches(launch, self.buffers)
+        reads, writes = v.reads_per_element, v.writes_per_element
+        return self.row(v.key, "variant", block, times, reads, writes, max_rel, geometry.describe()), launch
+
+    def time_peer(
+        self, name: str, version: str | None, label: str, launch: Callable[[int], object]
+    ) -> tuple[dict, Callable[[int], object] | None]:
+        """A peer checked against float64 (refused past PEER_MAX_REL), then timed; a peer that fails on this
+        shape gives an error row, and nothing for device time to repeat."""
         max_rel = None
         try:
-            ys[0].fill(poison)
-            max_rel = max_rel_device(_as_cupy(launch(0), dtype), ref64, dtype)
-            if not max_rel <= PEER_MAX_REL[dtype]:  # NaN (a NaN where float64 has none, or the reverse) too
+            self.ys[0].fill(self.poison)
+            max_rel = max_rel_device(_as_cupy(launch(0), self.dtype), self.ref64, self.dtype)
+            if not max_rel <= PEER_MAX_REL[self.dtype]:  # NaN (a NaN where float64 has none, or the reverse) too
                 raise KernelFailed(f"output differs from float64: max_rel {max_rel:.3g}")
-            times = harness.time_launches(launch, buffers)
+            times = harness.time_launches(launch, self.buffers)
         except Exception as exc:  # a peer's failure on one shape is a result, not the end of the run
-            results.append(
-                harness.error_row(name, dtype, acc, rows, cols, version, label, f"{type(exc).__name__}: {exc}", max_rel)
-            )
-            continue
-        results.append(
-            _row(name, "peer", dtype, acc, rows, cols, 0, times, copy_gbps, None, None, max_rel, label, version)
-        )
-        timed.append((results[-1], launch, devicetime.KERNELS))
-    harness.add_device_times(timed, buffers)
-    return results
+            error = f"{type(exc).__name__}: {exc}"
+            row = harness.error_row(name, self.dtype, self.acc, self.rows, self.cols, version, label, error, max_rel)
+            return row, None
+        return self.row(name, "peer", 0, times, None, None, max_rel, label, version), launch
 
 
 def reference_device(x, dtype: str):

@@ -182,59 +182,25 @@ def _block(raw: RawTrace, base: int, lane_m, lane_d, threads: int, chunk: int = 
 
 
 def build_trace(variant: Variant, launch: Launch, raw: RawTrace, x_row: np.ndarray, row: int, acc: str) -> Trace:
+    """The kernel's recorded states of one row beside float64's, computed along the same order of operations:
+    each thread's steps, then the merges of its family (none, a warp's butterfly, a block's, or a split row's
+    blocks and the chain of chunks)."""
     x = np.asarray(x_row).astype(np.float64)
     index = raw.step_index.astype(np.int64)
     exact_m, exact_d = _exact_steps(x, index, variant.method)
     kernel_m, kernel_d = raw.step_m.astype(np.float64), raw.step_d.astype(np.float64)
     threads = index.shape[0]
-
-    count = (index >= 0).sum(axis=1)
-
-    def last(a, empty):  # each thread's state after its last element (the empty state if it had none)
-        return np.where(count > 0, a[np.arange(threads), np.maximum(count - 1, 0)], empty)
-
     merges: list[MergeLevel] = []
     if variant.family == "thread":
         final = (kernel_m[0, -1], kernel_d[0, -1], exact_m[0, -1], exact_d[0, -1])
     elif variant.family == "warp":
-        merges, em, ed = _butterfly(raw, 0, last(exact_m, -np.inf), last(exact_d, 0.0), "lanes", 0, 0, min(threads, 32))
+        lane_m, lane_d = _last_states(exact_m, exact_d, index)
+        merges, em, ed = _butterfly(raw, 0, lane_m, lane_d, "lanes", 0, 0, min(threads, 32))
         final = (merges[-1].m[0], merges[-1].d[0], em, ed)
     elif variant.family == "block":
-        merges, final = _block(raw, 0, last(exact_m, -np.inf), last(exact_d, 0.0), threads)
-    else:  # split: a block merge per chunk, then the chunks merged in order
-        chunks = launch.chunks
-        block = threads // chunks
-        per_chunk = (block // 32 + 1) * NODES_PER_BUTTERFLY
-        lane_m, lane_d = last(exact_m, -np.inf), last(exact_d, 0.0)
-        chunk_states = []
-        for c in range(chunks):
-            levels, state = _block(
-                raw, c * per_chunk, lane_m[c * block : (c + 1) * block], lane_d[c * block : (c + 1) * block], block, c
-            )
-            merges += levels
-            chunk_states.append(state)
-        final = chunk_states[0]
-        seq_m, seq_d, seq_exact_m, seq_exact_d = [], [], [], []
-        for k in range(1, chunks):
-            em, ed = _exact_merge(final[2], final[3], chunk_states[k][2], chunk_states[k][3])
-            node = chunks * per_chunk + k - 1
-            final = (float(raw.merge_m[node]), float(raw.merge_d[node]), float(em), float(ed))
-            for column, value in zip((seq_m, seq_d, seq_exact_m, seq_exact_d), final):
-                column.append(value)
-        if chunks > 1:
-            merges.append(
-                MergeLevel(
-                    stage="chunks",
-                    warp=-1,
-                    offset=0,
-                    left=np.zeros(chunks - 1, np.int64),
-                    right=np.arange(1, chunks),
-                    m=np.array(seq_m),
-                    d=np.array(seq_d),
-                    exact_m=np.array(seq_exact_m),
-                    exact_d=np.array(seq_exact_d),
-                )
-            )
+        merges, final = _block(raw, 0, *_last_states(exact_m, exact_d, index), threads)
+    else:
+        merges, final = _split_row(raw, launch.chunks, *_last_states(exact_m, exact_d, index), threads)
     return Trace(
         variant=variant.key,
         row=row,
@@ -252,3 +218,46 @@ def build_trace(variant: Variant, launch: Launch, raw: RawTrace, x_row: np.ndarr
         exact_final_m=float(final[2]),
         exact_final_d=float(final[3]),
     )
+
+
+def _last_states(exact_m: np.ndarray, exact_d: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each thread's float64 (m, d) after its last element (the empty state, (-inf, 0), where it had none)."""
+    count = (index >= 0).sum(axis=1)
+    last = (np.arange(index.shape[0]), np.maximum(count - 1, 0))
+    return np.where(count > 0, exact_m[last], -np.inf), np.where(count > 0, exact_d[last], 0.0)
+
+
+def _split_row(raw: RawTrace, chunks: int, lane_m, lane_d, threads: int) -> tuple[list[MergeLevel], tuple]:
+    """Replay a split row: a block merge per chunk, then the chunks merged in order (a "chunks" level)."""
+    block = threads // chunks
+    per_chunk = (block // 32 + 1) * NODES_PER_BUTTERFLY
+    merges, chunk_states = [], []
+    for c in range(chunks):
+        levels, state = _block(
+            raw, c * per_chunk, lane_m[c * block : (c + 1) * block], lane_d[c * block : (c + 1) * block], block, c
+        )
+        merges += levels
+        chunk_states.append(state)
+    final = chunk_states[0]
+    seq_m, seq_d, seq_exact_m, seq_exact_d = [], [], [], []
+    for k in range(1, chunks):
+        em, ed = _exact_merge(final[2], final[3], chunk_states[k][2], chunk_states[k][3])
+        node = chunks * per_chunk + k - 1
+        final = (float(raw.merge_m[node]), float(raw.merge_d[node]), float(em), float(ed))
+        for column, value in zip((seq_m, seq_d, seq_exact_m, seq_exact_d), final):
+            column.append(value)
+    if chunks > 1:
+        merges.append(
+            MergeLevel(
+                stage="chunks",
+                warp=-1,
+                offset=0,
+                left=np.zeros(chunks - 1, np.int64),
+                right=np.arange(1, chunks),
+                m=np.array(seq_m),
+                d=np.array(seq_d),
+                exact_m=np.array(seq_exact_m),
+                exact_d=np.array(seq_exact_d),
+            )
+        )
+    return merges, final

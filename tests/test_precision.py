@@ -368,13 +368,13 @@ def test_the_lab_shows_progress_per_point_and_stops_between_points(monkeypatch):
     from test_app import charts, goto, ok
 
     from explorer import budget
-    from ui import common
+    from ui import run_control
 
     monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
-    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)  # show the progress area for these small points
+    monkeypatch.setattr(run_control, "PROGRESS_SECONDS", 0.0)  # show the progress area for these small points
     at = lab_app()
     ticks = iter(range(0, 10**6, 100))  # each look at the clock is 100 s later: past 3 × 60 s at the second point
-    monkeypatch.setattr(common, "clock", lambda: next(ticks))
+    monkeypatch.setattr(run_control, "clock", lambda: next(ticks))
     ok(goto(at, "precision"))
     words = warnings(at)
     assert "Stopped after" in words and "passed 3× its time budget of 60 s" in words
@@ -382,8 +382,8 @@ def test_the_lab_shows_progress_per_point_and_stops_between_points(monkeypatch):
     monkeypatch.setenv(budget.TIME_SETTING, "0.000001")
     ok(at.button(key="lab_points_again").click().run())
     assert "Not run yet: 23 points" in warnings(at)  # the one point measured before the stop is kept
-    monkeypatch.setattr(common, "clock", lambda: 0.0)  # time stands still: nothing overruns
-    monkeypatch.setattr(common.Progress, "close", lambda self: None)  # keep the area, to read its last words
+    monkeypatch.setattr(run_control, "clock", lambda: 0.0)  # time stands still: nothing overruns
+    monkeypatch.setattr(run_control.Progress, "close", lambda self: None)  # keep the area, to read its last words
     ok(at.button(key="lab_points_anyway").click().run())
     bar = at.get("progress")[0].proto
     assert "Running online_warp, acc float32, constant, n = 32 (23 of 23)" in bar.text  # drawn as each point starts

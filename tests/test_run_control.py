@@ -205,7 +205,7 @@ def app(monkeypatch):
     pytest.importorskip("streamlit")
     from streamlit.testing.v1 import AppTest
 
-    from ui import common
+    from ui import run_control
 
     monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
 
@@ -215,7 +215,7 @@ def app(monkeypatch):
         at.query_params.update({**QUERY, "seed": str(seed)})
         return at.run()
 
-    return open_app, common
+    return open_app, run_control
 
 
 def texts(at, kind: str) -> str:
@@ -245,9 +245,9 @@ def test_a_run_over_the_time_budget_is_refused_in_words_until_confirmed(app, mon
 
 
 def test_a_long_run_shows_rows_done_elapsed_and_left(app, monkeypatch):
-    open_app, common = app
-    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)  # show the progress area for this small run
-    monkeypatch.setattr(common.Progress, "close", lambda self: None)  # and keep it, to read its last words
+    open_app, run_control = app
+    monkeypatch.setattr(run_control, "PROGRESS_SECONDS", 0.0)  # show the progress area for this small run
+    monkeypatch.setattr(run_control.Progress, "close", lambda self: None)  # and keep it, to read its last words
     at = open_app(102)
     bar = at.get("progress")[0].proto
     assert "online_warp (2 of 2), rows 4 of 4" in bar.text and "so far" in bar.text and bar.value == 100
@@ -255,9 +255,9 @@ def test_a_long_run_shows_rows_done_elapsed_and_left(app, monkeypatch):
 
 
 def test_stop_ends_the_run_and_the_page_stays_usable(app, monkeypatch):
-    open_app, common = app
-    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)
-    monkeypatch.setattr(common.Progress, "close", lambda self: None)  # the Stop button stays to be clicked
+    open_app, run_control = app
+    monkeypatch.setattr(run_control, "PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(run_control.Progress, "close", lambda self: None)  # the Stop button stays to be clicked
     at = open_app(103)
     at.button(key="run_stop").click().run()
     assert "Stopped before the run finished" in texts(at, "warning") and not at.get("plotly_chart")
@@ -268,16 +268,16 @@ def test_stop_ends_the_run_and_the_page_stays_usable(app, monkeypatch):
 
 
 def test_a_run_past_its_deadline_stops_between_chunks_and_says_so(app, monkeypatch):
-    open_app, common = app
+    open_app, run_control = app
     ticks = iter(range(0, 10**6, 100))  # each look at the clock is 100 s later: past 3 × 60 s at the third
-    monkeypatch.setattr(common, "clock", lambda: next(ticks))
-    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(run_control, "clock", lambda: next(ticks))
+    monkeypatch.setattr(run_control, "PROGRESS_SECONDS", 0.0)
     at = open_app(104)
     words = texts(at, "warning")
     assert "Stopped after" in words and "passed 3× its time budget of 60 s" in words
     assert not at.get("plotly_chart") and not at.get("progress")
     settings_kept(at)
-    monkeypatch.setattr(common, "clock", lambda: 0.0)  # time stands still: nothing overruns
+    monkeypatch.setattr(run_control, "clock", lambda: 0.0)  # time stands still: nothing overruns
     at.button(key="run_again").click().run()
     assert at.get("plotly_chart") and "Stopped" not in texts(at, "warning")
     settings_kept(at)

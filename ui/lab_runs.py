@@ -13,8 +13,8 @@ from explorer import budget, precision
 from explorer.precision import Measurement, Trajectory
 
 from . import compute
-from .common import bounded, duration, held_back, stopped_notice
 from .keep import KEPT, NotKept
+from .run_control import bounded, duration, held_back, stopped_notice
 
 
 @st.cache_data(show_spinner=False, max_entries=8192)
@@ -57,7 +57,7 @@ def run_kept(
     """Each job (its label: the arguments of kept and make) from the cache, else made now and kept, the jobs still
     to make held to this server's time budget: their estimate over it waits for "Run anyway" (what: the work;
     advice: what to change), and a long run shows its progress per job and stops between jobs. None, after
-    saying why, where the jobs are held back or were stopped (ui.common: held_back, bounded)."""
+    saying why, where the jobs are held back or were stopped (ui.run_control: held_back, bounded)."""
     key = tuple(jobs.values())
     if stopped_notice(name, key):
         return None

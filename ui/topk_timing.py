@@ -86,7 +86,11 @@ def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     shapes = list(dict.fromkeys(df["shape"]))
     ensure_choice("tk_tshape", shapes, f"{rows}×{cols} {dtype} top-{k}")
     st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
-    part = df[df["shape"] == ss["tk_tshape"]]
+    _show_timing(df[df["shape"] == ss["tk_tshape"]], sources, origins)
+
+
+def _show_timing(part: pd.DataFrame, sources: dict[str, dict], origins: dict[str, str]) -> None:
+    """The chosen shape's chart, its table with the download, and the share image."""
     table = topk_table(part)
     fig = figures.topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", chart_stamp(part, sources))
     slug = file_slug("softmax_topk_timing", *ss["tk_tshape"].split())

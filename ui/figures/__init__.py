@@ -1,6 +1,6 @@
 """Pure figure builders: arrays, traces and results in, plotly Figures out (no Streamlit here).
 
-One module per page's figures (outputs and errors, step, tree, timing and top-k, precision, bits),
+One module per page's figures (outputs and errors, step and lanes, tree, timing and top-k, precision, bits),
 with what they share in common.py; the names below are the public ones.
 """
 
@@ -17,17 +17,13 @@ from .common import (
     stamp_lines_below,
     stamp_text,
 )
+from .lanes import MAX_HEAT_CELLS, MAX_HEAT_LANES, MAX_HEAT_STEPS, heat_cells, lanes_heatmap
 from .outputs import deviation, equal_groups, error_figure, error_table, outputs_figure, relative_error
 from .precision import compare_figure, error_vs_n_figure, overflow_figure, stagnation_figure
 from .step import (
-    MAX_HEAT_CELLS,
-    MAX_HEAT_LANES,
-    MAX_HEAT_STEPS,
     StepNumbers,
     first_nonfinite,
-    heat_cells,
     lane_steps,
-    lanes_heatmap,
     nonfinite_cause,
     rescale_steps,
     row_nan_note,

@@ -111,6 +111,26 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
     colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(groups)}
     colors["float64 reference"] = REF_COLOR
     ref = np.asarray(ref_row, dtype=np.float64)
+    _add_reference(fig, ref)
+    unit = _add_deviations(fig, ref, groups, colors)
+    _mark_row(
+        fig,
+        {"float64 reference": ref, **groups},
+        log,
+        colors,
+        3,
+        "no NaN / inf" + (" / zero" if log else "") + " outputs",
+    )
+    note_above(
+        fig, "marked: NaN ×, +inf ▲, −inf ▼" + (", 0 ○ (off the log axis)" if log else ""), "x3 domain", "y3 domain"
+    )
+    _note_empty_plots(fig)
+    _outputs_axes(fig, ref, log, unit)
+    return stamp_below(legend_right(finish(fig, title, stamp, height=560 + 24 * (len(groups) + 1))))
+
+
+def _add_reference(fig: go.Figure, ref: np.ndarray) -> None:
+    """Row 1: the float64 reference (an envelope of a long row)."""
     keep = envelope_index(ref)
     fig.add_trace(
         scatter_type(keep.size)(
@@ -125,6 +145,11 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
         row=1,
         col=1,
     )
+
+
+def _add_deviations(fig: go.Figure, ref: np.ndarray, groups: dict[str, np.ndarray], colors: dict[str, str]) -> str:
+    """Row 2: each group's deviation from the reference (an envelope of a long row); returns the unit, the last
+    group's ("ulp" for none)."""
     unit = "ulp"
     for i, (name, y) in enumerate(groups.items()):
         dev, unit = deviation(y, ref)
@@ -143,17 +168,11 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
             row=2,
             col=1,
         )
-    _mark_row(
-        fig,
-        {"float64 reference": ref, **groups},
-        log,
-        colors,
-        3,
-        "no NaN / inf" + (" / zero" if log else "") + " outputs",
-    )
-    note_above(
-        fig, "marked: NaN ×, +inf ▲, −inf ▼" + (", 0 ○ (off the log axis)" if log else ""), "x3 domain", "y3 domain"
-    )
+    return unit
+
+
+def _note_empty_plots(fig: go.Figure) -> None:
+    """Words inside rows 1 and 2 where they have no finite point to draw."""
     empty = {
         "": "no finite reference value in this row: its NaNs are marked below",
         "2": "no element where an output and the reference are both finite",
@@ -161,6 +180,9 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
     for axis, text in empty.items():
         if not any(np.isfinite(np.asarray(t.y, dtype=np.float64)).any() for t in fig.data if t.yaxis == f"y{axis}"):
             note_inside(fig, text, axis, "#b22222")
+
+
+def _outputs_axes(fig: go.Figure, ref: np.ndarray, log: bool, unit: str) -> None:
     fig.update_yaxes(
         type="log" if log else "linear",
         title_text="p (float64)" + (", log" if log else ""),
@@ -172,7 +194,6 @@ def outputs_figure(ref_row: np.ndarray, outputs: dict[str, np.ndarray], log: boo
         log_ticks(fig, ref, row=1, col=1)
     fig.update_yaxes(title_text=f"y − ref ({unit})", zeroline=True, zerolinecolor="#999", row=2, col=1)
     fig.update_xaxes(title_text="element j of the row", row=3, col=1)
-    return stamp_below(legend_right(finish(fig, title, stamp, height=560 + 24 * (len(groups) + 1))))
 
 
 def error_figure(

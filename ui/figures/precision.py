@@ -264,44 +264,11 @@ def stagnation_figure(trajectories: list[Trajectory], title: str, stamp_: str, m
     """Traced d_j of one lane against the float64 d_j (log-log), per accumulator; the stagnation levels dotted."""
     fig = go.Figure()
     for t in trajectories:
-        steps = t.steps
-        pick = np.unique(np.geomspace(1, steps.size, min(max_points, steps.size)).astype(int) - 1)
-        fig.add_trace(
-            go.Scatter(
-                x=steps[pick],
-                y=t.d[pick],
-                mode="lines",
-                name=f"kernel d_j, acc {t.acc}",
-                line=dict(color=ACC_COLORS[t.acc], width=2.5),
-                hovertemplate=f"acc {t.acc}<br>j = %{{x}}<br>d_j = %{{y:.7g}}<extra></extra>",
-            )
-        )
-        if t.stagnated_at is not None:
-            j = t.stagnated_at
-            fig.add_trace(
-                go.Scatter(
-                    x=[j],
-                    y=[t.d[j - 1]],
-                    mode="markers+text",
-                    showlegend=False,
-                    marker=dict(color=ACC_COLORS[t.acc], size=11, symbol="diamond"),
-                    text=[f"{t.acc}: frozen at {t.d[j - 1]:g} from j = {j}"],
-                    textposition="top left",
-                    hoverinfo="skip",
-                )
-            )
+        _add_trajectory(fig, t, max_points)
     if trajectories:
         t = trajectories[0]
-        pick = np.unique(np.geomspace(1, t.steps.size, min(max_points, t.steps.size)).astype(int) - 1)
-        fig.add_trace(
-            go.Scatter(
-                x=t.steps[pick],
-                y=t.exact_d[pick],
-                mode="lines",
-                name="exact d_j (float64)",
-                line=dict(color="#222", width=1.5, dash="dash"),
-            )
-        )
+        exact = dict(color="#222", width=1.5, dash="dash")
+        fig.add_trace(_d_line(t, t.exact_d, max_points, "exact d_j (float64)", exact))
     for acc, level in precision.STAGNATION.items():
         if acc != "float32" and any(t.acc == acc for t in trajectories):
             _level(
@@ -318,6 +285,33 @@ def stagnation_figure(trajectories: list[Trajectory], title: str, stamp_: str, m
         type="log", exponentformat="power", title_text="running denominator d_j", range=[-0.4, math.log10(top) + 0.3]
     )  # the "1" tick clear of the x axis's "2^0"
     return _layout(finish(fig, title, stamp_, height=500))
+
+
+def _d_line(t: Trajectory, d: np.ndarray, max_points: int, name: str, line: dict, **hover) -> go.Scatter:
+    """d against the lane's steps as a line, at most max_points of them, spaced evenly on the log axis."""
+    pick = np.unique(np.geomspace(1, t.steps.size, min(max_points, t.steps.size)).astype(int) - 1)
+    return go.Scatter(x=t.steps[pick], y=d[pick], mode="lines", name=name, line=line, **hover)
+
+
+def _add_trajectory(fig: go.Figure, t: Trajectory, max_points: int) -> None:
+    """One accumulator's traced d_j, and a diamond where it froze (stagnated) if it did."""
+    kernel = dict(color=ACC_COLORS[t.acc], width=2.5)
+    hover = f"acc {t.acc}<br>j = %{{x}}<br>d_j = %{{y:.7g}}<extra></extra>"
+    fig.add_trace(_d_line(t, t.d, max_points, f"kernel d_j, acc {t.acc}", kernel, hovertemplate=hover))
+    if t.stagnated_at is not None:
+        j = t.stagnated_at
+        fig.add_trace(
+            go.Scatter(
+                x=[j],
+                y=[t.d[j - 1]],
+                mode="markers+text",
+                showlegend=False,
+                marker=dict(color=ACC_COLORS[t.acc], size=11, symbol="diamond"),
+                text=[f"{t.acc}: frozen at {t.d[j - 1]:g} from j = {j}"],
+                textposition="top left",
+                hoverinfo="skip",
+            )
+        )
 
 
 def overflow_figure(records: list[Measurement], title: str, stamp_: str) -> go.Figure:

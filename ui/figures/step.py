@@ -1,5 +1,5 @@
-"""The Step-through page's figures: one lane's running (m, d) step by step (the numbers of one update, where m
-grows, where d stops being finite and why), and every lane as a heatmap."""
+"""The Step-through page's lane chart: one lane's running (m, d) step by step (the numbers of one update, where m
+grows, where d stops being finite and why). Every lane at once is lanes.py's heatmap."""
 
 from __future__ import annotations
 
@@ -31,9 +31,6 @@ EXACT_COLOR = "#ff7f0e"
 KERNEL_COLOR = "#1f77b4"
 RESCALE_COLOR = "#2ca02c"
 NAN_FILL = "rgba(214, 39, 40, 0.10)"
-MAX_HEAT_STEPS = 1024  # the lanes × steps heatmap shows at most this many step columns,
-MAX_HEAT_LANES = 256  # this many lane rows (every k-th lane of more),
-MAX_HEAT_CELLS = 32 * MAX_HEAT_STEPS  # and this many cells: a warp's lanes at every step column, fewer columns for more
 # A lane's chart draws at most about MAX_POINTS steps whatever the row's length: a longer lane, for each of x, m and d
 # the smallest and largest of every bucket of steps (STEP_ENVELOPE points), and as many steps where m grows at most.
 STEP_ENVELOPE = MAX_POINTS // 4
@@ -330,65 +327,6 @@ def _shade_nonfinite(fig: go.Figure, trace: Trace, lane: int, last: int) -> None
         showarrow=False,
         font=dict(color="#b22222", size=12),
     )
-
-
-def heat_values(trace: Trace, quantity: str) -> tuple[np.ndarray, str]:
-    with np.errstate(all="ignore"):
-        if quantity == "m":
-            return finite_or_nan(trace.m), "kernel's m"
-        if quantity == "err":
-            return np.log10(np.maximum(trace.d_rel_error, ERR_FLOOR)), "log10 rel. error of d"
-        return np.log10(np.where(trace.d > 0, trace.d, np.nan)), "log10 of kernel's d"
-
-
-def heat_cells(lanes: int, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """The lanes and steps the heatmap shows: every lane and step where they fit, else every k-th of each, at most
-    MAX_HEAT_LANES lanes, MAX_HEAT_STEPS steps and MAX_HEAT_CELLS cells whatever the row's length."""
-    shown = np.arange(0, lanes, max(1, -(-lanes // MAX_HEAT_LANES)))
-    columns = max(1, min(MAX_HEAT_STEPS, MAX_HEAT_CELLS // shown.size))
-    return shown, np.arange(0, steps, max(1, -(-steps // columns)))
-
-
-def _nth(k: int) -> str:
-    """2nd, 3rd, 4th, 11th, 21st, ..."""
-    last = "th" if k % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
-    return f"{k}{last}"
-
-
-def lanes_heatmap(trace: Trace, quantity: str, title: str, stamp: str) -> go.Figure:
-    """Every lane's partial state at every step (lanes × steps); many lanes or long rows are downsampled in lanes
-    and steps (heat_cells)."""
-    z, label = heat_values(trace, quantity)
-    lanes, steps = z.shape
-    rows, cols = heat_cells(lanes, steps)
-    cells = np.ix_(rows, cols)
-    z = np.where(trace.index[cells] >= 0, z[cells], np.nan)
-    hover = np.dstack(
-        [trace.index[cells], trace.m[cells], trace.d[cells], trace.exact_d[cells], trace.d_rel_error[cells]]
-    )
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=cols,
-            y=rows,
-            colorscale="Viridis",
-            colorbar=dict(title=dict(text=label, side="right")),
-            customdata=hover,
-            hoverongaps=False,
-            hovertemplate="lane %{y}, step %{x}<br>element %{customdata[0]}<br>m = %{customdata[1]:.7g}"
-            "<br>d = %{customdata[2]:.7g} (exact %{customdata[3]:.9g})<br>rel. error of d %{customdata[4]:.2g}"
-            "<extra></extra>",
-        )
-    )
-    lane_stride, stride = (int(a[1] - a[0]) if a.size > 1 else 1 for a in (rows, cols))
-    fig.update_yaxes(
-        title_text="lane (thread of the row)" + (f", every {_nth(lane_stride)} shown" if lane_stride > 1 else ""),
-        autorange="reversed",
-    )
-    fig.update_xaxes(title_text="step j" + (f" (every {_nth(stride)} step shown)" if stride > 1 else ""))
-    integer_ticks(fig, steps)
-    integer_ticks(fig, lanes, "y")
-    return finish(fig, title, stamp, height=max(360, min(900, 140 + 3 * z.shape[0])))
 
 
 def row_nan_note(trace: Trace) -> str | None:

@@ -102,7 +102,6 @@ def topk_bars_figure(
     ref_indices = np.asarray(ref_indices, dtype=np.int64)
     k = ref_values.size
     ranks = [str(r) for r in range(1, k + 1)]
-    ticks = [f"{r}<br>#{i}" for r, i in zip(ranks, ref_indices)]
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
@@ -115,36 +114,9 @@ def topk_bars_figure(
         )
     )
     for n, (name, (values, indices)) in enumerate(outputs.items()):
-        values = np.asarray(values, dtype=np.float64)
-        indices = np.asarray(indices, dtype=np.int64)
-        st_ = np.asarray(status.get(name) if status else ["same"] * k)
-        text = [f"#{i}" if s != "same" else "" for i, s in zip(indices, st_)]
-        color = COLORS[n % len(COLORS)]
-        fig.add_trace(
-            go.Bar(
-                x=ranks,
-                y=values,
-                name=name,
-                marker_color=color,
-                text=text,
-                textposition="outside",
-                marker_pattern_shape=[TOPK_STATUS_PATTERN.get(str(s), "") for s in st_],
-                marker_line=dict(
-                    color=["#d62728" if s == "wrong" else color for s in st_],
-                    width=[3 if s == "wrong" else 0.5 for s in st_],
-                ),
-                customdata=np.column_stack([indices, np.asarray(st_, dtype=object)]),
-                hovertemplate=f"{name}, rank %{{x}}<br>index %{{customdata[0]}} (%{{customdata[1]}})<br>"
-                "p = %{y:.7g}<extra></extra>",
-            )
-        )
-    fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_xaxes(
-        title_text="rank (the reference's index under it)", tickvals=ranks, ticktext=ticks, type="category"
-    )
-    fig.update_yaxes(
-        type="log" if log else "linear", exponentformat="power", title_text="probability" + (" (log)" if log else "")
-    )
+        ranked = np.asarray(status.get(name) if status else ["same"] * k)
+        _add_topk_bars(fig, ranks, name, values, indices, ranked, COLORS[n % len(COLORS)])
+    _rank_axes(fig, ranks, ref_indices, log)
     counts = {s: sum(int(np.sum(np.asarray(v) == s)) for v in (status or {}).values()) for s in ("tie", "wrong")}
     note_above(
         fig,
@@ -154,6 +126,47 @@ def topk_bars_figure(
     fig = legend_right(finish(fig, title, stamp, height=520))  # the key above the plot has the top to itself
     fig.update_layout(margin=dict(b=115))  # two-line ticks (rank, index) push the axis title down: the stamp under it
     return fig.update_annotations(selector=dict(name="stamp"), yshift=-88)
+
+
+def _rank_axes(fig: go.Figure, ranks: list[str], ref_indices: np.ndarray, log: bool) -> None:
+    """Grouped bars over the ranks, each rank ticked with the reference's index; probability on a log or
+    linear axis."""
+    fig.update_layout(barmode="group", bargap=0.25)
+    fig.update_xaxes(
+        title_text="rank (the reference's index under it)",
+        tickvals=ranks,
+        ticktext=[f"{r}<br>#{i}" for r, i in zip(ranks, ref_indices)],
+        type="category",
+    )
+    fig.update_yaxes(
+        type="log" if log else "linear", exponentformat="power", title_text="probability" + (" (log)" if log else "")
+    )
+
+
+def _add_topk_bars(
+    fig: go.Figure, ranks: list[str], name: str, values: np.ndarray, indices: np.ndarray, status: np.ndarray, color: str
+) -> None:
+    """One variant's bars, rank by rank: ties dotted, wrong indices crossed with a red edge, and the index
+    written over every bar whose index differs from the reference's."""
+    indices = np.asarray(indices, dtype=np.int64)
+    fig.add_trace(
+        go.Bar(
+            x=ranks,
+            y=np.asarray(values, dtype=np.float64),
+            name=name,
+            marker_color=color,
+            text=[f"#{i}" if s != "same" else "" for i, s in zip(indices, status)],
+            textposition="outside",
+            marker_pattern_shape=[TOPK_STATUS_PATTERN.get(str(s), "") for s in status],
+            marker_line=dict(
+                color=["#d62728" if s == "wrong" else color for s in status],
+                width=[3 if s == "wrong" else 0.5 for s in status],
+            ),
+            customdata=np.column_stack([indices, np.asarray(status, dtype=object)]),
+            hovertemplate=f"{name}, rank %{{x}}<br>index %{{customdata[0]}} (%{{customdata[1]}})<br>"
+            "p = %{y:.7g}<extra></extra>",
+        )
+    )
 
 
 def topk_timing_frame(sources: dict[str, dict]) -> pd.DataFrame:

@@ -141,58 +141,9 @@ def merge_tree_figure(trace, choice: str, title: str, stamp: str, level: int | N
     arr = np.array([n[1:7] for n in nodes], dtype=np.float64).reshape(-1, 6)
     top = int(arr[:, 1].max()) if arr.size else 0
     level = top if level is None else min(max(level, 0), top)
-    shown = arr[:, 1] <= level
-    with np.errstate(all="ignore"):
-        rel = np.abs(arr[:, 3] - arr[:, 5]) / np.abs(arr[:, 5])
-    color = np.log10(np.maximum(np.nan_to_num(rel, nan=ERR_FLOOR), ERR_FLOOR))
-    ey = np.array([np.nan if v is None else v for v in edges_y], dtype=np.float64)
     fig = go.Figure()
-    for faded in (False, True):  # edges up to the current level, then the rest faded
-        keep = [v if v is None or (ey[i - i % 3 + 1] <= level) != faded else None for i, v in enumerate(edges_x)]
-        fig.add_trace(
-            go.Scatter(
-                x=keep,
-                y=edges_y,
-                mode="lines",
-                hoverinfo="skip",
-                showlegend=False,
-                line=dict(color="#eee" if faded else "#aaa", width=1),
-            )
-        )
-    # no labels on a level of more than 8 merges: labels closer than 4 leaves apart would overlap at 1000 px
-    crowded = {y: (arr[:, 1] == y).sum() > 8 for y in np.unique(arr[:, 1])}
-    fig.add_trace(
-        go.Scatter(
-            x=arr[:, 0],
-            y=arr[:, 1],
-            mode="markers+text",
-            showlegend=False,
-            text=[
-                f"m={format_value(m, LABEL_DIGITS)}<br>d={format_value(d, LABEL_DIGITS)}"
-                if y > 0 and s and not crowded[y]
-                else ""
-                for m, d, y, s in zip(arr[:, 2], arr[:, 3], arr[:, 1], shown)
-            ],
-            textposition="top center",
-            textfont=dict(size=10),
-            marker=dict(
-                size=13,
-                color=np.where(shown, color, np.nan),
-                colorscale="YlOrRd",
-                cmin=math.log10(ERR_FLOOR),
-                cmax=-2,
-                showscale=True,
-                colorbar=dict(title=dict(text="log10 rel. err of d", side="right")),
-                opacity=np.where(shown, 1.0, 0.25).tolist(),
-                line=dict(color="#333", width=1),
-            ),
-            customdata=np.column_stack([arr[:, 2:6], rel]),
-            hovertext=[n[7] for n in nodes],
-            hovertemplate="%{hovertext}<br>m = %{customdata[0]:.7g}, d = %{customdata[1]:.7g}"
-            "<br>exact m = %{customdata[2]:.9g}, d = %{customdata[3]:.9g}"
-            "<br>rel. error of d %{customdata[4]:.2g}<extra></extra>",
-        )
-    )
+    _add_edges(fig, edges_x, edges_y, level)
+    fig.add_trace(_node_markers(nodes, arr, level))
     ticks = ["leaves", *level_names(trace, choice)][: top + 1]
     fig.update_yaxes(
         tickvals=list(range(len(ticks))), ticktext=ticks, title_text="merge level", range=[-0.6, len(ticks) - 0.2]
@@ -207,6 +158,63 @@ def merge_tree_figure(trace, choice: str, title: str, stamp: str, level: int | N
         tickfont=dict(size=10),
     )
     return stamp_below(finish(fig, title, stamp, height=560))
+
+
+def _add_edges(fig: go.Figure, edges_x: list, edges_y: list, level: int) -> None:
+    """The tree's edges (segments of three points, None-separated): up to `level` grey, above it faded."""
+    ey = np.array([np.nan if v is None else v for v in edges_y], dtype=np.float64)
+    for faded in (False, True):
+        keep = [v if v is None or (ey[i - i % 3 + 1] <= level) != faded else None for i, v in enumerate(edges_x)]
+        fig.add_trace(
+            go.Scatter(
+                x=keep,
+                y=edges_y,
+                mode="lines",
+                hoverinfo="skip",
+                showlegend=False,
+                line=dict(color="#eee" if faded else "#aaa", width=1),
+            )
+        )
+
+
+def _node_markers(nodes: list, arr: np.ndarray, level: int) -> go.Scatter:
+    """Every node coloured by its d's relative error, labelled with its (m, d) up to `level` (faded above it)."""
+    shown = arr[:, 1] <= level
+    with np.errstate(all="ignore"):
+        rel = np.abs(arr[:, 3] - arr[:, 5]) / np.abs(arr[:, 5])
+    color = np.log10(np.maximum(np.nan_to_num(rel, nan=ERR_FLOOR), ERR_FLOOR))
+    # no labels on a level of more than 8 merges: labels closer than 4 leaves apart would overlap at 1000 px
+    crowded = {y: (arr[:, 1] == y).sum() > 8 for y in np.unique(arr[:, 1])}
+    return go.Scatter(
+        x=arr[:, 0],
+        y=arr[:, 1],
+        mode="markers+text",
+        showlegend=False,
+        text=[
+            f"m={format_value(m, LABEL_DIGITS)}<br>d={format_value(d, LABEL_DIGITS)}"
+            if y > 0 and s and not crowded[y]
+            else ""
+            for m, d, y, s in zip(arr[:, 2], arr[:, 3], arr[:, 1], shown)
+        ],
+        textposition="top center",
+        textfont=dict(size=10),
+        marker=dict(
+            size=13,
+            color=np.where(shown, color, np.nan),
+            colorscale="YlOrRd",
+            cmin=math.log10(ERR_FLOOR),
+            cmax=-2,
+            showscale=True,
+            colorbar=dict(title=dict(text="log10 rel. err of d", side="right")),
+            opacity=np.where(shown, 1.0, 0.25).tolist(),
+            line=dict(color="#333", width=1),
+        ),
+        customdata=np.column_stack([arr[:, 2:6], rel]),
+        hovertext=[n[7] for n in nodes],
+        hovertemplate="%{hovertext}<br>m = %{customdata[0]:.7g}, d = %{customdata[1]:.7g}"
+        "<br>exact m = %{customdata[2]:.9g}, d = %{customdata[3]:.9g}"
+        "<br>rel. error of d %{customdata[4]:.2g}<extra></extra>",
+    )
 
 
 def level_table(trace, choice: str, level: int) -> pd.DataFrame:

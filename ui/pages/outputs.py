@@ -65,33 +65,50 @@ def outputs_page() -> None:
         stamp(),
     )
     chart(fig, cfg.slug("outputs"), "chart_outputs")
+    _chart_notes(ran, ref, outputs)
+    df = summary_frame(ran, ref, outputs)
+    st.subheader(f"Row {cfg.row} at a glance")
+    st.dataframe(df, width="stretch", key="table_outputs", column_config=COLUMNS)
+    _downloads(ran, fig, df)
+
+
+def _chart_notes(ran: Ran, ref: np.ndarray, outputs: dict[str, np.ndarray]) -> None:
+    """Under the chart: which rows are bitwise equal, how a long row is drawn, and why a row is NaN."""
+    row = ran.cfg.row
     same = [" = ".join(g) for g in figures.equal_groups(outputs) if len(g) > 1]
     notes = [f'Bitwise equal rows, drawn once under the first name ("+n": n more): {"; ".join(same)}.'] if same else []
     notes += [figures.sampled_note(ref.size, figures.MAX_POINTS) + "."] if ref.size > figures.MAX_POINTS else []
     if notes:
         st.caption(" ".join(notes))
-    reason = figures.nan_row_reason(compute.get_input(ran.spec)[cfg.row])
+    reason = figures.nan_row_reason(compute.get_input(ran.spec)[row])
     if reason:
         st.warning(
-            f"Row {cfg.row}'s softmax is NaN, in float64 too: {reason}. Its outputs are marked in the strip.",
+            f"Row {row}'s softmax is NaN, in float64 too: {reason}. Its outputs are marked in the strip.",
             icon=":material/error:",
         )
 
+
+def summary_frame(ran: Ran, ref: np.ndarray, outputs: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The shown row of each variant and of the reference (row_summary), with the variant's backend and wall
+    time, indexed by variant."""
     rows = [
         {
             "variant": k,
-            "backend": results[k].backend,
+            "backend": ran.results[k].backend,
             **row_summary(y),
-            "wall ms (not a benchmark)": 1e3 * results[k].seconds,
+            "wall ms (not a benchmark)": 1e3 * ran.results[k].seconds,
         }
         for k, y in outputs.items()
     ]
     rows.append(
         {"variant": "float64 reference", "backend": "numpy", **row_summary(ref), "wall ms (not a benchmark)": math.nan}
     )
-    df = pd.DataFrame(rows).set_index("variant")
-    st.subheader(f"Row {cfg.row} at a glance")
-    st.dataframe(df, width="stretch", key="table_outputs", column_config=COLUMNS)
+    return pd.DataFrame(rows).set_index("variant")
+
+
+def _downloads(ran: Ran, fig, df: pd.DataFrame) -> None:
+    """The table as CSV, the whole run as JSON, and the share image."""
+    cfg = ran.cfg
     c1, c2, c3 = st.columns(3)
     with c1:
         csv_download(df, cfg.slug("outputs"), "csv_outputs")

@@ -13,10 +13,11 @@ from explorer import precision
 from explorer.trace import Trace
 
 from .. import compute, figures
-from ..common import chart, clamp, config_and_spec, duration, ensure_choice, guarded, header, held_back, stamp
+from ..common import chart, clamp, config_and_spec, ensure_choice, guarded, header, stamp
 from ..figures.common import format_value
 from ..figures.step import StepNumbers
 from ..params import Param, ParamTable
+from ..run_control import duration, held_back
 from ..state import MAX_DIM, Config, InputSpec
 from .merges import merges_section
 
@@ -88,7 +89,7 @@ def step_page() -> None:
 
 def _held_back(cfg: Config, spec: InputSpec, key: str) -> bool:
     """A trace not kept yet, estimated over this server's time budget (explorer.budget.run_seconds, the trace
-    included) waits for "Run anyway" (ui.common.held_back). Once started it runs to its end: a trace is made in
+    included) waits for "Run anyway" (ui.run_control.held_back). Once started it runs to its end: a trace is made in
     one call, with no progress to stop at."""
     block = cfg.block_for(key)
     seconds = compute.trace_cost(spec, cfg.row, key, cfg.acc, block)

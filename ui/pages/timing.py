@@ -3,6 +3,7 @@ shipped in docs/results, with one button: ui/results.py), and a share image of t
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 import explorer
@@ -121,8 +122,13 @@ def render(cfg) -> None:
         "bench_bundled",
         topk=False,
     )
-    if not sources:
-        return
+    if sources:
+        _show_results(_chosen_rows(cfg, sources), sources, origins)
+
+
+def _chosen_rows(cfg, sources: dict[str, dict]) -> pd.DataFrame:
+    """The results of the shape chosen here: copy and peers, and the sidebar's variants (every variant measured
+    where none of them is)."""
     df = figures.results_frame(sources)
     df["shape"] = df.apply(figures.shape_label, axis=1)
     shapes = list(dict.fromkeys(df["shape"]))
@@ -134,6 +140,11 @@ def render(cfg) -> None:
     if not (chosen["kind"] == "variant").any():
         st.caption("None of the sidebar's variants is in these results; showing every variant measured.")
         chosen = part
+    return chosen
+
+
+def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[str, str]) -> None:
+    """The chosen rows' time and bandwidth charts, their table with its downloads, and the share image."""
     stamp = chart_stamp(chosen, sources)
     broken = failed(chosen)
     t, g = figures.timing_figures(

@@ -249,6 +249,11 @@ def _input_spec(cfg, emulated: bool) -> InputSpec | None:
         clamp("tk_k", 1, min(K_MAX, cols))
         c2.number_input(f"k (1–{min(K_MAX, cols)})", min_value=1, max_value=min(K_MAX, cols), step=1, key="tk_k")
         return spec
+    return _generated_spec(cfg, emulated, c1, c2, c3)
+
+
+def _generated_spec(cfg, emulated: bool, c1, c2, c3) -> GeneratedInput:
+    """The vocabulary, batch and k widgets in three columns, and the sidebar's distribution at that shape."""
     vocabs = OPTIONS("tk_vocab")
     ensure_choice("tk_vocab", vocabs)
     c1.selectbox(
