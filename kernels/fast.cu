@@ -90,6 +90,16 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
         State<float> s = fast_block_merge<ROWS>(mine);
         if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
         else if (slices > 1) s = exchange_row(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+        if (prescaled<T>(s.m)) {
+            const float b = fmaf(s.m, LOG2E, fast_log2(s.d));
+#pragma unroll
+            for (int k = 0; k < PER; ++k) {
+                const int p = begin + k * threads + t;
+                if (p < end) yr[p] = normalised_less<T, VEC>(staged_pack<T, VEC>(k), b);
+            }
+            if (holds_loose) y[loose_at] = from_float<T>(exp2_less(loose, b));
+            return;
+        }
         const float inv_d = 1.0f / s.d;
 #pragma unroll
         for (int k = 0; k < PER; ++k) {

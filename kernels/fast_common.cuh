@@ -19,6 +19,19 @@ __device__ __forceinline__ float fast_exp2(float t) {
 // taken first, so x near the top of fp32 (|x|·log2e > FLT_MAX) cannot overflow into inf - inf.
 __device__ __forceinline__ float exp_shifted(float x, float m) { return fast_exp2(__fmul_rn(__fsub_rn(x, m), LOG2E)); }
 
+// 16-bit rows held in shared memory (fast_row's HOLD 2) take e^{x - m} as 2^{x·log2e - b}, one FFMA and
+// MUFU.EX2, with b = m·log2e rounded once (for the output, b also carries log2 d): that rounding shifts
+// every exponent by at most |m|·log2e·2^-25, 1.1e-5 while |m| <= PRESCALE_MAX, a small share of a bf16
+// or fp16 unit (2^-8, 2^-11). Above it, and for fp32 rows, the difference is taken first (exp_shifted).
+#define PRESCALE_MAX 256.0f
+template <typename T> __device__ __forceinline__ bool prescaled(float m) { return sizeof(T) == 2 && fabsf(m) <= PRESCALE_MAX; }
+__device__ __forceinline__ float exp2_less(float x, float b) { return fast_exp2(fmaf(x, LOG2E, -b)); }
+__device__ __forceinline__ float fast_log2(float d) {
+    float r;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+    return r;
+}
+
 // e^{m_from - m_to} the same way; equal maxima (-inf == -inf included) give exactly 1.
 __device__ __forceinline__ float fast_rescale(float m_from, float m_to) {
     return m_from == m_to ? 1.0f : exp_shifted(m_from, m_to);
@@ -111,9 +124,34 @@ template <typename T2, typename T, int VEC> struct PackMax2 {
 template <int VEC> struct PackMax<__nv_bfloat16, VEC> : PackMax2<__nv_bfloat162, __nv_bfloat16, VEC> {};
 template <int VEC> struct PackMax<__half, VEC> : PackMax2<__half2, __half, VEC> {};
 
+// The two forms of e^{x - shift}: the difference first, or prescaled (b = shift·log2e).
+struct ExpShifted {
+    float shift;
+    __device__ __forceinline__ float operator()(float x) const { return exp_shifted(x, shift); }
+};
+struct ExpLess {
+    float b;
+    __device__ __forceinline__ float operator()(float x) const { return exp2_less(x, b); }
+};
+
+// The sum of a thread's staged packs' exps in order, then its loose element's.
+template <typename T, int VEC, int PER, typename Exp>
+__device__ __forceinline__ float staged_sum(int begin, int end, int t, int stride, float loose, bool holds_loose, Exp exp_of) {
+    float d = 0.0f;
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        if (begin + k * stride + t < end) {
+            const Pack<T, VEC> pack = staged_pack<T, VEC>(k);
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) d = __fadd_rn(d, exp_of(to_float(pack.v[i])));
+        }
+    }
+    return holds_loose ? __fadd_rn(d, exp_of(loose)) : d;
+}
+
 // exps_in_place's (m, d) over the thread's staged packs (begin + k·stride + t), then its loose element
 // (fast_row's head or tail, if it holds one), read from shared memory twice (max, then the sum of
-// e^{x - m} in the same order), the exps not kept. A -inf element adds exactly 0: 2^-inf for a finite
+// e^{x - m} in the same order, prescaled where prescaled<T>), the exps not kept. A -inf element adds exactly 0: 2^-inf for a finite
 // max, and a thread whose elements are all -inf shifts by 0 instead (exp_shift).
 template <typename T, int VEC, int PER>
 __device__ __forceinline__ State<float> staged_state(int begin, int end, int t, int stride, float loose, bool holds_loose) {
@@ -124,16 +162,8 @@ __device__ __forceinline__ State<float> staged_state(int begin, int end, int t, 
     }
     const float m = holds_loose ? fmaxf(packs_max.value(), loose) : packs_max.value();
     const float shift = exp_shift(m);
-    float d = 0.0f;
-#pragma unroll
-    for (int k = 0; k < PER; ++k) {
-        if (begin + k * stride + t < end) {
-            const Pack<T, VEC> pack = staged_pack<T, VEC>(k);
-#pragma unroll
-            for (int i = 0; i < VEC; ++i) d = __fadd_rn(d, exp_shifted(to_float(pack.v[i]), shift));
-        }
-    }
-    if (holds_loose) d = __fadd_rn(d, exp_shifted(loose, shift));
+    const float d = prescaled<T>(shift) ? staged_sum<T, VEC, PER>(begin, end, t, stride, loose, holds_loose, ExpLess{__fmul_rn(shift, LOG2E)})
+                                        : staged_sum<T, VEC, PER>(begin, end, t, stride, loose, holds_loose, ExpShifted{shift});
     return {m, d};
 }
 
@@ -317,6 +347,14 @@ template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> scaled(co
     float f[VEC];
 #pragma unroll
     for (int i = 0; i < VEC; ++i) f[i] = __fmul_rn(e[i], c);
+    return to_pack<T, VEC>(f);
+}
+
+// y_i = 2^{x_i·log2e - b} with b = m_row·log2e + log2 d_row (prescaled 16-bit rows of fast_row's HOLD 2).
+template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> normalised_less(const Pack<T, VEC>& in, float b) {
+    float f[VEC];
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) f[i] = exp2_less(to_float(in.v[i]), b);
     return to_pack<T, VEC>(f);
 }
 

@@ -8,10 +8,12 @@ import zlib
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import explorer
 from explorer import fast_launch, numerics
-from explorer.backends import emulator
+from explorer.backends import emulator, fast_emulation
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": BF16}
@@ -512,3 +514,26 @@ def test_rounding_term_of_the_bound_is_needed_and_sufficient():
     np.testing.assert_allclose(
         out.astype(np.float64), explorer.reference(held), rtol=explorer.error_bound(n, "bfloat16", "float32")
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    m=st.floats(-fast_emulation.PRESCALE_MAX, fast_emulation.PRESCALE_MAX, width=32),
+    gaps=st.lists(st.floats(0, 80, width=32), min_size=1, max_size=64),
+    d=st.floats(1, 2**20, width=32),
+)
+def test_prescaled_exponent_stays_within_its_stated_error(m, gaps, d):
+    """fast_common.cuh's prescaled exps (16-bit slices in shared memory): 2^{x·log2e - b}, b rounded once,
+    within |m|·log2e·2^-25 of the difference-first form's exponent (a relative 8e-6 at |m| = 256), beside the
+    rounding of the exponent t itself that both forms have (|t|·2^-24 each), for the sums and the output."""
+    m32, d32 = np.float32(m), np.float32(d)
+    gap = np.asarray(gaps, np.float32)[None, :]
+    x = (m32 - gap).astype(np.float32)
+    exact = fast_emulation._exp_shifted(x, m32)
+    less = fast_emulation._exp2_less(x, (m32 * fast_emulation.LOG2E)[None, None])
+    out_exact = fast_emulation._fast_normalise(x, np.full((1, 1), m32), np.full((1, 1), d32))
+    out_less = fast_emulation._normalised_less(x[None], np.full((1, 1), m32), np.full((1, 1), d32))[0]
+    for got, want, t in ((less, exact, gap * 1.5), (out_less, out_exact, gap * 1.5 + np.log2(d))):
+        bound = np.log(2) * (abs(m) * 1.5 * 2.0**-25 + 2 * t * 2.0**-24) + 8 * 2.0**-24
+        big = want > 1e-30  # both flush alike far below the 16-bit formats' range
+        assert np.all(np.abs(got - want)[big] <= (bound * want)[big]), (m, got, want)

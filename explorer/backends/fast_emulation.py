@@ -12,6 +12,7 @@ from ..trace import cdiv
 from .fp32 import F32, div_f32, ftz
 
 LOG2E = np.float32(1.4426950408889634)
+PRESCALE_MAX = 256.0  # fast_common.cuh's: 16-bit slices in shared memory take 2^{x·log2e - b} up to this |max|
 
 
 def _exp2_f32(t: np.ndarray) -> np.ndarray:
@@ -24,6 +25,13 @@ def _exp_shifted(x: np.ndarray, m: np.ndarray) -> np.ndarray:
     """fast.cu's exp2f((x - m)·LOG2E): the difference and the product each rounded to fp32."""
     with np.errstate(invalid="ignore", over="ignore"):
         return _exp2_f32((x - m).astype(F32) * LOG2E)
+
+
+def _exp2_less(x: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fast_common.cuh's exp2_less: 2^fmaf(x, LOG2E, -b), the product exact in float64 and the sum rounded to
+    fp32 (through float64: a double rounding can, very rarely, move it by an ulp)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _exp2_f32((x.astype(np.float64) * np.float64(LOG2E) - b.astype(np.float64)).astype(F32))
 
 
 def _fast_rescale(m_from: np.ndarray, m_to: np.ndarray) -> np.ndarray:
@@ -83,16 +91,16 @@ def _pack_elements(pack: np.ndarray, vec: int) -> np.ndarray:
 def emulate_fast(x: np.ndarray, launch: Launch, first_row: int = 0) -> np.ndarray:
     """The kernel `launch` names (fast_warp, fast_row, fast_row_cluster or fast_split) on rows first_row,
     first_row + 1, ... of the input, with the same thread-to-element map and arithmetic."""
-    return KERNELS[launch.kernel](x.astype(F32), launch, first_row).astype(x.dtype)
+    return KERNELS[launch.kernel](x.astype(F32), launch, first_row, x.dtype.itemsize == 2).astype(x.dtype)
 
 
-def _fast_rows(x32: np.ndarray, launch: Launch, first_row: int) -> np.ndarray:
+def _fast_rows(x32: np.ndarray, launch: Launch, first_row: int, prescale: bool) -> np.ndarray:
     """fast_row (and its cluster form, the same arithmetic): rows grouped by where their first 16-byte
     boundary falls, since that decides each row's loose head and tail."""
     vec, per = launch.template_args[:2]
     y = np.empty_like(x32)
     for head, group in _rows_by_head(*x32.shape, vec, first_row):
-        y[group] = _fast_row(x32[group], launch, vec, per, head)
+        y[group] = _fast_row(x32[group], launch, vec, per, head, prescale)
     return y
 
 
@@ -104,6 +112,28 @@ def _rows_by_head(rows: int, cols: int, vec: int, first_row: int = 0):
         group = np.flatnonzero(heads == head)
         if group.size:
             yield min(head, cols), group
+
+
+def _prescaled(m: np.ndarray) -> np.ndarray:
+    return np.abs(m) <= PRESCALE_MAX
+
+
+def _prescaled_sums(xg: np.ndarray, valid: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """staged_state's sums for a 16-bit slice: threads whose shift (their max, 0 if -inf) is within
+    PRESCALE_MAX add 2^{x·log2e - b}, b = shift·log2e rounded to fp32; the others keep d."""
+    shift = np.where(m == -np.inf, np.zeros((), F32), m)
+    e = np.where(np.broadcast_to(valid, xg.shape), _exp2_less(xg, (shift * LOG2E)[..., None]), np.zeros((), F32))
+    sums = np.zeros(m.shape, F32)
+    for slot in range(xg.shape[2]):
+        sums = sums + e[..., slot]
+    return np.where(_prescaled(shift), sums, d)
+
+
+def _normalised_less(xg: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np.ndarray:
+    """The prescaled output: 2^{x·log2e - b}, b = fmaf(m, log2e, log2 d) (lg2.approx on the GPU: exact here)."""
+    log2_d = np.log2(row_d.astype(np.float64)).astype(F32)
+    b = (row_m.astype(np.float64) * np.float64(LOG2E) + log2_d.astype(np.float64)).astype(F32)
+    return ftz(_exp2_less(xg, b[..., None]))
 
 
 def _fast_warp(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
@@ -124,10 +154,11 @@ def _fast_warp(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarra
     return y
 
 
-def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int) -> np.ndarray:
+def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int, prescale: bool) -> np.ndarray:
     """fast_row on rows whose first `head` elements come before their first 16-byte boundary (RowSplit):
     slice s of the aligned body is held by block s, then the loose elements (head, then tail) by the
-    first slice's first threads, each in a last slot after its packs."""
+    first slice's first threads, each in a last slot after its packs. `prescale`: a 16-bit input, whose
+    slices in shared memory take their exps as 2^{x·log2e - b} (fast_common.cuh's exp2_less)."""
     rows, cols = x32.shape
     packs = (cols - head) // vec
     loose = cols - packs * vec
@@ -143,14 +174,19 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int) ->
     loose_col = np.where(t < head, t, head + packs * vec + (t - head))
     element = np.concatenate([element, np.where(holds_loose, loose_col, 0)[:, None]], axis=1)
     valid = np.concatenate([valid, holds_loose[:, None]], axis=1)
+    held = launch.template_args[2] == 2  # slice kept in shared memory: the exps taken again
     m, d, e = _exps_in_place(x32[:, element], valid)
+    if held and prescale:
+        d = _prescaled_sums(x32[:, element], valid, m, d)
     bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
     row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
     if slices > 1:
         row_m, row_d = _fold_chunks(row_m, row_d)
     with np.errstate(invalid="ignore", over="ignore"):
-        if launch.template_args[2] == 2:  # slice kept in shared memory: the exps taken again
+        if held:
             out = _fast_normalise(x32[:, element], row_m[..., None], row_d[..., None])
+            if prescale:
+                out = np.where(_prescaled(row_m[..., None]), _normalised_less(x32[:, element], row_m, row_d), out)
         else:
             c = ftz(_fast_rescale(m, row_m) * div_f32(np.ones((), F32), row_d))
             out = ftz(e * c[..., None])
@@ -267,10 +303,10 @@ def run_topk(fused: bool, launch: Launch, x: np.ndarray, k: int, softmax_launch:
 
 
 # Each fast kernel's emulation, by the kernel name its Launch carries: (x in fp32, launch, index of x's first
-# row in the input) -> y in fp32.
-KERNELS: dict[str, Callable[[np.ndarray, Launch, int], np.ndarray]] = {
-    "fast_warp": lambda x32, launch, first: _fast_warp(x32, launch, *launch.template_args[:2]),
+# row in the input, whether x is 16-bit) -> y in fp32.
+KERNELS: dict[str, Callable[[np.ndarray, Launch, int, bool], np.ndarray]] = {
+    "fast_warp": lambda x32, launch, first, sixteen: _fast_warp(x32, launch, *launch.template_args[:2]),
     "fast_row": _fast_rows,
     "fast_row_cluster": _fast_rows,
-    "fast_split": lambda x32, launch, first: _fast_split(x32, launch, *launch.template_args[:2]),
+    "fast_split": lambda x32, launch, first, sixteen: _fast_split(x32, launch, *launch.template_args[:2]),
 }
