@@ -21,7 +21,7 @@ __device__ __forceinline__ float exp_shifted(float x, float m) { return fast_exp
 
 // 16-bit rows held in shared memory (fast_row's HOLD 2) take e^{x - m} as 2^{x·log2e - b}, one FFMA and
 // MUFU.EX2, with b = m·log2e rounded once (for the output, b also carries log2 d): that rounding shifts
-// every exponent by at most |m|·log2e·2^-25, 1.1e-5 while |m| <= PRESCALE_MAX, a small share of a bf16
+// every exponent by at most |m|·log2e·2^-24, 2.2e-5 while |m| <= PRESCALE_MAX, a small share of a bf16
 // or fp16 unit (2^-8, 2^-11). Above it, and for fp32 rows, the difference is taken first (exp_shifted).
 #define PRESCALE_MAX 256.0f
 template <typename T> __device__ __forceinline__ bool prescaled(float m) { return sizeof(T) == 2 && fabsf(m) <= PRESCALE_MAX; }
