@@ -529,10 +529,10 @@ def test_prescaled_exponent_stays_within_its_stated_error(m, gaps, d):
     m32, d32 = np.float32(m), np.float32(d)
     gap = np.asarray(gaps, np.float32)[None, :]
     x = (m32 - gap).astype(np.float32)
-    exact = fast_emulation._exp_shifted(x, m32)
-    less = fast_emulation._exp2_less(x, (m32 * fast_emulation.LOG2E)[None, None])
-    out_exact = fast_emulation._fast_normalise(x, np.full((1, 1), m32), np.full((1, 1), d32))
-    out_less = fast_emulation._normalised_less(x[None], np.full((1, 1), m32), np.full((1, 1), d32))[0]
+    exact = fast_emulation.exp_shifted(x, m32)
+    less = fast_emulation.exp2_less(x, (m32 * fast_emulation.LOG2E)[None, None])
+    out_exact = fast_emulation.fast_normalise(x, np.full((1, 1), m32), np.full((1, 1), d32))
+    out_less = fast_emulation.normalised_less(x[None], np.full((1, 1), m32), np.full((1, 1), d32))[0]
     for got, want, t in ((less, exact, gap * 1.5), (out_less, out_exact, gap * 1.5 + np.log2(d))):
         bound = np.log(2) * (abs(m) * 1.5 * 2.0**-24 + 2 * t * 2.0**-24) + 8 * 2.0**-24
         big = want > 1e-30  # both flush alike far below the 16-bit formats' range

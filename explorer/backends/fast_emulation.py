@@ -21,13 +21,13 @@ def _exp2_f32(t: np.ndarray) -> np.ndarray:
         return ftz(np.exp2(t.astype(np.float64)).astype(F32))
 
 
-def _exp_shifted(x: np.ndarray, m: np.ndarray) -> np.ndarray:
+def exp_shifted(x: np.ndarray, m: np.ndarray) -> np.ndarray:
     """fast.cu's exp2f((x - m)·LOG2E): the difference and the product each rounded to fp32."""
     with np.errstate(invalid="ignore", over="ignore"):
         return _exp2_f32((x - m).astype(F32) * LOG2E)
 
 
-def _exp2_less(x: np.ndarray, b: np.ndarray) -> np.ndarray:
+def exp2_less(x: np.ndarray, b: np.ndarray) -> np.ndarray:
     """fast_common.cuh's exp2_less: 2^fmaf(x, LOG2E, -b), the product exact in float64 and the sum rounded to
     fp32 (through float64: a double rounding can, very rarely, move it by an ulp)."""
     with np.errstate(invalid="ignore", over="ignore"):
@@ -76,7 +76,7 @@ def _exps_in_place(xg: np.ndarray, valid: np.ndarray):
     Returns the thread states (m, d) and the exps e (invalid slots 0)."""
     valid = np.broadcast_to(valid, xg.shape)
     m = np.fmax.reduce(np.where(valid, xg, -np.inf), axis=2).astype(F32)  # fmaxf skips NaN, as the kernel
-    e = np.where(valid & (xg != -np.inf), _exp_shifted(xg, m[..., None]), np.zeros((), F32))
+    e = np.where(valid & (xg != -np.inf), exp_shifted(xg, m[..., None]), np.zeros((), F32))
     d = np.zeros(m.shape, F32)
     for slot in range(xg.shape[2]):  # the sum in the thread's order
         d = d + e[..., slot]
@@ -122,18 +122,20 @@ def _prescaled_sums(xg: np.ndarray, valid: np.ndarray, m: np.ndarray, d: np.ndar
     """staged_state's sums for a 16-bit slice: threads whose shift (their max, 0 if -inf) is within
     PRESCALE_MAX add 2^{x·log2e - b}, b = shift·log2e rounded to fp32; the others keep d."""
     shift = np.where(m == -np.inf, np.zeros((), F32), m)
-    e = np.where(np.broadcast_to(valid, xg.shape), _exp2_less(xg, (shift * LOG2E)[..., None]), np.zeros((), F32))
+    with np.errstate(over="ignore", invalid="ignore"):  # rows beyond PRESCALE_MAX are not kept
+        bias = shift * LOG2E
+    e = np.where(np.broadcast_to(valid, xg.shape), exp2_less(xg, bias[..., None]), np.zeros((), F32))
     sums = np.zeros(m.shape, F32)
     for slot in range(xg.shape[2]):
         sums = sums + e[..., slot]
     return np.where(_prescaled(shift), sums, d)
 
 
-def _normalised_less(xg: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np.ndarray:
+def normalised_less(xg: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np.ndarray:
     """The prescaled output: 2^{x·log2e - b}, b = fmaf(m, log2e, log2 d) (lg2.approx on the GPU: exact here)."""
     log2_d = np.log2(row_d.astype(np.float64)).astype(F32)
     b = (row_m.astype(np.float64) * np.float64(LOG2E) + log2_d.astype(np.float64)).astype(F32)
-    return ftz(_exp2_less(xg, b[..., None]))
+    return ftz(exp2_less(xg, b[..., None]))
 
 
 def _fast_warp(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
@@ -184,9 +186,9 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int, pr
         row_m, row_d = _fold_chunks(row_m, row_d)
     with np.errstate(invalid="ignore", over="ignore"):
         if held:
-            out = _fast_normalise(x32[:, element], row_m[..., None], row_d[..., None])
+            out = fast_normalise(x32[:, element], row_m[..., None], row_d[..., None])
             if prescale:
-                out = np.where(_prescaled(row_m[..., None]), _normalised_less(x32[:, element], row_m, row_d), out)
+                out = np.where(_prescaled(row_m[..., None]), normalised_less(x32[:, element], row_m, row_d), out)
         else:
             c = ftz(_fast_rescale(m, row_m) * div_f32(np.ones((), F32), row_d))
             out = ftz(e * c[..., None])
@@ -211,13 +213,13 @@ def _fold_chunks(cm: np.ndarray, cd: np.ndarray):
 def _fast_split(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
     """fast_split_partial (batches of per packs per thread, online per batch) then fast_split_finish."""
     row_m, row_d = _fast_split_state(x32, launch, vec, per)
-    return _fast_normalise(x32, row_m, row_d)
+    return fast_normalise(x32, row_m, row_d)
 
 
-def _fast_normalise(x32: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np.ndarray:
+def fast_normalise(x32: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np.ndarray:
     """e^{x - m} / d as fast_split_finish and topk write it: exp2f((x - m)·LOG2E) times 1/d, in fp32."""
     with np.errstate(invalid="ignore", over="ignore"):
-        return ftz(_exp_shifted(x32, row_m) * div_f32(np.ones((), F32), row_d))
+        return ftz(exp_shifted(x32, row_m) * div_f32(np.ones((), F32), row_d))
 
 
 def _fast_split_state(x32: np.ndarray, launch: Launch, vec: int, per: int):
@@ -296,7 +298,7 @@ def run_topk(fused: bool, launch: Launch, x: np.ndarray, k: int, softmax_launch:
         indices = top_indices(keyed, k)
         row_m, row_d = _topk_state(x32, launch)
         chosen = np.take_along_axis(keyed, indices, axis=1)
-        return _fast_normalise(chosen, row_m, row_d).astype(x.dtype), indices.astype(np.int32)
+        return fast_normalise(chosen, row_m, row_d).astype(x.dtype), indices.astype(np.int32)
     y = emulate_fast(x, softmax_launch)
     indices = top_indices(y.astype(F32), k)
     return np.take_along_axis(y, indices, axis=1), indices.astype(np.int32)
