@@ -111,21 +111,25 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     packs = cols // vec
     per_lane = next((e for width, e in FAST_WARP_ELEMENTS[dtype] if cols <= width), None)
     if per_lane is not None and (vec > 1 or cols <= 256):
-        lanes = min(32, pow2_at_least(cdiv(packs, max(1, per_lane // vec))))
-        per = pow2_at_least(cdiv(packs, lanes))
-        return Launch(
-            grid=cdiv(rows, THREADS_PER_BLOCK // lanes),
-            block=THREADS_PER_BLOCK,
-            shared_bytes=0,
-            threads_per_row=lanes,
-            kernel="fast_warp",
-            template_args=(vec, per, lanes),
-        )
+        return fast_warp_launch(rows, cols, dtype, min(32, pow2_at_least(cdiv(packs, max(1, per_lane // vec)))))
     threads, elements, hold = next((t, e, h) for width, t, e, h in FAST_ROW_SHAPES[dtype] if cols <= width)
     counts = threads if isinstance(threads, tuple) else (threads,)
     tried = {t: fast_row_launch(rows, cols, dtype, t, elements, hold) for t in counts}
     full = next((launch for t, launch in tried.items() if launch is not None and launch.block == t), None)
     return full or tried[counts[-1]] or fast_split_launch(rows, cols, dtype)
+
+
+def fast_warp_launch(rows: int, cols: int, dtype: str, lanes: int) -> Launch:
+    """fast_warp with `lanes` lanes a row (32 / lanes rows a warp), each holding its packs in registers."""
+    vec = fast_vector(cols, dtype)
+    return Launch(
+        grid=cdiv(rows, THREADS_PER_BLOCK // lanes),
+        block=THREADS_PER_BLOCK,
+        shared_bytes=0,
+        threads_per_row=lanes,
+        kernel="fast_warp",
+        template_args=(vec, pow2_at_least(cdiv(cols // vec, lanes)), lanes),
+    )
 
 
 def fast_split_launch(rows: int, cols: int, dtype: str, blocks_per_sm: int = SPLIT_BLOCKS_PER_SM) -> Launch:

@@ -18,8 +18,8 @@ import numpy as np
 
 from explorer import bench, devicetime, harness
 from explorer.backends import cuda
-from explorer.fast_launch import fast_row_launch, fast_split_launch, fast_vector
-from explorer.geometry import THREADS_PER_BLOCK, Launch, cdiv, pow2_at_least
+from explorer.fast_launch import fast_row_launch, fast_split_launch, fast_vector, fast_warp_launch
+from explorer.geometry import Launch, cdiv, pow2_at_least
 from explorer.numerics import DTYPES
 from explorer.registry import VARIANTS
 
@@ -50,18 +50,8 @@ def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Laun
     packs = cols // vec
     if cols <= 2048 and vec > 1 and not registers_only:
         for lanes in (4, 8, 16, 32):
-            per = pow2_at_least(cdiv(packs, lanes))
-            if per * vec <= 64:
-                found.append(
-                    Launch(
-                        grid=cdiv(rows, THREADS_PER_BLOCK // lanes),
-                        block=THREADS_PER_BLOCK,
-                        shared_bytes=0,
-                        threads_per_row=lanes,
-                        kernel="fast_warp",
-                        template_args=(vec, per, lanes),
-                    )
-                )
+            if pow2_at_least(cdiv(packs, lanes)) * vec <= 64:
+                found.append(fast_warp_launch(rows, cols, dtype, lanes))
     for threads in (128, 256, 512, 1024):
         for elements, hold in REGISTER_HELD if registers_only else FAST_ROW_HOLDS:
             if elements < vec or (hold == 2 and elements > 8 * vec * 2):
