@@ -34,6 +34,7 @@ RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "block_size", *
 # Optional, absent from older files: the peer's version, device time and what derives from it, an error
 # for a peer that could not run; top-k rows also carry k and the read-once floor.
 DEVICE_FIELDS = harness.DEVICE_FIELDS
+EVENT_FIELDS = harness.EVENT_FIELDS
 FLOOR_FIELDS = ("floor_us", "pct_floor", "floor_device_us", "pct_floor_device")
 # The Triton tutorial's sweep: 2^27 elements at every width, rows shrinking as cols grow.
 SWEEP_ELEMENTS = 2**27

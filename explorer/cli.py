@@ -103,19 +103,7 @@ def cmd_run(args) -> int:
     return 0
 
 
-RESULT_COLUMNS = [
-    "name",
-    "dtype",
-    "rows",
-    "cols",
-    "block_size",
-    "median_us",
-    "p10_us",
-    "p90_us",
-    "gbps",
-    "pct_copy",
-    "max_rel",
-]
+RESULT_COLUMNS = ["name", "dtype", "rows", "cols", "block_size", *bench.EVENT_FIELDS, "gbps", "pct_copy", "max_rel"]
 
 
 def cmd_topk(args) -> int:
@@ -144,9 +132,7 @@ def cmd_bench(args) -> int:
         doc = bench.bench_topk(args.shapes or bench.TOPK_SHAPES, args.topk, args.dtypes, not args.no_peers, progress)
         if args.json:
             Path(args.json).write_text(bench.dumps(doc))
-        _print_results(
-            doc, ["name", "dtype", "rows", "cols", "k", "median_us", "p10_us", "p90_us", "bytes_moved", "max_rel"]
-        )
+        _print_results(doc, ["name", "dtype", "rows", "cols", "k", *bench.EVENT_FIELDS, "bytes_moved", "max_rel"])
         return 0
     shapes = args.shapes or []
     for sweep in args.sweep or []:

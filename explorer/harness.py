@@ -13,10 +13,9 @@ from .backends import cuda
 
 SCHEMA = "softmax-explorer-bench/1"
 # What a result row measures: a row for a peer that could not run has these empty.
+EVENT_FIELDS = ("median_us", "p10_us", "p90_us")  # CUDA-event time per launch: median and spread
 MEASURED_FIELDS = (
-    "median_us",
-    "p10_us",
-    "p90_us",
+    *EVENT_FIELDS,
     "gbps",
     "pct_copy",
     "bytes_moved",

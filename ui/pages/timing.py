@@ -27,28 +27,10 @@ from ..state import file_slug
 PARAMS = (Param("tshape", "text", ""), Param("bench_bundled", "flag", False, sparse=True))  # bundled: ui/results.py
 
 TABLE_COLUMNS = [
-    "source",
-    "name",
-    "version",
-    "kind",
-    "dtype",
-    "acc",
-    "rows",
-    "cols",
-    "block_size",
-    "median_us",
-    "p10_us",
-    "p90_us",
-    "device_us",
-    "device_p10_us",
-    "device_p90_us",
-    "gbps",
-    "pct_copy",
-    "pct_copy_device",
-    "bytes_moved",
-    "reads_per_element",
-    "writes_per_element",
-    "max_rel",
+    *("source", "name", "version", "kind", "dtype", "acc", "rows", "cols", "block_size"),
+    *bench.EVENT_FIELDS,
+    *bench.DEVICE_FIELDS[:3],
+    *("gbps", "pct_copy", "pct_copy_device", "bytes_moved", "reads_per_element", "writes_per_element", "max_rel"),
     "error",
 ]
 ss = st.session_state
