@@ -261,7 +261,9 @@ def sidebar(page: str = "") -> Config:
     return cfg
 
 
-def sync_url() -> None:
+def sync_url(force: bool = False) -> None:
+    """Write the URL's parameters from the session's values where they differ from the URL this run started
+    with, or always (force): a message of an earlier, interrupted run may still reach the browser after it."""
     wanted = to_query({k: ss[k] for k in ss.keys() if isinstance(k, str) and not k.startswith("_")})
-    if st.query_params.to_dict() != wanted:
+    if force or st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)

@@ -186,7 +186,10 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
     bits_section(trace, n)
     from ..sidebar import sync_url  # here: ui.sidebar imports the pages (through ui.url)
 
-    sync_url()  # a Play tick reruns only this fragment, and the URL follows the step
+    # a Play tick reruns only this fragment, and the URL follows the step; the URL message of a tick that a click
+    # (Pause, the slider) interrupted can reach the browser after that click's run has begun, so a run that is not
+    # a tick writes the URL again even where it looks unchanged
+    sync_url(force=not ss.get("_playing"))
 
 
 def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
