@@ -17,7 +17,6 @@
 // instruction) instead of expf. All kernels are templated like softmax.cu.
 #include "fast_common.cuh"
 
-
 // fast_warp: online_warp with the row held in registers, so x is read ONCE (1 read, 1 write):
 // a group of LANES lanes per row (32 / LANES rows per warp, so short rows keep every lane busy and
 // merge in fewer levels); lane l loads 16-byte packs l, l+LANES, ... (PER of them). Warps stride
@@ -173,8 +172,8 @@ fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__
 // element), then merges the block: 1 read per element, 2 floats per chunk. The grid is BLOCKS blocks an
 // SM, and the launch bounds let that many fit: one wave.
 template <typename T, typename Acc, int VEC, int PER, int BLOCKS>
-__global__ void __launch_bounds__(512, BLOCKS) fast_split_partial(const T* __restrict__ x, float* __restrict__ partial,
-                                                                               int rows, int cols, int chunks) {
+__global__ void __launch_bounds__(512, BLOCKS) fast_split_partial(const T* __restrict__ x, float* __restrict__ partial, int rows,
+                                                                  int cols, int chunks) {
     const long long row = blockIdx.x / chunks;
     const int c = blockIdx.x % chunks;
     const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
@@ -204,8 +203,7 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_split_partial(const T* __res
 // PER packs loaded before any is written: 1 read, 1 write.
 template <typename T, typename Acc, int VEC, int PER, int BLOCKS>
 __global__ void __launch_bounds__(512, BLOCKS) fast_split_finish(const T* __restrict__ x, T* __restrict__ y,
-                                                                              const float* __restrict__ partial, int rows, int cols,
-                                                                              int chunks) {
+                                                                 const float* __restrict__ partial, int rows, int cols, int chunks) {
     constexpr int FOLD = 8;
     __shared__ float row_state[2];
     // blocks run in reverse order of split_partial's, so the chunks read last (still in L2) come first

@@ -151,8 +151,8 @@ __device__ __forceinline__ float staged_sum(int begin, int end, int t, int strid
 
 // exps_in_place's (m, d) over the thread's staged packs (begin + k·stride + t), then its loose element
 // (fast_row's head or tail, if it holds one), read from shared memory twice (max, then the sum of
-// e^{x - m} in the same order, prescaled where prescaled<T>), the exps not kept. A -inf element adds exactly 0: 2^-inf for a finite
-// max, and a thread whose elements are all -inf shifts by 0 instead (exp_shift).
+// e^{x - m} in the same order, prescaled where prescaled<T>), the exps not kept. A -inf element adds
+// exactly 0: 2^-inf for a finite max, and a thread whose elements are all -inf shifts by 0 instead (exp_shift).
 template <typename T, int VEC, int PER>
 __device__ __forceinline__ State<float> staged_state(int begin, int end, int t, int stride, float loose, bool holds_loose) {
     PackMax<T, VEC> packs_max;
