@@ -3,7 +3,7 @@ scripts/tune_fast.py; docs/tune-fast-h200.json)."""
 
 from __future__ import annotations
 
-from .geometry import ITEMSIZE, THREADS_PER_BLOCK, Launch, cdiv, multiprocessors, pow2_at_least
+from .geometry import ITEMSIZE, THREADS_PER_BLOCK, Launch, cdiv, multiprocessors, pow2_at_least, two_stage_launch
 
 MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
 REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
@@ -138,14 +138,4 @@ def fast_split_launch(rows: int, cols: int, dtype: str, blocks_per_sm: int = SPL
     vec = fast_vector(cols, dtype)
     per = max(1, 16 // vec)
     chunks = max(1, min(cdiv(cols // vec, SPLIT_BLOCK * per), blocks_per_sm * multiprocessors() // rows))
-    return Launch(
-        grid=rows * chunks,
-        block=SPLIT_BLOCK,
-        shared_bytes=264,
-        threads_per_row=chunks * SPLIT_BLOCK,
-        kernel="fast_split",
-        template_args=(vec, per, blocks_per_sm),
-        chunks=chunks,
-        functions=("fast_split_partial", "fast_split_finish"),
-        protocol="two_stage",
-    )
+    return two_stage_launch("fast_split", rows, chunks, SPLIT_BLOCK, 264, (vec, per, blocks_per_sm))

@@ -68,14 +68,21 @@ def block_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:
 def split_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Enough chunks per row to give the GPU ~4 blocks per SM, each thread folding >= 4 elements."""
     chunks = max(1, min(cdiv(cols, 4 * block), cdiv(4 * multiprocessors(), rows)))
+    return two_stage_launch("split", rows, chunks, block, 256)
+
+
+def two_stage_launch(kernel: str, rows: int, chunks: int, block: int, shared_bytes: int, template_args=()) -> Launch:
+    """`chunks` blocks a row fold their chunks into (m, d) (KERNEL_partial), then each merges its row's states
+    and normalises its chunk (KERNEL_finish): the pair the CUDA backend launches one after the other."""
     return Launch(
         grid=rows * chunks,
         block=block,
-        shared_bytes=256,
+        shared_bytes=shared_bytes,
         threads_per_row=chunks * block,
-        kernel="split",
+        kernel=kernel,
+        template_args=template_args,
         chunks=chunks,
-        functions=("split_partial", "split_finish"),
+        functions=(f"{kernel}_partial", f"{kernel}_finish"),
         protocol="two_stage",
     )
 
