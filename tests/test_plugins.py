@@ -5,8 +5,11 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import explorer
+from explorer import fast_launch
 from explorer.backends import cuda, emulator, fast_emulation
 from explorer.topk import TOPK_VARIANTS, topk_launch
 
@@ -90,3 +93,18 @@ def test_topk_launch_rule_forms_clusters_for_few_short_rows(rows, cols, k, kerne
 @pytest.mark.gpu
 def test_the_launch_rules_read_this_gpus_multiprocessors(fresh_multiprocessors):
     assert explorer.geometry.multiprocessors() == cuda.device_info()["multiprocessors"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.integers(1, 600), log_cols=st.integers(10, 26), dtype=st.sampled_from(explorer.geometry.DTYPE_NAMES))
+def test_fast_split_launches_one_wave_covering_every_pack(rows, log_cols, dtype):
+    """fast_split's grid is at most SPLIT_BLOCKS_PER_SM blocks an SM (what fast.cu's launch bounds let fit: one
+    wave) unless the rows alone outnumber that, a row's chunks cover all its packs, and none is empty."""
+    cols = (1 << log_cols) + rows % 7  # odd widths too
+    launch = fast_launch.fast_split_launch(rows, cols, dtype)
+    sms, vec = explorer.geometry.multiprocessors(), launch.template_args[0]
+    assert launch.grid == rows * launch.chunks and launch.template_args[2] == fast_launch.SPLIT_BLOCKS_PER_SM
+    assert launch.grid <= max(rows, fast_launch.SPLIT_BLOCKS_PER_SM * sms)
+    packs = cols // vec
+    chunk = -(-packs // launch.chunks)
+    assert chunk * launch.chunks >= packs and chunk * (launch.chunks - 1) < packs
