@@ -25,8 +25,9 @@ from .checks import (
     whole,
 )
 from .errors import InvalidInput
+from .geometry import Launch
 from .numerics import DTYPES, dtype_name
-from .registry import VARIANTS, Launch, Variant
+from .registry import VARIANTS, Variant
 from .trace import RawTrace, Trace, build_trace
 
 

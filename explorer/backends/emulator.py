@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..geometry import Launch
+from ..geometry import Launch, cdiv
 from ..numerics import DTYPES
 from ..registry import Variant
-from ..trace import NODES_PER_BUTTERFLY, OFFSETS, RawTrace, cdiv, trace_shape
+from ..trace import NODES_PER_BUTTERFLY, OFFSETS, RawTrace, trace_shape
 from .fast_emulation import emulate_fast
 from .fp32 import F32, div_f32, exp_f32
 

@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..geometry import Launch
-from ..trace import cdiv
+from ..geometry import Launch, cdiv
 from .fp32 import F32, div_f32, ftz
 
 LOG2E = np.float32(1.4426950408889634)
@@ -177,18 +176,19 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int, pr
     element = np.concatenate([element, np.where(holds_loose, loose_col, 0)[:, None]], axis=1)
     valid = np.concatenate([valid, holds_loose[:, None]], axis=1)
     held = launch.template_args[2] == 2  # slice kept in shared memory: the exps taken again
-    m, d, e = _exps_in_place(x32[:, element], valid)
+    xg = x32[:, element]  # (rows, threads, slots)
+    m, d, e = _exps_in_place(xg, valid)
     if held and prescale:
-        d = _prescaled_sums(x32[:, element], valid, m, d)
+        d = _prescaled_sums(xg, valid, m, d)
     bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
     row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
     if slices > 1:
         row_m, row_d = _fold_chunks(row_m, row_d)
     with np.errstate(invalid="ignore", over="ignore"):
         if held:
-            out = fast_normalise(x32[:, element], row_m[..., None], row_d[..., None])
+            out = fast_normalise(xg, row_m[..., None], row_d[..., None])
             if prescale:
-                out = np.where(_prescaled(row_m[..., None]), normalised_less(x32[:, element], row_m, row_d), out)
+                out = np.where(_prescaled(row_m[..., None]), normalised_less(xg, row_m, row_d), out)
         else:
             c = ftz(_fast_rescale(m, row_m) * div_f32(np.ones((), F32), row_d))
             out = ftz(e * c[..., None])
