@@ -19,7 +19,7 @@ import numpy as np
 from explorer import bench, devicetime, harness
 from explorer.backends import cuda
 from explorer.fast_launch import fast_row_launch, fast_split_launch, fast_vector, fast_warp_launch
-from explorer.geometry import Launch, cdiv, pow2_at_least
+from explorer.geometry import Launch
 from explorer.numerics import DTYPES
 from explorer.registry import VARIANTS
 
@@ -47,11 +47,11 @@ def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Laun
         return found
     registers_only = only == "registers"
     vec = fast_vector(cols, dtype)
-    packs = cols // vec
     if cols <= 2048 and vec > 1 and not registers_only:
         for lanes in (4, 8, 16, 32):
-            if pow2_at_least(cdiv(packs, lanes)) * vec <= 64:
-                found.append(fast_warp_launch(rows, cols, dtype, lanes))
+            launch = fast_warp_launch(rows, cols, dtype, lanes)
+            if launch.template_args[1] * vec <= 64:  # packs a lane, times their elements
+                found.append(launch)
     for threads in (128, 256, 512, 1024):
         for elements, hold in REGISTER_HELD if registers_only else FAST_ROW_HOLDS:
             if elements < vec or (hold == 2 and elements > 8 * vec * 2):
