@@ -11,6 +11,7 @@ import numpy as np
 from . import budget, numerics, reserve
 from .backends import cuda, emulator
 from .checks import (
+    check_accumulator_range,
     check_block,
     check_dtype,
     check_logits,
@@ -136,6 +137,7 @@ def softmax(
     used = resolve_backend(backend)
     need = check_fits(rows, cols, dtype, used, v, block, trace_row is not None, acc)
     launch = v.launch(rows, cols, block, dtype)
+    check_accumulator_range(x, acc)
     with reserve.host_run(used, need):
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
         out, raw = _run_kernel(used, v, launch, x2, dtype, acc, trace_row, progress)

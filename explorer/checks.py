@@ -12,7 +12,7 @@ import numpy as np
 from . import budget
 from .backends import cuda
 from .errors import InvalidInput, TooLarge, shown
-from .numerics import DTYPES, dtype_name
+from .numerics import DTYPES, FORMATS, dtype_name
 from .registry import VARIANTS, Variant
 
 BACKENDS = ("auto", "cuda", "emulator")
@@ -127,6 +127,31 @@ def check_logits(x: object, name: str = "x") -> tuple[str, int, int]:
     if rows > MAX_DIM or cols > MAX_DIM:
         raise InvalidInput(f"rows and cols must each be below 2^31, got {rows}×{cols}")
     return dtype, rows, cols
+
+
+ELEMENTS_A_SCAN = 2**20  # elements check_accumulator_range converts at a time (its scratch stays small)
+
+
+def check_accumulator_range(x: np.ndarray, acc: str) -> None:
+    """InvalidInput where a finite value of the rows × cols x would become ±inf on entering an accumulator
+    of type acc (float16 holds |x| <= 65504): its running max would be inf and the row's softmax NaN.
+    Reads x a slice of rows at a time; nothing to read where acc holds every value of x's type."""
+    limit, own = FORMATS[acc].max_value, FORMATS[dtype_name(x.dtype)].max_value
+    if limit >= own:
+        return
+    rows = x.reshape(-1, x.shape[-1])
+    step = max(1, ELEMENTS_A_SCAN // rows.shape[1])
+    for first in range(0, rows.shape[0], step):
+        part = rows[first : first + step]
+        with np.errstate(over="ignore"):
+            overflows = np.isinf(part.astype(DTYPES[acc])) & np.isfinite(part)
+        if overflows.any():
+            row, col = (int(i) for i in np.argwhere(overflows)[0])
+            raise InvalidInput(
+                f"a {acc} accumulator holds values up to ±{limit:g}; x[{first + row}, {col}] = "
+                f"{float(part[row, col]):g} would become infinite in it (and the row NaN): accumulate in "
+                f"float32, or scale the logits"
+            )
 
 
 def check_block(variant: Variant, block_size: object) -> int:

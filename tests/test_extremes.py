@@ -68,6 +68,29 @@ def test_edge_values_match_float64(key, dtype, backend):
         check(edge_rows(dtype, cols), key, backend)
 
 
+NARROW_ACCUMULATORS = [(k, acc) for k in NOT_NAIVE for acc in explorer.VARIANTS[k].accumulators if acc != "float32"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("key", "acc"), NARROW_ACCUMULATORS)
+def test_a_narrow_accumulator_refuses_values_it_cannot_hold(key, acc, dtype, backend):
+    """A finite logit beyond the accumulator's range (fp32's 1e5 in float16) would make its running max inf and the
+    row NaN: the run is refused, naming the accumulator; an edge row it can hold gives no NaN where float64 has none."""
+    if backend == "cuda" and not cuda.available():
+        pytest.skip("no GPU")
+    for row in edge_rows(dtype, 64):
+        x = row[None, :]
+        with np.errstate(over="ignore"):
+            beyond = np.isinf(x.astype(explorer.DTYPES[acc]).astype(np.float64)).any()
+        if beyond:
+            with pytest.raises(explorer.InvalidInput, match=f"{acc} accumulator holds values up to"):
+                explorer.softmax(x, key, acc=acc, backend=backend)
+            continue
+        report = explorer.errors(explorer.softmax(x, key, acc=acc, backend=backend).out, x)
+        assert report.nonfinite_mismatch == 0, (key, acc, row[:4], report)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", list(explorer.TOPK_VARIANTS))
