@@ -243,16 +243,32 @@ __device__ __forceinline__ ClusterMailbox& cluster_mailbox() {
     return mailbox;
 }
 
-template <int CLUSTER> __device__ __forceinline__ void cluster_mailbox_open() {
+// A mailbox in this block's shared memory that blocks of its cluster fill with st.async: at the kernel's
+// start, its mbarrier (`arrived`) expects BYTES, and a relaxed cluster arrive says it is open (the
+// senders' barrier.cluster.wait comes before their first st.async). mailbox_wait: until they have landed.
+template <int CLUSTER, int BYTES> __device__ __forceinline__ void mailbox_open(unsigned long long& arrived) {
     static_assert(CLUSTER <= 16, "a Hopper cluster has at most 16 blocks");
     if (threadIdx.x == 0) {
-        const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&cluster_mailbox().arrived));
+        const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&arrived));
         asm volatile(
             "mbarrier.init.shared::cta.b64 [%0], 1;\n"
             "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-            "fence.mbarrier_init.release.cluster;\n" ::"r"(bar), "n"(CLUSTER * 8) : "memory");
+            "fence.mbarrier_init.release.cluster;\n" ::"r"(bar), "n"(BYTES) : "memory");
     }
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void mailbox_wait(const unsigned long long& arrived) {
+    const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&arrived));
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar) : "memory");
+    }
+}
+
+template <int CLUSTER> __device__ __forceinline__ void cluster_mailbox_open() {
+    mailbox_open<CLUSTER, CLUSTER * 8>(cluster_mailbox().arrived);
 }
 
 template <int CLUSTER> __device__ __forceinline__ State<float> cluster_exchange(State<float> s) {
@@ -270,13 +286,7 @@ template <int CLUSTER> __device__ __forceinline__ State<float> cluster_exchange(
                      "f"(s.m), "f"(s.d), "r"(bar) : "memory");
     }
     if (threadIdx.x < 32) {
-        const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.arrived));
-        unsigned done = 0;
-        while (!done) {
-            asm volatile(
-                "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
-                : "=r"(done) : "r"(bar) : "memory");
-        }
+        mailbox_wait(mailbox.arrived);
         State<float> r = {NEG_INF, 0.0f};
         if (threadIdx.x < CLUSTER) {
             const float2 other = mailbox.state[threadIdx.x];

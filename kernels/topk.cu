@@ -303,20 +303,6 @@ template <int K, int CLUSTER> __device__ __forceinline__ TopkMailbox<K, CLUSTER>
 }
 __host__ __device__ constexpr int mail_bytes(int K) { return 8 + 8 * K; }  // a chunk's state and its K keys
 
-// At the kernel's start: the mailbox's mbarrier expects every chunk's mail; a relaxed cluster arrive tells
-// the cluster it is ready (the matching wait comes before the first mail).
-template <int K, int CLUSTER> __device__ __forceinline__ void topk_mailbox_open() {
-    static_assert(CLUSTER <= 16, "a Hopper cluster has at most 16 blocks");
-    if (threadIdx.x == 0) {
-        const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&topk_mailbox<K, CLUSTER>().arrived));
-        asm volatile(
-            "mbarrier.init.shared::cta.b64 [%0], 1;\n"
-            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-            "fence.mbarrier_init.release.cluster;\n" ::"r"(bar), "n"(CLUSTER * mail_bytes(K)) : "memory");
-    }
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-
 // The address in the leader's shared memory of what sits at `local` in this block's.
 __device__ __forceinline__ unsigned in_leader(const void* local) {
     unsigned to;
@@ -345,18 +331,6 @@ template <int K, int CLUSTER> __device__ __forceinline__ void topk_mail_leader(S
     }
 }
 
-// The leader, once every chunk's mail has landed.
-template <int K, int CLUSTER> __device__ __forceinline__ const TopkMailbox<K, CLUSTER>& topk_mailbox_wait() {
-    TopkMailbox<K, CLUSTER>& mailbox = topk_mailbox<K, CLUSTER>();
-    const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.arrived));
-    unsigned done = 0;
-    while (!done) {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"(bar) : "memory");
-    }
-    return mailbox;
-}
-
 // Block c of a row folds chunk c of the row's aligned body (RowSplit: 16-byte packs at any width) as
 // fast_split_partial does, and each warp keeps the top-k of what its lanes read; where the width is not
 // a multiple of VEC (LOOSE), the first threads of chunk 0 then take the loose head and tail elements,
@@ -370,7 +344,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                                                float* __restrict__ partial, Key* __restrict__ partial_keys,
                                                unsigned* __restrict__ arrivals, int cols, int chunks, int k) {
     constexpr int R = K == 1 ? 1 : K / 32, N = PER * VEC;
-    if constexpr (CLUSTER > 1) topk_mailbox_open<K, CLUSTER>();
+    if constexpr (CLUSTER > 1) mailbox_open<CLUSTER, CLUSTER * mail_bytes(K)>(topk_mailbox<K, CLUSTER>().arrived);
     __shared__ Pool<K> pool;
     __shared__ bool last;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -450,7 +424,8 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     if constexpr (CLUSTER > 1) {  // the chunks of a row are a cluster: its leader merges them from its mailbox
         topk_mail_leader<K, CLUSTER>(s, list);
         if (c != 0) return;
-        const TopkMailbox<K, CLUSTER>& mailbox = topk_mailbox_wait<K, CLUSTER>();
+        const TopkMailbox<K, CLUSTER>& mailbox = topk_mailbox<K, CLUSTER>();
+        mailbox_wait(mailbox.arrived);
         merge_chunks<K>(
             pool, list, s, CLUSTER, k, [&](int j) { return mailbox.state[j]; }, [&](int i) { return mailbox.keys[i]; });
         if (warp == 0) write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);
