@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 import os
 
+from .backends.cuda import EXCHANGE_FLOOR  # fast_row's exchange scratch (float32 states, uint32 counters)
+from .backends.cuda_topk import TOPK_MAX_LIST, TOPK_SCRATCH_FLOOR  # top-k's scratch: 64-bit keys a list, whatever k
 from .geometry import Launch, cdiv
 from .numerics import DTYPES
 from .registry import VARIANTS, Variant
@@ -107,9 +109,6 @@ POOL_UNIT = 512  # CuPy's pool hands out whole multiples of 512 bytes (ALLOCATIO
 DEVICE_FIXED = 16 * 2**10  # small allocations of any run: cuda._null_trace's five 1-element buffers (5 × 512, once
 # a process), the unwritten counts' scalar results (3 × 512 at most: top-k's two sums and their total), and room for
 # CuPy's own (a fill value, a reduction's output): about 5 KiB counted, the rest headroom
-EXCHANGE_FLOOR = 2**16  # cuda._row_exchange: `partial` float32 and `sync` uint32 of at least 2**16 elements each
-TOPK_SCRATCH_FLOOR = 1024  # cuda_topk._topk_scratch: chunk states and per-row arrivals for at least 1024 each
-TOPK_MAX_LIST = 64  # cuda_topk.TOPK_MAX_LIST: 64-bit keys per chunk list, whatever k
 REDUCE_SLOT = (32, 2048)  # CuPy's CUB block reduction (a bool's sum): a 32-byte work slot per 2048 elements
 # (512 threads × 4 items a block, cupy/_core/_cub_reduction.pyx)
 

@@ -56,6 +56,7 @@ def fast_row_launch(
         grid=cdiv(rows, rows_per_block) * slices,
         block=block,
         shared_bytes=272 + (staging if hold else 0),
+        staging_bytes=staging if hold else 0,
         threads_per_row=threads * slices,
         kernel="fast_row_cluster" if cluster > 1 else "fast_row",
         template_args=(vec, per, hold, cluster, loose) if cluster > 1 else (vec, per, hold, loose, rows_per_block),

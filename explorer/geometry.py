@@ -40,6 +40,7 @@ class Launch:
     kernel: str = ""  # the kernel this shape uses, where a variant chooses among several
     template_args: tuple[int, ...] = ()  # compile-time arguments after <T, Acc>: vector width, packs per thread, ...
     chunks: int = 1  # blocks per row (split kernels, fast_row's slices)
+    staging_bytes: int = 0  # of shared_bytes, the dynamic shared memory the launch asks for (cp.async staging)
     functions: tuple[str, ...] = ()  # the __global__ functions run, in order, where not just the one kernel
     protocol: str = "rows"  # how the CUDA backend calls them: "rows" (x, y), "two_stage" (chunk states
     # between two kernels), "slices" (fast_row: staging in shared memory, slices exchanging (m, d) through

@@ -115,6 +115,7 @@ def topk_launch(
         grid=rows * chunks,
         block=block,
         shared_bytes=8 * 16 * lists + 80 + mailbox + staging,
+        staging_bytes=staging,
         threads_per_row=chunks * block,
         kernel="topk_cluster" if cluster else "topk",
         template_args=(vec, per, lists, stages, int(cols % vec != 0)) + ((chunks,) if cluster else ()),

@@ -210,10 +210,9 @@ def _launch_two_stage(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail
 
 def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: list) -> None:
     """fast_row: the slice staged in dynamic shared memory (hold 1 and 2), slices exchanging (m, d)."""
-    _vec, per, hold = geometry.template_args[:3]
     if x_dev.data.ptr % 16 or y_dev.data.ptr % 16:  # rows are split at 16-byte boundaries of x and y
         raise KernelFailed("fast_row needs x and y to start on a 16-byte boundary")
-    staging = geometry.block * per * 16 if hold else 0
+    staging = geometry.staging_bytes
     if staging > kernels[0].max_dynamic_shared_size_bytes:
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
     if geometry.protocol == "cluster" and geometry.chunks > PORTABLE_CLUSTER:
@@ -241,6 +240,7 @@ def allow_large_clusters(kernel) -> None:
 
 
 _exchanges: dict[int, tuple] = {}
+EXCHANGE_FLOOR = 2**16  # elements of fast_row's slice states and counters at least: grown rarely
 
 
 def _row_exchange(kernel, geometry: Launch, rows: int, staging: int):
@@ -256,8 +256,8 @@ def _row_exchange(kernel, geometry: Launch, rows: int, staging: int):
     stream = cp.cuda.get_current_stream().ptr
     partial, sync = _exchanges.get(stream, (None, None))
     if partial is None or partial.size < 2 * geometry.grid or sync.size < 1 + 2 * rows:
-        partial = cp.empty(max(2 * geometry.grid, 2**16), np.float32)
-        sync = cp.zeros(max(1 + 2 * rows, 2**16), np.uint32)
+        partial = cp.empty(max(2 * geometry.grid, EXCHANGE_FLOOR), np.float32)
+        sync = cp.zeros(max(1 + 2 * rows, EXCHANGE_FLOOR), np.uint32)
         _exchanges[stream] = partial, sync
     return partial, sync, geometry.grid <= resident
 

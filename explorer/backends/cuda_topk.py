@@ -135,8 +135,8 @@ _launchers: dict[tuple, _Launcher] = {}
 
 
 def _new_launcher(key: tuple, geometry: Launch, dtype: str, fused: bool, rows: int, cols: int, k: int) -> _Launcher:
-    _vec, per, lists, stages = geometry.template_args[:4]
-    staging = stages * per * geometry.block * 16
+    lists = geometry.template_args[2]
+    staging = geometry.staging_bytes
     kernel = kernel_function("topk.cu", dtype, "float32", topk_kernel_name(geometry, dtype, fused))
     if staging > kernel.max_dynamic_shared_size_bytes:
         kernel.max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
@@ -149,20 +149,25 @@ def _new_launcher(key: tuple, geometry: Launch, dtype: str, fused: bool, rows: i
 
 _topk_scratch_of: dict[int, tuple] = {}
 TOPK_MAX_LIST = 64  # keys per chunk list at most (k <= 64)
+TOPK_SCRATCH_FLOOR = 1024  # chunk states and per-row counters at least: grown rarely
 
 
 def _topk_scratch(rows: int, chunks: int, lists: int):
     """The top-k kernel's chunk states (m, d), chunk lists (64-bit keys) and per-row counters of
     finished chunks, kept per stream (launches that could overlap never share them) and grown as
     needed, so a call allocates and clears nothing: the counters are zero between launches (each
-    row's last block resets its own). A launcher keeps the scratch it was made with."""
+    row's last block resets its own). A launcher keeps the scratch it was made with; growing it drops the stream's launchers."""
     stream = cp.cuda.get_current_stream().ptr
     states, keys, arrivals = _topk_scratch_of.get(stream, (None, None, None))
     chunk_states = rows * chunks if chunks > 1 else 0
+    grown = False
     if keys is None or states.size < 2 * chunk_states or keys.size < chunk_states * lists:
-        size = max(chunk_states, 1024)
-        states, keys = cp.empty(2 * size, np.float32), cp.empty(size * TOPK_MAX_LIST, np.uint64)
+        size = max(chunk_states, TOPK_SCRATCH_FLOOR)
+        states, keys, grown = cp.empty(2 * size, np.float32), cp.empty(size * TOPK_MAX_LIST, np.uint64), True
     if arrivals is None or arrivals.size < rows:
-        arrivals = cp.zeros(max(rows, 1024), np.uint32)
+        arrivals, grown = cp.zeros(max(rows, TOPK_SCRATCH_FLOOR), np.uint32), True
+    if grown:  # the stream's launchers hold the smaller scratch: dropped, so that it is freed
+        for key in [key for key in _launchers if key[0] == stream]:
+            del _launchers[key]
     _topk_scratch_of[stream] = states, keys, arrivals
     return states, keys, arrivals
