@@ -296,6 +296,8 @@ def load(data: bytes | str | dict) -> dict:
         raise InvalidInput("not a results file (JSON expected): it holds a number too long to read") from None
     if _depth(doc) > MAX_DEPTH:
         raise InvalidInput(TOO_DEEP)
+    if not all(_encodes(text) for text in _strings(doc)):  # JSON's \udXXX escapes make lone surrogates
+        raise InvalidInput("not a results file: it holds text that is not valid Unicode (a lone surrogate)")
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise InvalidInput(f"not a softmax-explorer results file (schema {SCHEMA!r} expected)")
     results = doc.get("results")
@@ -313,9 +315,13 @@ def load(data: bytes | str | dict) -> dict:
         for f in ("rows", "cols", "block_size", "k"):  # k: top-k rows only
             if r.get(f) is not None and not _whole(r[f], 0 if f == "block_size" else 1):
                 raise InvalidInput(f"a result's {f} must be a whole number, got {shown(r[f])}")
+            if r.get(f) is not None and r[f] >= 2**31:  # as the shapes and k the explorer takes
+                raise InvalidInput(f"a result's {f} must be below 2^31, got {shown(r[f])}")
         for f in (*harness.MEASURED_FIELDS, "max_rel", *DEVICE_FIELDS, *FLOOR_FIELDS):  # the last two: newer files
             if not isinstance(r.get(f), int | float | None) or isinstance(r.get(f), bool):
                 raise InvalidInput(f"a result's {f} must be a number or null, got {shown(r[f])}")
+            if isinstance(r.get(f), int) and not -(2**63) <= r[f] < 2**63:  # past int64, no table column holds it
+                raise InvalidInput(f"a result's {f} is too large to show, got {shown(r[f])}")
         for f in ("version", "error"):
             if not isinstance(r.get(f), str | None):
                 raise InvalidInput(f"a result's {f} must be text or null, got {shown(r[f])}")
@@ -334,6 +340,29 @@ def _depth(doc: object) -> int:
             deepest = max(deepest, depth)
             todo += [(v, depth + 1) for v in (value.values() if isinstance(value, dict) else value)]
     return deepest
+
+
+def _strings(doc: object) -> Iterable[str]:
+    """Every string in doc, keys included, walked without recursion (doc is already known to nest at most
+    MAX_DEPTH deep)."""
+    todo = [doc]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            todo += [*value.keys(), *value.values()]
+        elif isinstance(value, list):
+            todo += value
+
+
+def _encodes(text: str) -> bool:
+    """Whether text can be written as UTF-8, as every page, table and chart sends it."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _whole(value: object, least: int) -> bool:

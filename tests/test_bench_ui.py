@@ -165,6 +165,51 @@ def test_topk_page_shows_the_floor_and_torch_lse():
     assert {"pct_floor", "pct_floor_device", "device_us", "version"} <= set(table.columns)
 
 
+def test_topk_speedup_takes_a_null_torch_median_and_torch_twice():
+    """A file whose torch row did not time (median null, no error) or names torch twice for a shape: the speed-up is
+    NaN, or against the first torch row, not an exception."""
+    untimed, twice = topk_doc(), topk_doc()
+    untimed["results"][3]["median_us"] = None
+    twice["results"].append({**twice["results"][3], "median_us": 50.0})
+    speedups = [
+        topk_timing.topk_table(figures.topk_timing_frame({"GPU": doc})).set_index("name")["speedup_vs_torch"]
+        for doc in (untimed, twice)
+    ]
+    assert speedups[0].isna().all()
+    assert speedups[1]["topk_fused"] == pytest.approx(4.0)  # 100 µs of the first torch row over 25 µs
+
+
+def _malformed(doc: dict, kind: str) -> str:
+    """doc made malformed as `kind`, as JSON text (which may hold escapes no page can show)."""
+    first = doc["results"][1]  # a pipeline row on both pages: online_warp, or topk_fused
+    if kind == "surrogate_name":
+        return json.dumps(doc).replace(json.dumps(first["name"]), '"\\udcff"', 1)
+    first.update({"huge_median": {"median_us": 10**300}, "huge_rows": {"rows": 10**300}, "huge_k": {"k": 10**30}}[kind])
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    "page, key, doc", [("timing", "bench_files", softmax_doc), ("topk", "tk_bench_files", topk_doc)]
+)
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        ("surrogate_name", "not valid Unicode"),
+        ("huge_median", "median_us is too large to show"),
+        ("huge_rows", "rows must be below 2^31"),
+        ("huge_k", "k must be below 2^31"),
+    ],
+)
+def test_results_files_with_values_no_table_can_hold_are_refused_with_a_reason(page, key, doc, kind, words):
+    """Values that pass as JSON but no page can show (a lone surrogate, integers past int64 or 2^31): refused in
+    words naming the file, not the page's "unexpected problem"."""
+    at = goto(make(), page)
+    at.file_uploader(key=key).set_value([(f"{kind}.json", _malformed(doc(), kind).encode(), "application/json")]).run()
+    ok(at)
+    (refusal,) = [e.value for e in at.error]
+    assert f"{kind}.json" in refusal and words in refusal, refusal
+
+
 # --- the bundled H200 results, duplicates shown once, the share image's button ----------------------------------
 
 

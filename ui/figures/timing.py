@@ -185,11 +185,12 @@ def topk_timing_frame(sources: dict[str, dict]) -> pd.DataFrame:
 def topk_timing_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per row: median and spread, bytes moved, GB/s and the speed-up against torch of the same file and shape."""
     out = df.copy()
-    torch = out[out["name"] == "torch"].set_index(["source", "shape"])["median_us"]
+    # a file's median may be null (a run that did not time) and may name torch twice for a shape (the first counts)
+    torch = pd.to_numeric(out[out["name"] == "torch"].set_index(["source", "shape"])["median_us"], errors="coerce")
+    torch = torch[~torch.index.duplicated()]
     key = list(zip(out["source"], out["shape"]))
-    out["speedup_vs_torch"] = [
-        float(torch.get(kk, math.nan)) / m if m else math.nan for kk, m in zip(key, out["median_us"].astype(float))
-    ]
+    medians = pd.to_numeric(out["median_us"], errors="coerce")
+    out["speedup_vs_torch"] = [torch.get(kk, math.nan) / m if m else math.nan for kk, m in zip(key, medians)]
     out["MB_moved"] = out["bytes_moved"].astype(float) / 1e6
     columns = [
         "source",
