@@ -13,7 +13,7 @@ from .errors import ExplorerError, InvalidInput
 from .inputs import DISTRIBUTIONS, make_input
 from .numerics import DTYPES
 from .registry import VARIANTS
-from .topk import TOPK_VARIANTS, softmax_topk, topk_errors
+from .topk import TOPK_VARIANTS, check_topk_fits, softmax_topk, topk_errors
 
 
 def _shape(text: str) -> tuple[int, int]:
@@ -75,7 +75,7 @@ def cmd_run(args) -> int:
     blocks = _block_sizes(args.variant, args.block_size)
     backend = checks.resolve_backend(args.backend)
     for key, block_size in blocks.items():  # from the shape, before the input is made
-        api.check_fits(args.rows, args.cols, args.dtype, backend, VARIANTS[key], block_size)
+        api.check_fits(args.rows, args.cols, args.dtype, backend, VARIANTS[key], block_size, acc=args.acc)
     x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed, **dict(args.param or []))
     rows = []
     for key, block_size in blocks.items():
@@ -107,7 +107,7 @@ RESULT_COLUMNS = ["name", "dtype", "rows", "cols", "block_size", *bench.EVENT_FI
 
 
 def cmd_topk(args) -> int:
-    api.check_fits(args.rows, args.cols, args.dtype, args.backend)
+    check_topk_fits(args.rows, args.cols, args.k, args.variant, args.dtype, args.backend)
     x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed)
     result = softmax_topk(x, args.k, args.variant, args.backend)
     report = topk_errors(result, x)

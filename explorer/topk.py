@@ -13,7 +13,16 @@ import numpy as np
 
 from . import budget, reserve
 from .backends import cuda_topk, fast_emulation
-from .checks import check_k, check_logits, check_memory, check_numbers, resolve_backend, whole
+from .checks import (
+    check_dtype,
+    check_k,
+    check_logits,
+    check_memory,
+    check_numbers,
+    check_shape,
+    resolve_backend,
+    whole,
+)
 from .errors import InvalidInput
 from .geometry import ITEMSIZE, Launch, cdiv, multiprocessors
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
@@ -134,6 +143,35 @@ class TopkResult:
     launch: Launch
 
 
+def _check_variant(variant: object) -> None:
+    if not isinstance(variant, str) or variant not in TOPK_VARIANTS:
+        raise InvalidInput(f"unknown top-k variant {variant!r}; choose one of {', '.join(TOPK_VARIANTS)}")
+
+
+def _admit(
+    rows: int, cols: int, k: object, variant: str, dtype: str, backend: str
+) -> tuple[int, str, Launch, Launch, int]:
+    """softmax_topk's checks on the shape, before anything is allocated: k, the backend, the size cap and the
+    memory guard. Returns (k, the backend used, the launch, fast's launch for the unfused pair, the bytes needed)."""
+    k = check_k(k, cols, K_MAX)
+    used = resolve_backend(backend)
+    launch = TOPK_VARIANTS[variant].launch(rows, cols, k, dtype)
+    fast_launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
+    fused = TOPK_VARIANTS[variant].fused
+    gpu = budget.topk_device_bytes(fused, launch, fast_launch, rows, cols, dtype, k)
+    need = gpu if used == "cuda" else budget.topk_bytes(fused, launch, fast_launch, rows, cols, dtype)
+    check_memory(rows, cols, DTYPES[dtype].itemsize, need, used, f"{dtype} softmax + top-k", gpu)
+    return k, used, launch, fast_launch, need
+
+
+def check_topk_fits(rows: int, cols: int, k: int, variant: str, dtype: str, backend: str) -> int:
+    """What softmax_topk would refuse of a rows × cols input before it is made (the CLI asks first): raises
+    InvalidInput or TooLarge; returns the bytes the run needs."""
+    _check_variant(variant)
+    rows, cols = check_shape(rows, cols)
+    return _admit(rows, cols, k, variant, check_dtype(dtype), backend)[4]
+
+
 def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: str = "auto") -> TopkResult:
     """The k largest softmax probabilities of each row of x and their column indices.
 
@@ -144,17 +182,10 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     variant : "topk_fused" or "topk_unfused" (explorer.TOPK_VARIANTS).
     backend : "cuda", "emulator" or "auto".
     """
-    if not isinstance(variant, str) or variant not in TOPK_VARIANTS:
-        raise InvalidInput(f"unknown top-k variant {variant!r}; choose one of {', '.join(TOPK_VARIANTS)}")
+    _check_variant(variant)
     dtype, rows, cols = check_logits(x)  # from the shape: nothing is copied before check_memory
-    k = check_k(k, cols, K_MAX)
-    used = resolve_backend(backend)
-    launch = TOPK_VARIANTS[variant].launch(rows, cols, k, dtype)
-    fast_launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
+    k, used, launch, fast_launch, need = _admit(rows, cols, k, variant, dtype, backend)
     fused = TOPK_VARIANTS[variant].fused
-    gpu = budget.topk_device_bytes(fused, launch, fast_launch, rows, cols, dtype, k)
-    need = gpu if used == "cuda" else budget.topk_bytes(fused, launch, fast_launch, rows, cols, dtype)
-    check_memory(rows, cols, DTYPES[dtype].itemsize, need, used, f"{dtype} softmax + top-k", gpu)
     with reserve.host_run(used, need):
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
         values, indices = (

@@ -47,11 +47,13 @@ def test_huge_shapes_are_refused_in_one_line(capsys, command, shape):
     refused(capsys, *argv, words=("this server's limit", "elements", "smaller shape"))
 
 
-def test_run_checks_memory_before_making_the_input(capsys, monkeypatch):
-    from explorer import inputs
+def input_made(*args, **kwargs):
+    pytest.fail("the input was made before the checks that could refuse it")
 
+
+def test_run_checks_memory_before_making_the_input(capsys, monkeypatch):
     monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(10**7))
-    monkeypatch.setattr(inputs, "make_input", lambda *a, **k: pytest.fail("input made"))
+    monkeypatch.setattr(cli, "make_input", input_made)  # the name cli calls
     refused(
         capsys,
         "run",
@@ -63,6 +65,48 @@ def test_run_checks_memory_before_making_the_input(capsys, monkeypatch):
         "1000",
         words=("this server's limit of", "for one run", "on a GPU it would need only about 8.61 MiB"),
     )
+
+
+BIG = ("--rows", "20000", "--cols", "20000")  # 1.5 GiB of float32 to make: refused before that
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["run", "--variant", "fast", "--acc", "float16", *BIG], ("fast accumulates in float32",)),
+        (["topk", "--k", "65", *BIG], ("at most 64",)),
+        (["topk", "--cols", "4", "--k", "8"], ("from 1 to 4",)),
+        (["topk", "--rows", "100000", "--cols", "100000"], ("float32 softmax + top-k", "limit")),
+    ],
+)
+def test_arguments_the_run_would_refuse_are_refused_before_making_the_input(capsys, monkeypatch, argv, words):
+    monkeypatch.setattr(cli, "make_input", input_made)
+    refused(capsys, *argv, words=words)
+
+
+class InputMade(Exception):
+    """The command got past its checks to make the input."""
+
+
+def input_reached(*args, **kwargs):
+    raise InputMade
+
+
+def test_topk_is_held_to_its_own_memory_model(capsys, monkeypatch):
+    """topk's check is softmax_topk's: a shape within top-k's own need gets past it (the largest softmax
+    variant's need, which it was held to before, is about twice as much); one byte less of budget is refused."""
+    from explorer import api
+    from explorer.topk import check_topk_fits
+
+    argv = ["topk", "--rows", "1000", "--cols", "100000"]
+    need = check_topk_fits(1000, 100000, 8, "topk_fused", "float32", "emulator")
+    assert api.bytes_needed(1000, 100000, "float32", "emulator") > 1.5 * need
+    monkeypatch.setattr(cli, "make_input", input_reached)
+    monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(need - 1))
+    refused(capsys, *argv, words=("float32 softmax + top-k", "over this server's limit"))
+    monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(need))
+    with pytest.raises(InputMade):
+        cli.main(argv)
 
 
 @pytest.mark.parametrize(
