@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
 
 from . import api, bench, checks
 from .errors import ExplorerError, InvalidInput
-from .inputs import DISTRIBUTIONS, make_input
+from .inputs import DISTRIBUTIONS, MAX_UPLOAD_BYTES, make_input, sizes
 from .numerics import DTYPES
 from .registry import VARIANTS
 from .topk import TOPK_VARIANTS, check_topk_fits, softmax_topk, topk_errors
@@ -154,10 +155,24 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _read_results(path: str) -> bytes:
+    """A results file's bytes, read no further than MAX_UPLOAD_BYTES + 1 (as the Timing page takes them): a larger
+    file, or an endless one such as /dev/zero, is refused without being read whole."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_UPLOAD_BYTES + 1)
+        if len(data) > MAX_UPLOAD_BYTES:
+            length = os.fstat(f.fileno()).st_size  # 0 for a device or a pipe, whose length is unknown
+            if length <= MAX_UPLOAD_BYTES:
+                raise InvalidInput(f"it is longer than the limit of {checks.size(MAX_UPLOAD_BYTES)} for a results file")
+            shown, limit = sizes(length, MAX_UPLOAD_BYTES)
+            raise InvalidInput(f"it is {shown}; the limit is {limit} for a results file")
+    return data
+
+
 def cmd_show(args) -> int:
     for path in args.files:
         try:
-            doc = bench.load(Path(path).read_bytes())
+            doc = bench.load(_read_results(path))
         except ExplorerError as exc:
             raise InvalidInput(f"{path}: {exc}") from None
         _print_results(doc)

@@ -210,6 +210,16 @@ def test_show_refuses_bad_files(capsys, tmp_path, content, words):
     refused(capsys, "show", str(path), words=(str(path), *words))
 
 
+def test_show_refuses_a_file_over_the_limit_without_reading_it_whole(capsys, tmp_path):
+    from explorer.inputs import MAX_UPLOAD_BYTES
+
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(MAX_UPLOAD_BYTES + 1)  # sparse: nothing written
+    refused(capsys, "show", str(big), words=(f"it is {MAX_UPLOAD_BYTES + 1:,} bytes", "the limit is"))
+    refused(capsys, "show", "/dev/zero", words=("/dev/zero", "longer than the limit of 64.00 MiB"))  # endless
+
+
 def test_show_missing_file_and_directory(capsys, tmp_path):
     refused(capsys, "show", str(tmp_path / "missing.json"), words=("No such file",))
     refused(capsys, "show", str(tmp_path), words=("directory",))
