@@ -191,7 +191,10 @@ def reference(x: np.ndarray) -> np.ndarray:
     0-d or non-numeric x, TooLarge for one over this server's limit.
     """
     x = check_numbers(x, "x")
-    with reserve.RUNS.reserve(budget.reference_bytes(x.size // x.shape[-1], x.shape[-1])):
+    rows, cols = x.size // x.shape[-1], x.shape[-1]
+    need = budget.reference_bytes(rows, cols)
+    check_memory(rows, cols, x.itemsize, need, "emulator", "the float64 reference")
+    with reserve.RUNS.reserve(need):
         return numerics.reference(x)
 
 
@@ -210,7 +213,10 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> num
     for name, other in (("x", x), ("ref", ref)):
         if other is not None and other.shape != out.shape:
             raise InvalidInput(f"out has shape {out.shape} but {name} has shape {other.shape}; they must match")
-    with reserve.RUNS.reserve(budget.errors_bytes(out.size // out.shape[-1], out.shape[-1])):
+    rows, cols = out.size // out.shape[-1], out.shape[-1]
+    need = budget.errors_bytes(rows, cols) + (budget.reference_bytes(rows, cols) if ref is None else 0)
+    check_memory(rows, cols, out.itemsize, need, "emulator", "the error report against float64")
+    with reserve.RUNS.reserve(need):
         return numerics.errors(out, x, ref)
 
 

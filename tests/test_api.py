@@ -455,6 +455,21 @@ def test_reference_refuses_empty_and_non_numeric(x):
         explorer.reference(x)
 
 
+def test_reference_and_errors_are_held_to_the_limit_of_one_run(monkeypatch):
+    """Like softmax, the float64 reference and the error report are refused before they allocate what one run may
+    not take (errors without a ref computes the reference too)."""
+    x = np.zeros((1000, 1000), np.float32)
+    out = np.full_like(x, 1e-3)  # each row's softmax, rounded to float32
+    need = explorer.budget.errors_bytes(1000, 1000) + explorer.budget.reference_bytes(1000, 1000)
+    monkeypatch.setenv(explorer.budget.SETTING, str(need - 1))
+    with pytest.raises(explorer.TooLarge, match="the error report against float64"):
+        explorer.errors(out, x)
+    assert explorer.errors(out, x, explorer.reference(x)).max_rel < 1e-7  # given its ref it needs less, and fits
+    monkeypatch.setenv(explorer.budget.SETTING, str(explorer.budget.reference_bytes(1000, 1000) - 1))
+    with pytest.raises(explorer.TooLarge, match="the float64 reference"):
+        explorer.reference(x)
+
+
 def test_reference_takes_array_likes_and_any_real_dtype():
     assert np.allclose(explorer.reference([[0.0, 0.0]]), 0.5)
     assert np.allclose(explorer.reference(np.zeros((2, 3, 4), np.int8)), 0.25)
