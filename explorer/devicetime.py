@@ -45,6 +45,11 @@ def per_call_us(events: Iterable[dict], calls: int, categories: Sequence[str] = 
     return total / calls if seen else None
 
 
+def counted_records(events: Iterable[dict], categories: Sequence[str] = KERNELS) -> list[dict]:
+    """The complete events in `categories`, in time order."""
+    return sorted((e for e in events if _counted(e, categories)), key=lambda e: float(e["ts"]))
+
+
 def split_batches(
     events: Iterable[dict], batches: int, categories: Sequence[str] = KERNELS, min_gap_us: float = GAP_S * 1e6 / 2
 ) -> list[list[dict]] | None:
@@ -53,7 +58,7 @@ def split_batches(
     makes the same launches). A host stall inside a batch (CUPTI flushing its buffers: up to ~3 ms measured
     on the H200) is an idle gap too, but shorter than the sleeps between batches, and durations are summed,
     so it changes nothing."""
-    records = sorted((e for e in events if _counted(e, categories)), key=lambda e: float(e["ts"]))
+    records = counted_records(events, categories)
     if len(records) < batches:
         return None
     idle = [float(b["ts"]) - float(a["ts"]) - float(a["dur"]) for a, b in itertools.pairwise(records)]
@@ -112,7 +117,7 @@ def measure(
     if prof_mod is None:
         return None
     for _ in range(sessions):
-        events = _profiled_events(prof_mod, launch, buffers, calls, sync, batches)
+        events = profiled_events(prof_mod, launch, buffers, calls, sync, batches)
         if events is None:
             return None
         groups = split_batches(events, batches, categories)
@@ -121,7 +126,7 @@ def measure(
     return None
 
 
-def _profiled_events(prof_mod, launch, buffers: int, calls: int, sync, batches: int) -> list[dict] | None:
+def profiled_events(prof_mod, launch, buffers: int, calls: int, sync, batches: int) -> list[dict] | None:
     """One profiling session's Chrome-trace events, or None if CUPTI refused."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace.json")

@@ -33,8 +33,8 @@ def main() -> None:
         cp.cuda.get_current_stream().synchronize()
 
     for session in range(args.sessions):
-        events = devicetime._profiled_events(prof, copy, 1, args.calls, sync, devicetime.BATCHES)
-        records = sorted((e for e in events if devicetime._counted(e, devicetime.COPY)), key=lambda e: float(e["ts"]))
+        events = devicetime.profiled_events(prof, copy, 1, args.calls, sync, devicetime.BATCHES)
+        records = devicetime.counted_records(events, devicetime.COPY)
         gaps = sorted(
             (float(b["ts"]) - float(a["ts"]) - float(a["dur"]) for a, b in itertools.pairwise(records)), reverse=True
         )
