@@ -190,11 +190,8 @@ def reference(x: np.ndarray) -> np.ndarray:
     -inf entries give exactly 0, and a row of only -inf gives NaN. Raises InvalidInput for an empty,
     0-d or non-numeric x, TooLarge for one over this server's limit.
     """
-    x = check_numbers(x, "x")
-    rows, cols = x.size // x.shape[-1], x.shape[-1]
-    need = budget.reference_bytes(rows, cols)
-    check_memory(rows, cols, x.itemsize, need, "emulator", "the float64 reference")
-    with reserve.RUNS.reserve(need):
+    x = check_numbers(x, "x", "the float64 reference", budget.reference_bytes)
+    with reserve.RUNS.reserve(budget.reference_bytes(x.size // x.shape[-1], x.shape[-1])):
         return numerics.reference(x)
 
 
@@ -208,16 +205,18 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> num
         dtype_name(out.dtype)
     except ValueError as exc:
         raise InvalidInput(f"out: {exc}") from None
-    out, x = check_numbers(out, "out"), check_numbers(x, "x")
-    ref = None if ref is None else check_numbers(ref, "ref").astype(np.float64)
+
+    def need(rows: int, cols: int) -> int:  # the report, and the reference where it must compute it too
+        return budget.errors_bytes(rows, cols) + (budget.reference_bytes(rows, cols) if ref is None else 0)
+
+    what = "the error report against float64"
+    out, x = check_numbers(out, "out", what, need), check_numbers(x, "x", what, need)
+    ref = None if ref is None else check_numbers(ref, "ref", what, need)
     for name, other in (("x", x), ("ref", ref)):
         if other is not None and other.shape != out.shape:
             raise InvalidInput(f"out has shape {out.shape} but {name} has shape {other.shape}; they must match")
-    rows, cols = out.size // out.shape[-1], out.shape[-1]
-    need = budget.errors_bytes(rows, cols) + (budget.reference_bytes(rows, cols) if ref is None else 0)
-    check_memory(rows, cols, out.itemsize, need, "emulator", "the error report against float64")
-    with reserve.RUNS.reserve(need):
-        return numerics.errors(out, x, ref)
+    with reserve.RUNS.reserve(need(out.size // out.shape[-1], out.shape[-1])):
+        return numerics.errors(out, x, None if ref is None else np.asarray(ref, np.float64))
 
 
 def error_bound(sequential_terms: int, acc: str, out: str, max_abs_x: float = 0.0) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections.abc import Callable
 
 import numpy as np
 
@@ -186,8 +187,14 @@ def check_k(k: object, cols: int, k_max: int) -> int:
     return int(k)
 
 
-def check_numbers(x: object, name: str = "x") -> np.ndarray:
-    """x as a non-empty numeric array of at least one dimension (bfloat16 included); InvalidInput otherwise."""
+def check_numbers(
+    x: object,
+    name: str = "x",
+    what: str = "the float64 reference and errors",
+    need: Callable[[int, int], int] = budget.errors_bytes,
+) -> np.ndarray:
+    """x as a non-empty numeric array of at least one dimension (bfloat16 included); InvalidInput otherwise;
+    TooLarge where `what` (the work on it, needing need(rows, cols) bytes) is over this server's limits."""
     try:
         a = np.asarray(x)
     except (ValueError, TypeError, OverflowError, RecursionError):  # NumPy's words are not for the user
@@ -199,7 +206,7 @@ def check_numbers(x: object, name: str = "x") -> np.ndarray:
     if a.ndim == 0 or a.size == 0:
         raise InvalidInput(f"{name} must have at least one element along its last axis, got shape {a.shape}")
     rows, cols = a.size // a.shape[-1], a.shape[-1]
-    check_memory(rows, cols, 8, budget.errors_bytes(rows, cols), "emulator", "the float64 reference and errors")
+    check_memory(rows, cols, 8, need(rows, cols), "emulator", what)
     return a
 
 
