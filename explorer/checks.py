@@ -130,29 +130,58 @@ def check_logits(x: object, name: str = "x") -> tuple[str, int, int]:
     return dtype, rows, cols
 
 
-ELEMENTS_A_SCAN = 2**20  # elements check_accumulator_range converts at a time (its scratch stays small)
+ELEMENTS_A_SCAN = 2**20  # elements check_accumulator_range converts at a time: its scratch stays a few MiB
 
 
 def check_accumulator_range(x: np.ndarray, acc: str) -> None:
-    """InvalidInput where a finite value of the rows × cols x would become ±inf on entering an accumulator
-    of type acc (float16 holds |x| <= 65504): its running max would be inf and the row's softmax NaN.
-    Reads x a slice of rows at a time; nothing to read where acc holds every value of x's type."""
+    """InvalidInput where x has a row that an accumulator of type acc would make NaN and float64 does not (a
+    row with no NaN or +inf): a finite value that rounds to +inf in acc (float16 holds up to 65504; 65520 and
+    above round to inf), or every finite value rounding to -inf (the running max stays -inf). A value that
+    rounds to -inf beside larger ones (a mask of -1e5, or of fp32's lowest) adds exactly 0, as in float64.
+    Reads x a block at a time; nothing to read where acc holds every value of x's type."""
     limit, own = FORMATS[acc].max_value, FORMATS[dtype_name(x.dtype)].max_value
     if limit >= own:
         return
     rows = x.reshape(-1, x.shape[-1])
-    step = max(1, ELEMENTS_A_SCAN // rows.shape[1])
-    for first in range(0, rows.shape[0], step):
-        part = rows[first : first + step]
-        with np.errstate(over="ignore"):
-            overflows = np.isinf(part.astype(DTYPES[acc])) & np.isfinite(part)
-        if overflows.any():
-            row, col = (int(i) for i in np.argwhere(overflows)[0])
+    row_step = max(1, ELEMENTS_A_SCAN // rows.shape[1])
+    for first in range(0, rows.shape[0], row_step):
+        overflows, all_lost = _accumulator_losses(rows[first : first + row_step], acc)
+        if overflows.any() or all_lost.any():
+            r = int(np.argmax(overflows | all_lost))
+            if overflows[r]:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    c = int(np.argmax(np.isposinf(rows[first + r].astype(DTYPES[acc])) & np.isfinite(rows[first + r])))
+                raise InvalidInput(
+                    f"a {acc} accumulator holds values up to {limit:g}; {_element(x, first + r, c)} = "
+                    f"{float(rows[first + r, c]):g} would become +inf in it, and its row NaN: accumulate in "
+                    "float32, or scale the logits"
+                )
             raise InvalidInput(
-                f"a {acc} accumulator holds values up to ±{limit:g}; x[{first + row}, {col}] = "
-                f"{float(part[row, col]):g} would become infinite in it (and the row NaN): accumulate in "
-                f"float32, or scale the logits"
+                f"a {acc} accumulator holds values down to -{limit:g}; every finite value of row {first + r} is "
+                "below it and would become -inf, and the row NaN: accumulate in float32, or shift the logits"
             )
+
+
+def _accumulator_losses(block: np.ndarray, acc: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of block, not NaN in float64: whether a finite value rounds to +inf in acc, and whether every
+    finite value (there being one) rounds to -inf. Converts ELEMENTS_A_SCAN elements at a time."""
+    n = block.shape[0]
+    overflow, kept, finite, nan_anyway = (np.zeros(n, bool) for _ in range(4))
+    step = min(block.shape[1], ELEMENTS_A_SCAN)
+    for col in range(0, block.shape[1], step):
+        part = block[:, col : col + step]
+        with np.errstate(over="ignore", invalid="ignore"):  # the overflows and NaNs are what is looked for
+            held = part.astype(DTYPES[acc])
+            is_finite = np.isfinite(part)
+            overflow |= (np.isposinf(held) & is_finite).any(axis=1)
+            kept |= (is_finite & ~np.isneginf(held)).any(axis=1)
+            finite |= is_finite.any(axis=1)
+            nan_anyway |= (np.isnan(part) | np.isposinf(part)).any(axis=1)
+    return overflow & ~nan_anyway, finite & ~kept & ~nan_anyway
+
+
+def _element(x: np.ndarray, row: int, col: int) -> str:
+    return f"x[{col}]" if x.ndim == 1 else f"x[{row}, {col}]"
 
 
 def check_block(variant: Variant, block_size: object) -> int:

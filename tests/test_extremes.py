@@ -71,24 +71,51 @@ def test_edge_values_match_float64(key, dtype, backend):
 NARROW_ACCUMULATORS = [(k, acc) for k in NOT_NAIVE for acc in explorer.VARIANTS[k].accumulators if acc != "float32"]
 
 
+def accumulator_loses_a_row(x: np.ndarray, acc: str) -> bool:
+    """Whether a row that float64 keeps finite (no NaN, no +inf) would be NaN in an acc accumulator: a finite value
+    rounds to +inf in it, or every finite value rounds to -inf."""
+    for row in np.atleast_2d(x).astype(np.float64):
+        if np.isnan(row).any() or np.isposinf(row).any():
+            continue
+        with np.errstate(over="ignore"):
+            held = row.astype(explorer.DTYPES[acc]).astype(np.float64)
+        finite = np.isfinite(row)
+        if (np.isposinf(held) & finite).any() or (finite.any() and np.isneginf(held[finite]).all()):
+            return True
+    return False
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("key", "acc"), NARROW_ACCUMULATORS)
-def test_a_narrow_accumulator_refuses_values_it_cannot_hold(key, acc, dtype, backend):
-    """A finite logit beyond the accumulator's range (fp32's 1e5 in float16) would make its running max inf and the
-    row NaN: the run is refused, naming the accumulator; an edge row it can hold gives no NaN where float64 has none."""
+def test_a_narrow_accumulator_refuses_the_rows_it_would_make_nan(key, acc, dtype, backend):
+    """A finite logit that rounds to +inf in the accumulator (fp32's 1e5 in float16), or a row whose every logit
+    rounds to -inf, would give a NaN row: the run is refused, naming the accumulator. Every other edge row gives no
+    NaN where float64 has none."""
     if backend == "cuda" and not cuda.available():
         pytest.skip("no GPU")
     for row in edge_rows(dtype, 64):
         x = row[None, :]
-        with np.errstate(over="ignore"):
-            beyond = np.isinf(x.astype(explorer.DTYPES[acc]).astype(np.float64)).any()
-        if beyond:
-            with pytest.raises(explorer.InvalidInput, match=f"{acc} accumulator holds values up to"):
+        if accumulator_loses_a_row(x, acc):
+            with pytest.raises(explorer.InvalidInput, match=f"{acc} accumulator holds values"):
                 explorer.softmax(x, key, acc=acc, backend=backend)
             continue
         report = explorer.errors(explorer.softmax(x, key, acc=acc, backend=backend).out, x)
         assert report.nonfinite_mismatch == 0, (key, acc, row[:4], report)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("key", "acc"), NARROW_ACCUMULATORS)
+def test_a_masked_logit_below_a_narrow_accumulator_adds_zero(key, acc, backend):
+    """A mask value (fp32's lowest, as attention masks use; -1e5 in float16) rounds to -inf in the accumulator
+    beside ordinary logits: it adds exactly 0, as in float64, and the run is not refused."""
+    if backend == "cuda" and not cuda.available():
+        pytest.skip("no GPU")
+    mask = float(np.finfo(np.float32).min) if acc == "bfloat16" else -1e5
+    x = np.array([[0.0, mask, 1.0, mask], [mask, 2.0, mask, 2.0]], np.float32)
+    out = explorer.softmax(x, key, acc=acc, backend=backend).out
+    np.testing.assert_allclose(out, explorer.reference(x), rtol=2e-2, atol=0)
+    assert (out[:, [1, 3]][0] == 0).all() and (out[1, [0, 2]] == 0).all()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
