@@ -34,6 +34,8 @@ def main() -> None:
 
     for session in range(args.sessions):
         events = devicetime.profiled_events(prof, copy, 1, args.calls, sync, devicetime.BATCHES)
+        if events is None:
+            raise SystemExit("torch.profiler refused to profile (CUPTI permission?)")
         records = devicetime.counted_records(events, devicetime.COPY)
         gaps = sorted(
             (float(b["ts"]) - float(a["ts"]) - float(a["dur"]) for a, b in itertools.pairwise(records)), reverse=True

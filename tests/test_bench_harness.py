@@ -77,9 +77,10 @@ def test_a_host_stall_inside_a_batch_is_not_a_cut():
     """CUPTI stalls the host inside a batch now and then (3 ms seen on the H200, over the 2.5 ms a cut needs):
     the batches - 1 longest gaps are still the sleeps between batches, and the durations are unchanged."""
     events = timeline([[5.0, 5.0, 5.0], [6.0, 6.0, 6.0], [7.0, 7.0, 7.0]])
-    stalled = [{**e, "ts": e["ts"] + (3000.0 if e["ts"] > 40.0 else 0.0)} for e in events]  # after batch 0's 2nd
-    groups = devicetime.split_batches(stalled, 3)
-    assert [[e["dur"] for e in g] for g in groups] == [[5.0] * 3, [6.0] * 3, [7.0] * 3]
+    for stall in (3000.0, 9000.0):  # under and over the 6 ms sleeps between batches
+        stalled = [{**e, "ts": e["ts"] + (stall if e["ts"] > 40.0 else 0.0)} for e in events]  # after batch 0's 2nd
+        groups = devicetime.split_batches(stalled, 3)
+        assert [[e["dur"] for e in g] for g in groups] == [[5.0] * 3, [6.0] * 3, [7.0] * 3]
 
 
 class FakeProfiler:
