@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from . import api, bench, checks
 from .errors import ExplorerError, InvalidInput
-from .inputs import DISTRIBUTIONS, MAX_UPLOAD_BYTES, make_input, sizes
+from .inputs import DISTRIBUTIONS, MAX_UPLOAD_BYTES, make_input
 from .numerics import DTYPES
 from .registry import VARIANTS
 from .topk import TOPK_VARIANTS, check_topk_fits, softmax_topk, topk_errors
@@ -164,7 +164,7 @@ def _read_results(path: str) -> bytes:
             length = os.fstat(f.fileno()).st_size  # 0 for a device or a pipe, whose length is unknown
             if length <= MAX_UPLOAD_BYTES:
                 raise InvalidInput(f"it is longer than the limit of {checks.size(MAX_UPLOAD_BYTES)} for a results file")
-            shown, limit = sizes(length, MAX_UPLOAD_BYTES)
+            shown, limit = checks.sizes(length, MAX_UPLOAD_BYTES)
             raise InvalidInput(f"it is {shown}; the limit is {limit} for a results file")
     return data
 

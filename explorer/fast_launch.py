@@ -89,7 +89,7 @@ FAST_WARP_ELEMENTS = {
 FAST_ROW_16BIT = (
     (2048, 512, 64, 1),
     (16384, 128, 64, 2),  # 4096: 95.5 % of copy held in shared memory, 94.4 in registers; 16384: 96.1 in a
-    # cluster of two 128-thread blocks, 94.8 in one of 256 (event time, 2026-12-02, after the prescaled exps)
+    # cluster of two 128-thread blocks, 94.8 in one of 256 (event time)
     (262144, (256, 512), 64, 2),
     (2**21, 512, 32, 1),  # long rows (few): many small register-held slices, exchanged through global memory
     (2**62, 512, 64, 2),

@@ -231,9 +231,8 @@ __device__ __forceinline__ State<float> exchange_row(State<float> s, float* row_
 // exchange_row for the blocks of one Hopper cluster, through distributed shared memory: each block
 // mails its state to every block of the cluster (st.async into the receiver's mailbox, which counts the
 // bytes on its mbarrier) and folds the CLUSTER states it receives in rank order, so the bits match
-// exchange_row's. No cluster barrier or fence in between: a block waits only for the bytes it expects.
-// cluster_mailbox_open, at the kernel's start, readies the mailbox (its mbarrier expects CLUSTER states)
-// and tells the cluster so with a relaxed arrive; the matching wait comes before the first mail.
+// exchange_row's. No cluster barrier or fence in between: a block waits only for the bytes it expects
+// (cluster_mailbox_open at the kernel's start: mailbox_open below).
 struct ClusterMailbox {
     unsigned long long arrived;  // mbarrier: complete when CLUSTER states (8 bytes each) have landed
     float2 state[16];            // state[r]: block r's (m, d)
