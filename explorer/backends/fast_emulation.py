@@ -74,12 +74,21 @@ def _exps_in_place(xg: np.ndarray, valid: np.ndarray):
 
     Returns the thread states (m, d) and the exps e (invalid slots 0)."""
     valid = np.broadcast_to(valid, xg.shape)
-    m = np.fmax.reduce(np.where(valid, xg, -np.inf), axis=2).astype(F32)  # fmaxf skips NaN, as the kernel
+    m = _thread_max(xg, valid)
     e = np.where(valid & (xg != -np.inf), exp_shifted(xg, m[..., None]), np.zeros((), F32))
-    d = np.zeros(m.shape, F32)
-    for slot in range(xg.shape[2]):  # the sum in the thread's order
+    return m, _sum_in_order(e), e
+
+
+def _thread_max(xg: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    return np.fmax.reduce(np.where(valid, xg, -np.inf), axis=-1).astype(F32)  # fmaxf skips NaN, as the kernel
+
+
+def _sum_in_order(e: np.ndarray) -> np.ndarray:
+    """Each thread's exps (last axis) added one at a time in fp32, in the thread's order."""
+    d = np.zeros(e.shape[:-1], F32)
+    for slot in range(e.shape[-1]):
         d = d + e[..., slot]
-    return m, d, e
+    return d
 
 
 def _pack_elements(pack: np.ndarray, vec: int) -> np.ndarray:
@@ -117,17 +126,37 @@ def _prescaled(m: np.ndarray) -> np.ndarray:
     return np.abs(m) <= PRESCALE_MAX
 
 
-def _prescaled_sums(xg: np.ndarray, valid: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """staged_state's sums for a 16-bit slice: threads whose shift (their max, 0 if -inf) is within
-    PRESCALE_MAX add 2^{x·log2e - b}, b = shift·log2e rounded to fp32; the others keep d."""
+def _staged_state_16bit(xg: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """staged_state for a 16-bit slice in shared memory: each thread's max, then its sum, prescaled
+    (2^{x·log2e - b}, b = shift·log2e rounded to fp32) where its shift (its max, 0 if -inf) is within
+    PRESCALE_MAX, the difference first (exps_in_place's) for the other threads. Each exp is taken once."""
+    valid = np.broadcast_to(valid, xg.shape)
+    m = _thread_max(xg, valid)
     shift = np.where(m == -np.inf, np.zeros((), F32), m)
-    with np.errstate(over="ignore", invalid="ignore"):  # rows beyond PRESCALE_MAX are not kept
-        bias = shift * LOG2E
-    e = np.where(np.broadcast_to(valid, xg.shape), exp2_less(xg, bias[..., None]), np.zeros((), F32))
-    sums = np.zeros(m.shape, F32)
-    for slot in range(xg.shape[2]):
-        sums = sums + e[..., slot]
-    return np.where(_prescaled(shift), sums, d)
+    pre = _prescaled(shift)
+    d = np.empty(m.shape, F32)
+    bias = shift[pre] * LOG2E
+    d[pre] = _sum_in_order(np.where(valid[pre], exp2_less(xg[pre], bias[:, None]), np.zeros((), F32)))
+    rest = ~pre
+    if rest.any():
+        xr = xg[rest]
+        e = np.where(valid[rest] & (xr != -np.inf), exp_shifted(xr, m[rest][:, None]), np.zeros((), F32))
+        d[rest] = _sum_in_order(e)
+    return m, d
+
+
+def _held_output(xg: np.ndarray, row_m: np.ndarray, row_d: np.ndarray, prescale: bool) -> np.ndarray:
+    """fast_row's HOLD 2 output from the staged elements: e^{x - m} / d taken again, prescaled
+    (normalised_less) in the 16-bit rows whose max is within PRESCALE_MAX. Each exp is taken once."""
+    if not prescale:
+        return fast_normalise(xg, row_m[..., None], row_d[..., None])
+    pre = _prescaled(row_m[:, 0])
+    out = np.empty(xg.shape, F32)
+    out[pre] = normalised_less(xg[pre], row_m[pre], row_d[pre])
+    rest = ~pre
+    if rest.any():
+        out[rest] = fast_normalise(xg[rest], row_m[rest][..., None], row_d[rest][..., None])
+    return out
 
 
 def normalised_less(xg: np.ndarray, row_m: np.ndarray, row_d: np.ndarray) -> np.ndarray:
@@ -177,18 +206,17 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int, pr
     valid = np.concatenate([valid, holds_loose[:, None]], axis=1)
     held = launch.template_args[2] == 2  # slice kept in shared memory: the exps taken again
     xg = x32[:, element]  # (rows, threads, slots)
-    m, d, e = _exps_in_place(xg, valid)
     if held and prescale:
-        d = _prescaled_sums(xg, valid, m, d)
+        m, d = _staged_state_16bit(xg, valid)
+    else:
+        m, d, e = _exps_in_place(xg, valid)
     bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
     row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
     if slices > 1:
         row_m, row_d = _fold_chunks(row_m, row_d)
     with np.errstate(invalid="ignore", over="ignore"):
         if held:
-            out = fast_normalise(xg, row_m[..., None], row_d[..., None])
-            if prescale:
-                out = np.where(_prescaled(row_m[..., None]), normalised_less(xg, row_m, row_d), out)
+            out = _held_output(xg, row_m, row_d, prescale)
         else:
             c = ftz(_fast_rescale(m, row_m) * div_f32(np.ones((), F32), row_d))
             out = ftz(e * c[..., None])
