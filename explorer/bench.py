@@ -25,6 +25,7 @@ from . import peers as torch_peers
 from .backends import cuda
 from .bench_topk import TOPK_SHAPES as TOPK_SHAPES
 from .bench_topk import bench_topk as bench_topk
+from .checks import MAX_DIM
 from .errors import GPUUnavailable, InvalidInput, KernelFailed, shown
 from .harness import SCHEMA as SCHEMA
 from .numerics import DTYPES, FORMATS
@@ -315,7 +316,7 @@ def load(data: bytes | str | dict) -> dict:
         for f in ("rows", "cols", "block_size", "k"):  # k: top-k rows only
             if r.get(f) is not None and not _whole(r[f], 0 if f == "block_size" else 1):
                 raise InvalidInput(f"a result's {f} must be a whole number, got {shown(r[f])}")
-            if r.get(f) is not None and r[f] >= 2**31:  # as the shapes and k the explorer takes
+            if r.get(f) is not None and r[f] > MAX_DIM:  # as the shapes and k the explorer takes
                 raise InvalidInput(f"a result's {f} must be below 2^31, got {shown(r[f])}")
         for f in (*harness.MEASURED_FIELDS, "max_rel", *DEVICE_FIELDS, *FLOOR_FIELDS):  # the last two: newer files
             if not isinstance(r.get(f), int | float | None) or isinstance(r.get(f), bool):
