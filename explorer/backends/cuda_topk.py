@@ -98,7 +98,10 @@ def topk_on_device(
         cols,
         k,
     )
-    launcher = _launchers.get(key) or _new_launcher(key, geometry, dtype, fused, rows, cols, k)
+    launcher = _launchers.get(key)
+    if launcher is None:  # made, and the stream's smaller ones dropped, by one session at a time
+        with _launchers_lock:
+            launcher = _launchers.get(key) or _new_launcher(key, geometry, dtype, fused, rows, cols, k)
     launcher(source.data.ptr, values.data.ptr, indices.data.ptr, stream)
     return values, indices
 
@@ -132,6 +135,7 @@ class _Launcher:
 
 
 _launchers: dict[tuple, _Launcher] = {}
+_launchers_lock = threading.Lock()
 
 
 def _new_launcher(key: tuple, geometry: Launch, dtype: str, fused: bool, rows: int, cols: int, k: int) -> _Launcher:
@@ -156,7 +160,8 @@ def _topk_scratch(rows: int, chunks: int, lists: int):
     """The top-k kernel's chunk states (m, d), chunk lists (64-bit keys) and per-row counters of
     finished chunks, kept per stream (launches that could overlap never share them) and grown as
     needed, so a call allocates and clears nothing: the counters are zero between launches (each
-    row's last block resets its own). A launcher keeps the scratch it was made with; growing it drops the stream's launchers."""
+    row's last block resets its own). A launcher keeps the scratch it was made with; growing it drops the
+    stream's launchers (called under _launchers_lock)."""
     stream = cp.cuda.get_current_stream().ptr
     states, keys, arrivals = _topk_scratch_of.get(stream, (None, None, None))
     chunk_states = rows * chunks if chunks > 1 else 0
@@ -168,6 +173,6 @@ def _topk_scratch(rows: int, chunks: int, lists: int):
         arrivals, grown = cp.zeros(max(rows, TOPK_SCRATCH_FLOOR), np.uint32), True
     if grown:  # the stream's launchers hold the smaller scratch: dropped, so that it is freed
         for key in [key for key in _launchers if key[0] == stream]:
-            del _launchers[key]
+            _launchers.pop(key, None)
     _topk_scratch_of[stream] = states, keys, arrivals
     return states, keys, arrivals
