@@ -3,12 +3,14 @@ scripts/tune_fast.py; docs/tune-fast-h200.json)."""
 
 from __future__ import annotations
 
-from .geometry import ITEMSIZE, THREADS_PER_BLOCK, Launch, cdiv, multiprocessors, pow2_at_least, two_stage_launch
+from .geometry import ITEMSIZE, Launch, cdiv, multiprocessors, pow2_at_least, two_stage_launch
 
 MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
 REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
 MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
 MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two blocks still fit on an SM
+FAST_WARP_BLOCK = 64  # two warps a block: fp32 x256 at 98.5 % of copy against 97.6 in four, 16-bit x128 ... x1024
+# at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 2-20 points in fp32
 SPLIT_BLOCK = 512
 SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM: one wave
 
@@ -76,13 +78,14 @@ def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
 
 # fast's choices, measured on the H200 (scripts/tune_fast.py; docs/tune-fast-h200.json, whose `kernels` field
 # dates the fast.cu each shape was timed with). fast_warp up to these widths, with
-# (up to width, elements per lane); then fast_row by width: (up to width, threads per block at most,
+# (up to width, elements per lane) (fp32 x512: 94.3 % of copy in fast_warp, 101.2 % in fast_row's one-warp
+# blocks, device time); then fast_row by width: (up to width, threads per block at most,
 # elements per thread, hold). Threads given as several counts: the first whose slices fill their blocks
 # (a row's slices, rounded up to a power-of-two cluster, can leave blocks part-empty: bf16 151936 ran at
 # 82 % of copy in 16 blocks of 160 threads, 87 % in 8 of 320; 131072 at 91 % in 8 of 256, 89 % in 4 of 512).
 # Rows that would need more slices than the GPU holds blocks at once stream through fast_split.
 FAST_WARP_ELEMENTS = {
-    "float32": ((128, 8), (512, 16)),
+    "float32": ((128, 8), (256, 16)),
     "float16": ((1024, 32),),
     "bfloat16": ((1024, 32),),
 }
@@ -122,12 +125,13 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     return full or tried[counts[-1]] or fast_split_launch(rows, cols, dtype)
 
 
-def fast_warp_launch(rows: int, cols: int, dtype: str, lanes: int) -> Launch:
-    """fast_warp with `lanes` lanes a row (32 / lanes rows a warp), each holding its packs in registers."""
+def fast_warp_launch(rows: int, cols: int, dtype: str, lanes: int, block: int = FAST_WARP_BLOCK) -> Launch:
+    """fast_warp with `lanes` lanes a row (32 / lanes rows a warp), each holding its packs in registers, in
+    blocks of `block` threads (at most fast.cu's launch bound, 128)."""
     vec = fast_vector(cols, dtype)
     return Launch(
-        grid=cdiv(rows, THREADS_PER_BLOCK // lanes),
-        block=THREADS_PER_BLOCK,
+        grid=cdiv(rows, block // lanes),
+        block=block,
         shared_bytes=0,
         threads_per_row=lanes,
         kernel="fast_warp",

@@ -11,6 +11,7 @@ the rule's choice and the best geometry; FAST_ROW_SHAPES in explorer/registry.py
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 
@@ -48,9 +49,9 @@ def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Laun
     registers_only = only == "registers"
     vec = fast_vector(cols, dtype)
     if cols <= 2048 and vec > 1 and not registers_only:
-        for lanes in (4, 8, 16, 32):
-            launch = fast_warp_launch(rows, cols, dtype, lanes)
-            if launch.template_args[1] * vec <= 64:  # packs a lane, times their elements
+        for lanes, block in itertools.product((4, 8, 16, 32), (32, 64, 128)):
+            launch = fast_warp_launch(rows, cols, dtype, lanes, block)
+            if launch.template_args[1] * vec <= 64 and launch not in found:  # packs a lane, times their elements
                 found.append(launch)
     for threads in (128, 256, 512, 1024):
         for elements, hold in REGISTER_HELD if registers_only else FAST_ROW_HOLDS:
