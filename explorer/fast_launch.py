@@ -10,7 +10,7 @@ REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32
 MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
 MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two blocks still fit on an SM
 FAST_WARP_BLOCK = 64  # two warps a block: fp32 x256 at 98.5 % of copy against 97.6 in four, 16-bit x128 ... x1024
-# at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 2-20 points in fp32
+# at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 9-22 points in fp32
 SPLIT_BLOCK = 512
 SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM: one wave
 
@@ -78,7 +78,7 @@ def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
 
 # fast's choices, measured on the H200 (scripts/tune_fast.py; docs/tune-fast-h200.json, whose `kernels` field
 # dates the fast.cu each shape was timed with). fast_warp up to these widths, with
-# (up to width, elements per lane) (fp32 x512: 94.3 % of copy in fast_warp, 101.2 % in fast_row's one-warp
+# (up to width, elements per lane) (fp32 x512: 96.3 % of copy in fast_warp, 101.5 % in fast_row's one-warp
 # blocks, device time); then fast_row by width: (up to width, threads per block at most,
 # elements per thread, hold). Threads given as several counts: the first whose slices fill their blocks
 # (a row's slices, rounded up to a power-of-two cluster, can leave blocks part-empty: bf16 151936 ran at

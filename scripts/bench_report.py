@@ -99,7 +99,17 @@ class Check:
     status: str  # "met", "not met" or "not measured"
 
 
-FORMAT = {"%": ".1f", "×": ".2f", " µs": ".1f"}
+FORMAT = {"%": 1, "×": 2, " µs": 1}  # decimals shown
+
+
+def shown(v: float, unit: str, ok: Callable[[float], bool]) -> str:
+    """v with its unit's decimals, or more where rounding would move it across the target (92.96 % is not
+    shown as 93.0 % below a 93 % target)."""
+    for decimals in range(FORMAT[unit], FORMAT[unit] + 4):
+        text = f"{v:.{decimals}f}"
+        if ok(float(text)) == ok(v):
+            break
+    return f"{text}{unit}"
 
 
 def check(
@@ -116,11 +126,11 @@ def check(
     bases = sorted({basis for _, _, basis in have})
     text = f"{len(have) - len(failing)} of {len(items)} pass ({' and '.join(bases)} time)"
     if failing:
-        shown = ", ".join(f"{label} {v:{FORMAT[unit]}}{unit}" for label, v, _ in failing[:8])
-        text += f"; below: {shown}" + (f" and {len(failing) - 8} more" if len(failing) > 8 else "")
+        below = ", ".join(f"{label} {shown(v, unit, ok)}" for label, v, _ in failing[:8])
+        text += f"; below: {below}" + (f" and {len(failing) - 8} more" if len(failing) > 8 else "")
     else:
         worst = min(have, key=lambda h: h[1]) if unit in ("%", "×") else max(have, key=lambda h: h[1])
-        text += f"; worst {worst[0]} {worst[1]:{FORMAT[unit]}}{unit}"
+        text += f"; worst {worst[0]} {shown(worst[1], unit, ok)}"
     if missing:
         text += f"; {missing} not measured"
     status = "not met" if failing else "not measured" if missing else "met"

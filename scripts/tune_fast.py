@@ -35,7 +35,7 @@ LONG_ROW = 2**20  # from here on, fast_split's geometries are candidates too
 
 
 def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Launch]:
-    """The rule's choice, fast_warp with other lane counts, then fast_row at every block size, register or
+    """The rule's choice, fast_warp with other lane counts and block sizes, then fast_row at every block size, register or
     shared-memory budget and hold (registers / shared memory) that fits, then several rows a block; with
     only="registers", the rule's choice and the register-held fast_row geometries (one or several rows a
     block); with only="rule", the rule's choice alone (to time one build of fast.cu against another)."""

@@ -190,3 +190,19 @@ def test_main_writes_the_doc_and_plots(tmp_path, monkeypatch):
 def test_esc_never_leaves_markup_or_cell_breaks(value):
     out = report_mod.esc(value)
     assert "<" not in out and "|" not in out and ("&" not in value or "&amp;" in out)
+
+
+@pytest.mark.parametrize(
+    "value, unit, target, expected",
+    [
+        (92.96, "%", 93, "92.96%"),  # 93.0 % would read as met
+        (0.9994, "×", 1.0, "0.999×"),
+        (0.9649, "×", 0.97, "0.96×"),  # already below at two decimals
+        (93.04, "%", 93, "93.0%"),
+        (93.0, "%", 93, "93.0%"),
+    ],
+)
+def test_a_shown_figure_is_on_the_same_side_of_its_target(value, unit, target, expected):
+    text = report_mod.shown(value, unit, lambda v: v >= target)
+    assert text == expected
+    assert (float(text.rstrip(unit)) >= target) == (value >= target)
