@@ -49,6 +49,7 @@ def fast_row_launch(
         if hold == 2:
             return None
         hold = 0
+    staging = staging if hold else 0  # registers alone (HOLD 0) stage nothing
     held = per * vec
     compiled_as = 4 if cluster > 1 else ITEMSIZE[dtype]  # fast_row_cluster is compiled without the 16-bit cap
     if (hold < 2 and held > MAX_REGISTER_ELEMENTS) or block > fast_row_max_threads(hold, held, compiled_as):
@@ -57,8 +58,8 @@ def fast_row_launch(
     return Launch(
         grid=cdiv(rows, rows_per_block) * slices,
         block=block,
-        shared_bytes=272 + (staging if hold else 0),
-        staging_bytes=staging if hold else 0,
+        shared_bytes=272 + staging,
+        staging_bytes=staging,
         threads_per_row=threads * slices,
         kernel="fast_row_cluster" if cluster > 1 else "fast_row",
         template_args=(vec, per, hold, cluster, loose) if cluster > 1 else (vec, per, hold, loose, rows_per_block),

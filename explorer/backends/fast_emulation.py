@@ -75,8 +75,13 @@ def _exps_in_place(xg: np.ndarray, valid: np.ndarray):
     Returns the thread states (m, d) and the exps e (invalid slots 0)."""
     valid = np.broadcast_to(valid, xg.shape)
     m = _thread_max(xg, valid)
-    e = np.where(valid & (xg != -np.inf), exp_shifted(xg, m[..., None]), np.zeros((), F32))
+    e = _exps_shifted(xg, valid, m)
     return m, _sum_in_order(e), e
+
+
+def _exps_shifted(xg: np.ndarray, valid: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Each slot's e^{x - m}, the difference first, 0 where the slot is invalid or -inf (it adds exactly 0)."""
+    return np.where(valid & (xg != -np.inf), exp_shifted(xg, m[..., None]), np.zeros((), F32))
 
 
 def _thread_max(xg: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -139,9 +144,7 @@ def _staged_state_16bit(xg: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, 
     d[pre] = _sum_in_order(np.where(valid[pre], exp2_less(xg[pre], bias[:, None]), np.zeros((), F32)))
     rest = ~pre
     if rest.any():
-        xr = xg[rest]
-        e = np.where(valid[rest] & (xr != -np.inf), exp_shifted(xr, m[rest][:, None]), np.zeros((), F32))
-        d[rest] = _sum_in_order(e)
+        d[rest] = _sum_in_order(_exps_shifted(xg[rest], valid[rest], m[rest]))
     return m, d
 
 
