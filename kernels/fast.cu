@@ -200,7 +200,10 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_split_partial(const T* __res
 
 // fast_split_finish: warp 0 merges the row's chunk states (lane l folds chunks l, l+32, ..., its loads
 // issued FOLD at a time, then a butterfly), and every thread normalises its chunk from a second read,
-// PER packs loaded before any is written: 1 read, 1 write.
+// PER packs loaded before any is written: 1 read, 1 write. fast_split_partial's blocks all stream their
+// chunks front to back at once, so what the L2 still holds is the end of every chunk: the finish walks
+// its chunk back to front, and reads and writes evict-first (ld/st .cs), so that what it has used goes
+// before what it has not yet read.
 template <typename T, typename Acc, int VEC, int PER, int BLOCKS>
 __global__ void __launch_bounds__(512, BLOCKS) fast_split_finish(const T* __restrict__ x, T* __restrict__ y,
                                                                  const float* __restrict__ partial, int rows, int cols, int chunks) {
@@ -230,12 +233,14 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_split_finish(const T* __rest
     const int packs = cols / VEC;
     const int chunk = (packs + chunks - 1) / chunks;
     const int begin = c * chunk, end = min(packs, begin + chunk);
-    for (int base = begin + threadIdx.x; base < end; base += PER * blockDim.x) {
+    const int batch = PER * blockDim.x;
+    for (int first = begin + (end - begin - 1) / batch * batch; first >= begin; first -= batch) {
+        const int base = first + threadIdx.x;
         Pack<T, VEC> in[PER];
 #pragma unroll
-        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = xr[base + k * blockDim.x];
+        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = load_streaming(xr + base + k * blockDim.x);
 #pragma unroll
-        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) yr[base + k * blockDim.x] = normalised<T, VEC>(in[k], m, inv_d);
+        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) store_streaming(yr + base + k * blockDim.x, normalised<T, VEC>(in[k], m, inv_d));
     }
 }
 

@@ -97,6 +97,22 @@ __device__ __forceinline__ void stage_packs(const Pack<T, VEC>* row, int begin, 
     asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
 }
 
+// A pack loaded or stored evict-first (ld.global.cs / st.global.cs), as one word of its size.
+template <int BYTES> struct Word;
+template <> struct Word<16> { using type = int4; };
+template <> struct Word<8> { using type = int2; };
+template <> struct Word<4> { using type = int; };
+template <> struct Word<2> { using type = short; };
+template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> load_streaming(const Pack<T, VEC>* at) {
+    using W = typename Word<sizeof(Pack<T, VEC>)>::type;
+    const W word = __ldcs(reinterpret_cast<const W*>(at));
+    return *reinterpret_cast<const Pack<T, VEC>*>(&word);
+}
+template <typename T, int VEC> __device__ __forceinline__ void store_streaming(Pack<T, VEC>* at, const Pack<T, VEC>& pack) {
+    using W = typename Word<sizeof(Pack<T, VEC>)>::type;
+    __stcs(reinterpret_cast<W*>(at), *reinterpret_cast<const W*>(&pack));
+}
+
 template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> staged_pack(int k) {
     return *reinterpret_cast<const Pack<T, VEC>*>(staging + k * blockDim.x + threadIdx.x);
 }

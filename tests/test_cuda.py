@@ -10,7 +10,7 @@ import pytest
 
 import explorer
 from explorer.backends import cuda, emulator
-from explorer.fast_launch import fast_row_launch
+from explorer.fast_launch import fast_row_launch, fast_split_launch
 from explorer.numerics import FORMATS, softmax_bound
 
 pytestmark = pytest.mark.gpu
@@ -119,6 +119,22 @@ def test_fast_row_every_hold_matches_float64_and_the_emulation(shape, dtype, hol
     *shape, rows_per_block = shape
     launch = fast_row_launch(*shape, dtype, 256, 32 if hold < 2 else 64, hold, rows_per_block)
     assert launch.block == rows_per_block * launch.threads_per_row // launch.chunks
+    x = explorer.make_input("normal", *shape, dtype, seed)
+    gpu, _ = cuda.run(explorer.VARIANTS["fast"], launch, x, dtype, "float32", None)
+    emu, _ = emulator.run(explorer.VARIANTS["fast"], launch, x, "float32", None)
+    assert explorer.errors(gpu, x).max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, launch.describe())
+    got, want = gpu.astype(np.float64), emu.astype(np.float64)
+    rel = np.abs(got - want) / np.maximum(np.abs(want), FORMATS[dtype].smallest_normal)
+    assert rel.max() <= fast_emulation_bound(dtype), (seed, launch.describe(), rel.max())
+
+
+@pytest.mark.parametrize("blocks_per_sm", (2, 3, 4))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 2**22), (3, 1_000_003), (2, 2**21 + 2)], ids=["aligned", "odd", "pairs"])
+def test_fast_split_matches_float64_and_the_emulation(shape, dtype, blocks_per_sm, seed):
+    """fast_split's two kernels (the finish walking each chunk back to front) at 16-byte, 8-byte and one-element
+    loads, chunks ending inside a batch: against float64, and against the emulation within its bound."""
+    launch = fast_split_launch(*shape, dtype, blocks_per_sm)
     x = explorer.make_input("normal", *shape, dtype, seed)
     gpu, _ = cuda.run(explorer.VARIANTS["fast"], launch, x, dtype, "float32", None)
     emu, _ = emulator.run(explorer.VARIANTS["fast"], launch, x, "float32", None)
