@@ -30,7 +30,7 @@ def fast_row_launch(
     one. None if the slices could not all be resident at once (the row is too long to hold on chip).
     Loads are 16-byte packs at any width (a row's loose head and tail go to its first threads).
     `hold`: where the slice waits (fast.cu): 0 registers, 1 registers after cp.async through shared
-    memory, 2 shared memory. `rows_per_block`: rows a block holds, each with its own threads, where a
+    memory, 2 shared memory, 3 registers as loaded (16-bit elements two to a register, exps taken twice). `rows_per_block`: rows a block holds, each with its own threads, where a
     row needs one slice (None otherwise)."""
     vec = 16 // ITEMSIZE[dtype]
     per = max(1, elements // vec)
@@ -44,15 +44,14 @@ def fast_row_launch(
     slices = max(slices, cluster)
     threads = 32 * cdiv(cdiv(packs, slices), 32 * per)
     block = threads * rows_per_block
-    staging = block * per * 16
+    staging = block * per * 16 if hold in (1, 2) else 0  # registers alone (HOLD 0 and 3) stage nothing
     if staging > MAX_STAGING_BYTES:
         if hold == 2:
             return None
-        hold = 0
-    staging = staging if hold else 0  # registers alone (HOLD 0) stage nothing
+        hold, staging = 0, 0
     held = per * vec
     compiled_as = 4 if cluster > 1 else ITEMSIZE[dtype]  # fast_row_cluster is compiled without the 16-bit cap
-    if (hold < 2 and held > MAX_REGISTER_ELEMENTS) or block > fast_row_max_threads(hold, held, compiled_as):
+    if (hold != 2 and held > MAX_REGISTER_ELEMENTS) or block > fast_row_max_threads(hold, held, compiled_as):
         return None
     loose = int(cols % vec != 0)
     return Launch(
@@ -92,9 +91,10 @@ FAST_WARP_ELEMENTS = {
 }
 FAST_ROW_16BIT = (
     (2048, 512, 64, 1),
-    (16384, 128, 64, 2),  # 4096: 95.5 % of copy held in shared memory, 94.4 in registers; 16384: 96.1 in a
-    # cluster of two 128-thread blocks, 94.8 in one of 256 (event time)
-    (262144, (256, 512), 64, 2),
+    (8192, 128, 64, 2),  # 4096: 95.5 % of copy held in shared memory, 94.4 in registers (event time)
+    (32768, 512, 64, 3),  # one block holding its packs as loaded: bf16 16384 / 32768 at 97.1 / 96.3 % of copy
+    # against 96.1 / 95.5 in a cluster of two shared-memory slices; fp16 96.5 / 96.2 against 96.0 / 95.7 (device time)
+    (262144, (256, 512), 64, 2),  # from 65536 packs held as loaded lose 3-12 points to shared memory
     (2**21, 512, 32, 1),  # long rows (few): many small register-held slices, exchanged through global memory
     (2**62, 512, 64, 2),
 )

@@ -66,7 +66,9 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
 // is `resident` at once (then no block can wait for one that has not started).
 // HOLD says where the slice waits: 0 registers (plain 16-byte loads), 1 registers (cp.async through
 // shared memory, no registers held while the loads are in flight), 2 shared memory (cp.async; e^{x - m}
-// computed again from it for the output, so few registers and more bytes in flight).
+// computed again from it for the output, so few registers and more bytes in flight), 3 registers as
+// loaded (plain 16-byte loads, 16-bit elements kept two to a register; the exps taken again as in HOLD 2,
+// with the same bits).
 template <typename T, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE, int ROWS>
 __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                               unsigned* __restrict__ sync, int rows, int cols, int slices, int resident) {
@@ -83,9 +85,21 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
     const bool holds_loose = LOOSE && live && slice == 0 && t < split.loose;
     const long long loose_at = row * cols + split.loose_col(t);
     const float loose = holds_loose ? to_float(x[loose_at]) : 0.0f;
-    if constexpr (HOLD > 0) stage_packs<T, VEC, PER>(xr, begin, end, t, threads);
-    if constexpr (HOLD == 2) {
-        const State<float> mine = staged_state<T, VEC, PER>(begin, end, t, threads, loose, holds_loose);
+    if constexpr (HOLD == 1 || HOLD == 2) stage_packs<T, VEC, PER>(xr, begin, end, t, threads);
+    if constexpr (HOLD >= 2) {
+        Pack<T, VEC> held[HOLD == 3 ? PER : 1];  // HOLD 3: the slice's packs as loaded
+        if constexpr (HOLD == 3) {
+#pragma unroll
+            for (int k = 0; k < PER; ++k) {
+                const int p = begin + k * threads + t;
+                if (p < end) held[k] = xr[p];
+            }
+        }
+        const auto pack_of = [&](int k) {
+            if constexpr (HOLD == 3) return unwidened(held[k]);
+            else return staged_pack<T, VEC>(k);
+        };
+        const State<float> mine = held_state<T, VEC, PER>(pack_of, begin, end, t, threads, loose, holds_loose);
         State<float> s = fast_block_merge<ROWS>(mine);
         if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
         else if (slices > 1) s = exchange_row(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
@@ -94,7 +108,7 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
 #pragma unroll
             for (int k = 0; k < PER; ++k) {
                 const int p = begin + k * threads + t;
-                if (p < end) yr[p] = normalised_less<T, VEC>(staged_pack<T, VEC>(k), b);
+                if (p < end) yr[p] = normalised_less<T, VEC>(pack_of(k), b);
             }
             if (holds_loose) y[loose_at] = from_float<T>(exp2_less(loose, b));
             return;
@@ -103,7 +117,7 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
 #pragma unroll
         for (int k = 0; k < PER; ++k) {
             const int p = begin + k * threads + t;
-            if (p < end) yr[p] = normalised<T, VEC>(staged_pack<T, VEC>(k), s.m, inv_d);
+            if (p < end) yr[p] = normalised<T, VEC>(pack_of(k), s.m, inv_d);
         }
         if (holds_loose) y[loose_at] = from_float<T>(__fmul_rn(exp_shifted(loose, s.m), inv_d));
         return;

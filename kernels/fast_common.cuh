@@ -150,14 +150,26 @@ struct ExpLess {
     __device__ __forceinline__ float operator()(float x) const { return exp2_less(x, b); }
 };
 
-// The sum of a thread's staged packs' exps in order, then its loose element's.
-template <typename T, int VEC, int PER, typename Exp>
-__device__ __forceinline__ float staged_sum(int begin, int end, int t, int stride, float loose, bool holds_loose, Exp exp_of) {
+// A held pack passed through an empty asm as its 32-bit words: the compiler cannot keep its elements widened
+// to float from one pass over the slice to the next (twice the registers), so each pass widens them again.
+template <typename T, int VEC> __device__ __forceinline__ Pack<T, VEC> unwidened(const Pack<T, VEC>& pack) {
+    static_assert(sizeof(Pack<T, VEC>) == 16, "a held pack is 16 bytes");
+    uint4 words;
+    memcpy(&words, &pack, 16);
+    asm volatile("" : "+r"(words.x), "+r"(words.y), "+r"(words.z), "+r"(words.w));
+    Pack<T, VEC> out;
+    memcpy(&out, &words, 16);
+    return out;
+}
+
+// The sum of a thread's held packs' exps in order (pack_of(k): its k-th pack), then its loose element's.
+template <typename T, int VEC, int PER, typename Packs, typename Exp>
+__device__ __forceinline__ float held_sum(Packs pack_of, int begin, int end, int t, int stride, float loose, bool holds_loose, Exp exp_of) {
     float d = 0.0f;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
         if (begin + k * stride + t < end) {
-            const Pack<T, VEC> pack = staged_pack<T, VEC>(k);
+            const Pack<T, VEC> pack = pack_of(k);
 #pragma unroll
             for (int i = 0; i < VEC; ++i) d = __fadd_rn(d, exp_of(to_float(pack.v[i])));
         }
@@ -165,21 +177,22 @@ __device__ __forceinline__ float staged_sum(int begin, int end, int t, int strid
     return holds_loose ? __fadd_rn(d, exp_of(loose)) : d;
 }
 
-// exps_in_place's (m, d) over the thread's staged packs (begin + k·stride + t), then its loose element
-// (fast_row's head or tail, if it holds one), read from shared memory twice (max, then the sum of
-// e^{x - m} in the same order, prescaled where prescaled<T>), the exps not kept. A -inf element adds
-// exactly 0: 2^-inf for a finite max, and a thread whose elements are all -inf shifts by 0 instead (exp_shift).
-template <typename T, int VEC, int PER>
-__device__ __forceinline__ State<float> staged_state(int begin, int end, int t, int stride, float loose, bool holds_loose) {
+// exps_in_place's (m, d) over the thread's held packs (pack_of(k), pack begin + k·stride + t: in shared
+// memory or in registers), then its loose element (fast_row's head or tail, if it holds one), read twice
+// (max, then the sum of e^{x - m} in the same order, prescaled where prescaled<T>), the exps not kept. A -inf
+// element adds exactly 0: 2^-inf for a finite max, and a thread whose elements are all -inf shifts by 0
+// instead (exp_shift).
+template <typename T, int VEC, int PER, typename Packs>
+__device__ __forceinline__ State<float> held_state(Packs pack_of, int begin, int end, int t, int stride, float loose, bool holds_loose) {
     PackMax<T, VEC> packs_max;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-        if (begin + k * stride + t < end) packs_max.add(staged_pack<T, VEC>(k));
+        if (begin + k * stride + t < end) packs_max.add(pack_of(k));
     }
     const float m = holds_loose ? fmaxf(packs_max.value(), loose) : packs_max.value();
     const float shift = exp_shift(m);
-    const float d = prescaled<T>(shift) ? staged_sum<T, VEC, PER>(begin, end, t, stride, loose, holds_loose, ExpLess{__fmul_rn(shift, LOG2E)})
-                                        : staged_sum<T, VEC, PER>(begin, end, t, stride, loose, holds_loose, ExpShifted{shift});
+    const float d = prescaled<T>(shift) ? held_sum<T, VEC, PER>(pack_of, begin, end, t, stride, loose, holds_loose, ExpLess{__fmul_rn(shift, LOG2E)})
+                                        : held_sum<T, VEC, PER>(pack_of, begin, end, t, stride, loose, holds_loose, ExpShifted{shift});
     return {m, d};
 }
 

@@ -29,8 +29,21 @@ FAST = VARIANTS["fast"]
 
 
 # fast_row's (elements a thread, hold) to try; only="registers" keeps the register-held ones of 64 and more
-FAST_ROW_HOLDS = ((16, 0), (32, 0), (64, 0), (16, 1), (32, 1), (64, 1), (128, 1), (32, 2), (64, 2), (128, 2))
-REGISTER_HELD = ((64, 1), (128, 1))
+FAST_ROW_HOLDS = (
+    (16, 0),
+    (32, 0),
+    (64, 0),
+    (16, 1),
+    (32, 1),
+    (64, 1),
+    (128, 1),
+    (32, 2),
+    (64, 2),
+    (128, 2),
+    (64, 3),
+    (128, 3),
+)
+REGISTER_HELD = ((64, 1), (128, 1), (64, 3), (128, 3))
 LONG_ROW = 2**20  # from here on, fast_split's geometries are candidates too
 
 

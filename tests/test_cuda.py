@@ -96,7 +96,7 @@ def test_fast_dispatch_at_odd_shapes(shape, dtype, seed):
     assert report.nonfinite_mismatch == 0
 
 
-@pytest.mark.parametrize("hold", (0, 1, 2))
+@pytest.mark.parametrize("hold", (0, 1, 2, 3))
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "shape",
@@ -113,19 +113,14 @@ def test_fast_dispatch_at_odd_shapes(shape, dtype, seed):
     ids=["block", "cluster", "global", "block-odd", "cluster-odd", "global-odd", "4-rows", "4-rows-odd"],
 )
 def test_fast_row_every_hold_matches_float64_and_the_emulation(shape, dtype, hold, seed):
-    """fast_row with the slice in registers (plain or cp.async loads) or in shared memory, one block, a
-    cluster or slices across the GPU, or four rows a block (37 rows: the last block holds one), rows aligned
-    or split into loose head, packs and tail: against float64, and against the emulation within its bound."""
+    """fast_row with the slice in registers (plain or cp.async loads, or packs as loaded) or in shared memory,
+    one block, a cluster or slices across the GPU, or four rows a block (37 rows: the last block holds one), rows
+    aligned or split into loose head, packs and tail: against float64, and against the emulation within its bound."""
     *shape, rows_per_block = shape
     launch = fast_row_launch(*shape, dtype, 256, 32 if hold < 2 else 64, hold, rows_per_block)
     assert launch.block == rows_per_block * launch.threads_per_row // launch.chunks
     x = explorer.make_input("normal", *shape, dtype, seed)
-    gpu, _ = cuda.run(explorer.VARIANTS["fast"], launch, x, dtype, "float32", None)
-    emu, _ = emulator.run(explorer.VARIANTS["fast"], launch, x, "float32", None)
-    assert explorer.errors(gpu, x).max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, launch.describe())
-    got, want = gpu.astype(np.float64), emu.astype(np.float64)
-    rel = np.abs(got - want) / np.maximum(np.abs(want), FORMATS[dtype].smallest_normal)
-    assert rel.max() <= fast_emulation_bound(dtype), (seed, launch.describe(), rel.max())
+    assert_fast_matches_float64_and_the_emulation(launch, x, dtype, seed)
 
 
 @pytest.mark.parametrize("blocks_per_sm", (2, 3, 4))
@@ -136,6 +131,11 @@ def test_fast_split_matches_float64_and_the_emulation(shape, dtype, blocks_per_s
     loads, chunks ending inside a batch: against float64, and against the emulation within its bound."""
     launch = fast_split_launch(*shape, dtype, blocks_per_sm)
     x = explorer.make_input("normal", *shape, dtype, seed)
+    assert_fast_matches_float64_and_the_emulation(launch, x, dtype, seed)
+
+
+def assert_fast_matches_float64_and_the_emulation(launch, x, dtype, seed):
+    """`fast` in this geometry on the GPU, against float64 and against the emulation within its bound."""
     gpu, _ = cuda.run(explorer.VARIANTS["fast"], launch, x, dtype, "float32", None)
     emu, _ = emulator.run(explorer.VARIANTS["fast"], launch, x, "float32", None)
     assert explorer.errors(gpu, x).max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, launch.describe())

@@ -131,8 +131,8 @@ def _prescaled(m: np.ndarray) -> np.ndarray:
     return np.abs(m) <= PRESCALE_MAX
 
 
-def _staged_state_16bit(xg: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """staged_state for a 16-bit slice in shared memory: each thread's max, then its sum, prescaled
+def _held_state_16bit(xg: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """held_state for a 16-bit slice held in shared memory or as loaded: each thread's max, then its sum, prescaled
     (2^{x·log2e - b}, b = shift·log2e rounded to fp32) where its shift (its max, 0 if -inf) is within
     PRESCALE_MAX, the difference first (exps_in_place's) for the other threads. Each exp is taken once."""
     valid = np.broadcast_to(valid, xg.shape)
@@ -149,7 +149,7 @@ def _staged_state_16bit(xg: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, 
 
 
 def _held_output(xg: np.ndarray, row_m: np.ndarray, row_d: np.ndarray, prescale: bool) -> np.ndarray:
-    """fast_row's HOLD 2 output from the staged elements: e^{x - m} / d taken again, prescaled
+    """fast_row's HOLD 2 and 3 output from the held elements: e^{x - m} / d taken again, prescaled
     (normalised_less) in the 16-bit rows whose max is within PRESCALE_MAX. Each exp is taken once."""
     if not prescale:
         return fast_normalise(xg, row_m[..., None], row_d[..., None])
@@ -207,10 +207,10 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int, pr
     loose_col = np.where(t < head, t, head + packs * vec + (t - head))
     element = np.concatenate([element, np.where(holds_loose, loose_col, 0)[:, None]], axis=1)
     valid = np.concatenate([valid, holds_loose[:, None]], axis=1)
-    held = launch.template_args[2] == 2  # slice kept in shared memory: the exps taken again
+    held = launch.template_args[2] >= 2  # slice kept in shared memory or as loaded: the exps taken again
     xg = x32[:, element]  # (rows, threads, slots)
     if held and prescale:
-        m, d = _staged_state_16bit(xg, valid)
+        m, d = _held_state_16bit(xg, valid)
     else:
         m, d, e = _exps_in_place(xg, valid)
     bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
