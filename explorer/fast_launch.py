@@ -30,8 +30,9 @@ def fast_row_launch(
     one. None if the slices could not all be resident at once (the row is too long to hold on chip).
     Loads are 16-byte packs at any width (a row's loose head and tail go to its first threads).
     `hold`: where the slice waits (fast.cu): 0 registers, 1 registers after cp.async through shared
-    memory, 2 shared memory, 3 registers as loaded (16-bit elements two to a register, exps taken twice). `rows_per_block`: rows a block holds, each with its own threads, where a
-    row needs one slice (None otherwise)."""
+    memory, 2 shared memory, 3 registers as loaded (16-bit elements two to a register, exps taken twice).
+    `rows_per_block`: rows a block holds, each with its own threads, where a row needs one slice (None
+    otherwise)."""
     vec = 16 // ITEMSIZE[dtype]
     per = max(1, elements // vec)
     packs = max(1, cols // vec)  # whole packs in a row at most
