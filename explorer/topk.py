@@ -97,7 +97,8 @@ def topk_launch(
     (k = 1, whose merges are cheap: ~2048 in 128-thread blocks), a row of up to 16 such chunks as one
     cluster (merged in its leader's shared memory), a longer one merged by its last block through global
     memory; up to one row per SM, chunks of at least 65536 elements, about four blocks an SM; more rows, a
-    block per row (chunks only add merges once the grid fills the GPU). 256-thread blocks while rows are no
+    block per row (chunks only add merges once the grid fills the GPU); at k = 1, from 16 rows to one a
+    SM, each row a cluster of SMs // rows blocks (one wave). 256-thread blocks while rows are no
     more than the SMs, 128 after (and for a cluster's rows at k <= 8). Loads are 16-byte packs at any width
     (a row's loose head and tail elements go to its first threads). Defaults are what
     scripts/tune_topk.py measured fastest on the H200."""
@@ -107,11 +108,14 @@ def topk_launch(
     sms = multiprocessors()
     stages = stages or (TOPK_BATCH_STAGES if rows > sms else TOPK_STAGES)
     latency = rows < TOPK_LATENCY_ROWS
+    greedy_share = k == 1 and not latency and rows <= sms  # k = 1, up to a row an SM: rows share the SMs
     if cluster is None:
-        cluster = latency and cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK
+        cluster = greedy_share or (latency and cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK)
     small_k = k == 1 or (cluster and k <= 8)
     block = block or (TOPK_BLOCK if rows > sms or (latency and small_k) else 2 * TOPK_BLOCK)
-    if chunks is None and cluster:
+    if chunks is None and greedy_share:
+        chunks = sms // rows  # one wave of clusters (its merge costs less than the global one's)
+    elif chunks is None and cluster:
         chunks = TOPK_CLUSTER_MAX
     elif chunks is None:
         latency_chunk = TOPK_LATENCY_CHUNK // 2 if k == 1 else TOPK_LATENCY_CHUNK

@@ -18,13 +18,15 @@
 // r·32 + lane in register r of that lane, sorted descending; an entry is a 64-bit key (topk_keys.cuh)
 // holding value and index, so the bitonic networks compare one number. A bound goes with the list:
 // an element below it is beaten by k elements of the row, so it cannot enter. The bound starts from
-// the warp's first batch (seed_bound) and rises to the list's entry k - 1. An element costs one
+// the warp's first batch (seed_keys) and rises to the list's entry k - 1; with 64-entry lists it also
+// rises to the block's floor (BlockFloor), which the warps share. An element costs one
 // compare; the few that reach the bound (about k·ln(n/k) of n for random logits) wait in a 32-entry
 // buffer per warp in shared memory, and a full buffer is sorted and merged into the list in one go
 // (flush_candidates), where inserting each candidate into the list cost ~300 instructions.
 // A block's warps merge their lists pairwise (tree_merge); a row's chunks merge through the largest
 // of their entries k - 1 (merge_lists), so only the few entries above it are sorted.
-// k = 1 (K = 1, greedy decoding): no list, each lane keeps its best key and the merges take maxima.
+// k = 1 (K = 1, greedy decoding): no list; every lane holds its warp's best key, whose value is the
+// bound, so a batch costs a compare of each lane's largest and a vote, and the merges take maxima.
 #include "fast_common.cuh"
 #include "topk_keys.cuh"
 
@@ -44,10 +46,11 @@ struct LooseColumn {
 };
 
 // The bound before the list is full, from a warp's first batch: each lane's R-th largest value (NaN
-// if it has fewer than R numbers), sorted across the lanes; the ceil(k/R)-th of them has R·ceil(k/R) >= k
-// distinct elements at or above it, so an element below it cannot be among the row's k best.
+// if it has fewer than R numbers), sorted across the lanes (returned: lane i's key); the value of key
+// ceil(t/R) - 1 has R·ceil(t/R) >= t distinct elements at or above it (ranked_key), so with t = k an
+// element below it cannot be among the row's k best.
 template <bool FULL, int R, int N>
-__device__ __forceinline__ float seed_bound(const float (&v)[N], const bool (&valid)[N], int k) {
+__device__ __forceinline__ Key seed_keys(const float (&v)[N], const bool (&valid)[N]) {
     float first = NEG_INF, second = NEG_INF;
     int count = 0;
 #pragma unroll
@@ -60,17 +63,47 @@ __device__ __forceinline__ float seed_bound(const float (&v)[N], const bool (&va
     }
     Key key = make_key(count >= R ? (R == 1 ? first : second) : NO_VALUE, threadIdx.x % 32);
     sort_lanes(key);
-    return key_value(__shfl_sync(ALL_LANES, key, (k + R - 1) / R - 1));
+    return key;
 }
+template <int R> __device__ __forceinline__ Key ranked_key(Key sorted, int t) {
+    return __shfl_sync(ALL_LANES, sorted, (t + R - 1) / R - 1);
+}
+
+// A block's floor, shared by its warps: warp w leaves the monotone bits of a value with ceil(k/warps)
+// distinct elements of the chunk at or above it (0 until it has one; it only rises), so the smallest of
+// them has k at or above it and no element below it is among the chunk's k best. Each warp's own list
+// bound has only its own elements behind it; the floor lets a warp drop what the others have beaten.
+// Read when a warp flushes its buffer. Shared only by 64-entry lists (k > 32): at k = 8 it bought
+// nothing and cost 1-8 % (scripts/tune_topk.py, docs/topk-notes.md).
+struct BlockFloor {
+    volatile unsigned* bits;  // 16 words of shared memory, zeroed before the first batch
+    bool shared;              // whether the warps share it (else each keeps only its own bound)
+    unsigned left = 0;        // what this warp has left there
+    __device__ __forceinline__ int rank(int k) const { const int warps = blockDim.x / 32; return (k + warps - 1) / warps; }
+    __device__ __forceinline__ void leave(Key key) {
+        const unsigned value_bits = (unsigned)(key >> 32);
+        if (shared && value_bits > left) {
+            left = value_bits;
+            if (threadIdx.x % 32 == 0) bits[threadIdx.x / 32] = value_bits;
+        }
+    }
+    __device__ __forceinline__ float value() const {  // NaN while a warp has left nothing
+        if (!shared) return NO_VALUE;
+        unsigned low = 0xffffffffu;
+        for (int w = 0; w < blockDim.x / 32; ++w) low = min(low, bits[w]);
+        return key_value((Key)low << 32);
+    }
+};
 
 // Whether an element may still be among the k best: at or above the bound (ties go on, to be settled
 // by index when merged); with no bound yet (NaN), every element may.
 __device__ __forceinline__ bool reaches(float v, float bound) { return v >= bound || bound != bound; }
 
 // Sort the n <= 32 candidates of a warp's buffer and merge them into its list; the bound rises to the
-// value of the list's entry k - 1 once the list holds k numbers.
+// value of the list's entry k - 1 once the list holds k numbers, and to the block's floor.
 template <int R>
-__device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buffer, int n, int k, float seed, float& bound) {
+__device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buffer, int n, int k, float& seed, float& bound,
+                                                 BlockFloor& chunk_floor) {
     const int lane = threadIdx.x % 32;
     __syncwarp();
     Key candidates[R];
@@ -80,6 +113,8 @@ __device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buff
     __syncwarp();  // read before the buffer is written again
     sort_lanes(candidates[0]);
     list_merge(list, candidates);
+    chunk_floor.leave(kth_key(list, chunk_floor.rank(k)));
+    seed = fmaxf(seed, chunk_floor.value());  // NaN (a warp has left nothing yet) keeps the seed
     bound = fmaxf(key_value(kth_key(list, k)), seed);  // NaN (list not full) gives the seed
 }
 
@@ -88,7 +123,8 @@ __device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buff
 // column of slot q. Returns the new fill.
 template <bool FULL, int R, int N, typename Column>
 __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool (&valid)[N], Column column, Key* buffer,
-                                                 int buffered, Key (&list)[R], int k, float seed, float& bound) {
+                                                 int buffered, Key (&list)[R], int k, float& seed, float& bound,
+                                                 BlockFloor& chunk_floor) {
     const int lane = threadIdx.x % 32;
     unsigned left = 0;
 #pragma unroll
@@ -96,7 +132,7 @@ __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool
     for (unsigned offering = __ballot_sync(ALL_LANES, left != 0); offering;
          offering = __ballot_sync(ALL_LANES, left != 0)) {
         if (buffered + __popc(offering) > 32) {
-            flush_candidates(list, buffer, buffered, k, seed, bound);
+            flush_candidates(list, buffer, buffered, k, seed, bound, chunk_floor);
             buffered = 0;
 #pragma unroll
             for (int q = 0; q < N; ++q) if (!reaches(v[q], bound)) left &= ~(1u << q);
@@ -157,16 +193,10 @@ template <int K> __device__ __forceinline__ void tree_merge(Pool<K>& pool, Key (
 // k = 1: the largest of the block's keys (`key` in each thread) lands in warp 0's `best`.
 template <int K> __device__ __forceinline__ void block_best(Pool<K>& pool, Key key, Key& best) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) key = max(key, __shfl_xor_sync(ALL_LANES, key, offset));
+    key = warp_max(key);
     if (lane == 0) pool.key[warp] = key;
     __syncthreads();
-    if (warp == 0) {
-        key = lane < warps ? pool.key[lane] : NO_KEY;
-#pragma unroll
-        for (int offset = 16; offset > 0; offset /= 2) key = max(key, __shfl_xor_sync(ALL_LANES, key, offset));
-        best = key;
-    }
+    if (warp == 0) best = warp_max(lane < warps ? pool.key[lane] : NO_KEY);
     __syncthreads();  // the pool is free again
 }
 
@@ -363,30 +393,48 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     Key* buffer = pool.key + warp * K;
     int buffered = 0;
     float seed = NO_VALUE, bound = NO_VALUE;
+    __shared__ unsigned floor_bits[16];
+    BlockFloor chunk_floor = {floor_bits, K > 32};
     State<float> s = {NEG_INF, 0.0f};
     const int step = PER * blockDim.x;
     float v[N];
     bool valid[N];
     // One batch, its slot q at column(q): select, then fold into (m, d) as exps_in_place does (the same
     // bits: an all -inf thread shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0). A full batch
-    // (every thread's packs below end, Flag<true>) is compiled without the bounds checks.
-    const auto work = [&](auto column, bool first, auto full) {
+    // (every thread's packs below end, Flag<true>) is compiled without the bounds checks. A batch of the
+    // body is `ordered`: its columns follow every column the block has read, so an element equal to a
+    // value already held loses the tie; the loose elements (head and tail) come last but are not.
+    const auto work = [&](auto column, bool first, bool ordered, auto full) {
         constexpr bool FULL = decltype(full)::value;
         float most = NEG_INF;
 #pragma unroll
         for (int q = 0; q < N; ++q) if (FULL || valid[q]) most = fmaxf(most, v[q]);
-        if constexpr (K == 1) {  // k = 1: each lane keeps its best key; the bound is its value
-            if (reaches(most, bound)) {  // a lane of NaN only has no bound (NaN) and takes every element
+        if constexpr (K == 1) {  // k = 1: the warp's best key in every lane; the bound is its value
+            if (bound != bound || !ordered) {  // no number yet (NaN takes every element), or the loose elements
 #pragma unroll
                 for (int q = 0; q < N; ++q) {
                     if ((FULL || valid[q]) && reaches(v[q], bound)) list[0] = max(list[0], make_key(v[q], column(q)));
                 }
+                list[0] = warp_max(list[0]);
+                bound = key_value(list[0]);
+            } else if (__any_sync(ALL_LANES, most > bound)) {  // rare: a new largest in the warp
+                if (most > bound) {  // the first slot holding it: the lane's lowest column of that value
+                    int at = 0;
+#pragma unroll
+                    for (int q = N - 1; q >= 0; --q) if ((FULL || valid[q]) && v[q] == most) at = q;
+                    list[0] = make_key(most, column(at));
+                }
+                list[0] = warp_max(list[0]);
                 bound = key_value(list[0]);
             }
         } else {
-            if (first) bound = seed = seed_bound<FULL, R, N>(v, valid, k);
+            if (first) {
+                const Key sorted = seed_keys<FULL, R, N>(v, valid);
+                bound = seed = key_value(ranked_key<R>(sorted, k));
+                chunk_floor.leave(ranked_key<R>(sorted, chunk_floor.rank(k)));
+            }
             if (__any_sync(ALL_LANES, reaches(most, bound)))  // rare once the list holds large values
-                buffered = gather_candidates<FULL, R, N>(v, valid, column, buffer, buffered, list, k, seed, bound);
+                buffered = gather_candidates<FULL, R, N>(v, valid, column, buffer, buffered, list, k, seed, bound, chunk_floor);
         }
         if (SOFTMAX) {
             const float shift = most == NEG_INF ? 0.0f : most;
@@ -398,6 +446,10 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     };
 #pragma unroll
     for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_batch<T, VEC, PER>(xr, begin + ahead * step, end, ahead);
+    if (K > 32) {
+        if (lane == 0) floor_bits[warp] = 0;
+        __syncthreads();  // every warp's word is zero before any is read
+    }
     int stage = 0;
     for (int base = begin; base < end; base += step) {
         stage_batch<T, VEC, PER>(xr, base + (STAGES - 1) * step, end, (stage + STAGES - 1) % STAGES);
@@ -405,19 +457,19 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
         const BatchColumns<VEC> column = {split.head, base};
         if (base + step <= end) {
             staged_batch<true, T, VEC, PER>(base, end, stage, v, valid);
-            work(column, base == begin, Flag<true>());
+            work(column, base == begin, true, Flag<true>());
         } else {
             staged_batch<false, T, VEC, PER>(base, end, stage, v, valid);
-            work(column, base == begin, Flag<false>());
+            work(column, base == begin, true, Flag<false>());
         }
         stage = stage == STAGES - 1 ? 0 : stage + 1;
     }
     if constexpr (LOOSE) {  // the loose elements as one more batch: slot 0 of the threads that hold one
 #pragma unroll
         for (int q = 0; q < N; ++q) { v[q] = q == 0 ? loose : 0.0f; valid[q] = q == 0 && holds_loose; }
-        work(LooseColumn{loose_col}, false, Flag<false>());
+        work(LooseColumn{loose_col}, false, false, Flag<false>());
     }
-    if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound);
+    if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound, chunk_floor);
     if (SOFTMAX) s = fast_block_merge(s);
     if constexpr (K == 1) block_best(pool, list[0], list[0]);
     else tree_merge(pool, list);  // a warp's list goes where its buffer was

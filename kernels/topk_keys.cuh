@@ -27,6 +27,13 @@ template <int R> __device__ __forceinline__ Key kth_key(const Key (&list)[R], in
     return __shfl_sync(ALL_LANES, k <= 32 ? list[0] : list[R - 1], (k - 1) % 32);
 }
 
+// The largest key of the warp, in every lane.
+__device__ __forceinline__ Key warp_max(Key key) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) key = max(key, __shfl_xor_sync(ALL_LANES, key, offset));
+    return key;
+}
+
 // One step of a bitonic network between lanes lane and lane ^ stride: the lower lane keeps the
 // larger key of the pair in a descending run, the smaller in an ascending one.
 __device__ __forceinline__ void exchange_lanes(Key& key, int stride, bool descending) {

@@ -33,7 +33,7 @@ def launched_names() -> dict[str, set[str]]:
                         names[v.kernel_file].update(cuda.kernel_names(v, v.launch(rows, cols, None, dtype), dtype, acc))
     for dtype in ("float32", "float16", "bfloat16"):
         for k in (1, 8, 33, 64):
-            for rows, cols in [(512, c) for c in VOCABS] + [(1, 50257), (3, 1000)]:
+            for rows, cols in [(512, c) for c in VOCABS] + [(1, 50257), (3, 1000), (64, 128256), (32, 262144)]:
                 for cluster in (False, True):  # a row's chunks merged through global memory, or a cluster
                     launch = topk_launch(rows, cols, k, dtype, cluster=cluster)
                     for softmax in (0, 1):  # fused, and the selection of the unfused pipeline

@@ -102,9 +102,10 @@ def test_gpu_topk_equals_emulation_and_float64(variant, k, dtype):
 
 
 def special_rows(cols: int, dtype: str) -> np.ndarray:
-    """Rows that walk the kernels' rare paths: all ties, ties at the k-th value, -inf masks, NaN."""
+    """Rows that walk the kernels' rare paths: all ties, ties at the k-th value, -inf masks, NaN, and numbers
+    only after a run of NaN (a warp's first batches hold no number: no bound yet)."""
     rng = np.random.default_rng(cols)
-    x = rng.standard_normal((8, cols)).astype(np.float32)
+    x = rng.standard_normal((9, cols)).astype(np.float32)
     x[0] = 1.0  # every element ties: the lowest indices win
     x[1] = np.round(x[1])  # a few distinct values, many ties each
     x[2] = -np.inf  # all masked
@@ -113,6 +114,8 @@ def special_rows(cols: int, dtype: str) -> np.ndarray:
     x[5] = np.nan
     x[6] = np.arange(cols)  # ascending: every element enters the list
     x[7] = -np.arange(cols)  # descending: none after the first
+    x[8, : cols // 2] = np.nan
+    x[8, cols // 2 :] = np.round(x[8, cols // 2 :] * 2)  # after the NaN, a few values, many ties each
     return x.astype(explorer.DTYPES[dtype])
 
 
@@ -120,7 +123,10 @@ def special_rows(cols: int, dtype: str) -> np.ndarray:
 @pytest.mark.parametrize("k", (1, 7, 32, 33, 64))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gpu_fused_topk_on_ties_masks_and_nan(k, dtype):
-    for rows_repeat, cols in [(1, 100), (1, 40000), (20, 3000)]:  # several blocks per row; one block per row
+    # several blocks per row (a cluster, or merged through global memory; at k = 1 36 rows are clusters of 3);
+    # a block per row, with few and with many batches a thread (a tie at the top met again in later batches,
+    # the warps' shared floor)
+    for rows_repeat, cols in [(1, 100), (1, 40000), (1, 150000), (4, 40000), (20, 3000), (20, 40000)]:
         x = np.tile(special_rows(cols, dtype), (rows_repeat, 1))
         gpu = explorer.softmax_topk(x, k, backend="cuda")
         emu = explorer.softmax_topk(x, k, backend="emulator")
