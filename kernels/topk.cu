@@ -74,7 +74,7 @@ template <int R> __device__ __forceinline__ Key ranked_key(Key sorted, int t) {
 // them has k at or above it and no element below it is among the chunk's k best. Each warp's own list
 // bound has only its own elements behind it; the floor lets a warp drop what the others have beaten.
 // Read when a warp flushes its buffer. Shared only by 64-entry lists (k > 32): at k = 8 it bought
-// nothing and cost 1-8 % (scripts/tune_topk.py, docs/topk-notes.md).
+// nothing and cost 0-8 % (scripts/tune_topk.py, docs/topk-notes.md).
 struct BlockFloor {
     volatile unsigned* bits;  // 16 words of shared memory, zeroed before the first batch
     bool shared;              // whether the warps share it (else each keeps only its own bound)
