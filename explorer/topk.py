@@ -96,12 +96,12 @@ def topk_launch(
     """Several blocks per row when rows are few: a handful of rows (latency) in chunks of ~4096 elements
     (k = 1, whose merges are cheap: ~2048 in 128-thread blocks), a row of up to 16 such chunks as one
     cluster (merged in its leader's shared memory), a longer one merged by its last block through global
-    memory; up to one row per SM, chunks of at least 65536 elements, about four blocks an SM; more rows, a
-    block per row (chunks only add merges once the grid fills the GPU); at k = 1, from 16 rows to one a
-    SM, each row a cluster of SMs // rows blocks (one wave). 256-thread blocks while rows are no
-    more than the SMs, 128 after (and for a cluster's rows at k <= 8). Loads are 16-byte packs at any width
-    (a row's loose head and tail elements go to its first threads). Defaults are what
-    scripts/tune_topk.py measured fastest on the H200."""
+    memory; up to one row per SM, k > 1: chunks of at least 65536 elements, about four blocks an SM, k = 1:
+    SMs // rows chunks a row as one cluster (one wave; none from half as many rows as SMs); more rows, a
+    block per row (chunks only add merges once the grid fills the GPU). Chunks hold a batch of the block at
+    least. 256-thread blocks while rows are no more than the SMs, 128 after (and for a handful of rows at
+    k = 1, or in a cluster at k <= 8). Loads are 16-byte packs at any width (a row's loose head and tail elements go to its first
+    threads). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
     per = max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list

@@ -123,7 +123,7 @@ def special_rows(cols: int, dtype: str) -> np.ndarray:
 @pytest.mark.parametrize("k", (1, 7, 32, 33, 64))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gpu_fused_topk_on_ties_masks_and_nan(k, dtype):
-    # several blocks per row (a cluster, or merged through global memory; at k = 1 36 rows are clusters of 3);
+    # several blocks per row (a cluster, or merged through global memory; at k = 1 36 rows are clusters of 3 on 132 SMs);
     # a block per row, with few and with many batches a thread (a tie at the top met again in later batches,
     # the warps' shared floor)
     for rows_repeat, cols in [(1, 100), (1, 40000), (1, 150000), (4, 40000), (20, 3000), (20, 40000)]:
