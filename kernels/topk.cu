@@ -74,21 +74,21 @@ template <int R> __device__ __forceinline__ Key ranked_key(Key sorted, int t) {
 // them has k at or above it and no element below it is among the chunk's k best. Each warp's own list
 // bound has only its own elements behind it; the floor lets a warp drop what the others have beaten.
 // Read when a warp flushes its buffer. Shared only by 64-entry lists (k > 32): at k = 8 it bought
-// nothing and cost 0-8 % (scripts/tune_topk.py, docs/topk-notes.md).
+// nothing and cost 1-8 % (scripts/tune_topk.py, docs/topk-notes.md).
 struct BlockFloor {
     volatile unsigned* bits;  // 16 words of shared memory, zeroed before the first batch
-    bool used;                // whether the warps share a floor (else each keeps only its own bound)
-    unsigned mine = 0;        // what this warp has left there
+    bool shared;              // whether the warps share it (else each keeps only its own bound)
+    unsigned left = 0;        // what this warp has left there
     __device__ __forceinline__ int rank(int k) const { const int warps = blockDim.x / 32; return (k + warps - 1) / warps; }
     __device__ __forceinline__ void leave(Key key) {
         const unsigned value_bits = (unsigned)(key >> 32);
-        if (used && value_bits > mine) {
-            mine = value_bits;
+        if (shared && value_bits > left) {
+            left = value_bits;
             if (threadIdx.x % 32 == 0) bits[threadIdx.x / 32] = value_bits;
         }
     }
     __device__ __forceinline__ float value() const {  // NaN while a warp has left nothing
-        if (!used) return NO_VALUE;
+        if (!shared) return NO_VALUE;
         unsigned low = 0xffffffffu;
         for (int w = 0; w < blockDim.x / 32; ++w) low = min(low, bits[w]);
         return key_value((Key)low << 32);
