@@ -1,7 +1,7 @@
 """What reading a batch of rows can take at best (run on a GPU machine): the device time of a plain row-max
 kernel (a block per row, four 16-byte loads in flight a thread, nothing else to do) at 128 … 1024 threads a
 block, and of torch.amax. Where even the plain read is far from the read-once floor (half a copy of the
-logits), no top-k kernel that reads them once gets there.
+logits), no top-k kernel that reads each row in one block gets there.
 
     PYTHONPATH=. python scripts/plain_read.py 512x32000 64x32000 64x128256 ...   (COLS a multiple of 4)
 """
