@@ -100,8 +100,8 @@ def topk_launch(
     SMs // rows chunks a row as one cluster (one wave; none from half as many rows as SMs); more rows, a
     block per row (chunks only add merges once the grid fills the GPU). Chunks hold a batch of the block at
     least. 256-thread blocks while rows are no more than the SMs, 128 after (and for a handful of rows at
-    k = 1, or in a cluster at k <= 8). Loads are 16-byte packs at any width (a row's loose head and tail elements go to its first
-    threads). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
+    k = 1, or in a cluster at k <= 8). Loads are 16-byte packs at any width (a row's loose head and tail
+    elements go to its first threads). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
     per = max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
