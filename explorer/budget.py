@@ -53,9 +53,9 @@ def _row_group(launch: Launch, rows: int, cols: int) -> int:
 
 def _gather_bytes(launch: Launch, rows: int, cols: int) -> int:
     """The slots fast's emulation gathers at once: a group of rows' padded elements, or one batch of them where
-    the row streams (fast_split, topk)."""
+    the row streams (fast_split, fast_stream, topk)."""
     vec, per = launch.template_args[:2]
-    streams = launch.kernel in ("fast_split", "topk", "topk_cluster")
+    streams = launch.kernel in ("fast_split", "fast_stream", "topk", "topk_cluster")
     if launch.kernel == "fast_warp":
         slots = launch.template_args[2] * per * vec
     elif streams:
@@ -71,7 +71,7 @@ def _fast_bytes(launch: Launch, rows: int, cols: int) -> int:
     """_fast beyond the input: x and y in fp32, then the gathered slots (fast_split: x - m over the whole input;
     fast_row: also a group of rows' copy and output before it is placed in y)."""
     n = rows * cols
-    if launch.kernel == "fast_split":
+    if launch.kernel in ("fast_split", "fast_stream"):
         return 4 * n + max(_gather_bytes(launch, rows, cols), (NORMALISE + 4) * n)
     if launch.kernel == "fast_warp":
         return 8 * n + _gather_bytes(launch, rows, cols)

@@ -3,7 +3,15 @@ scripts/tune_fast.py; docs/tune-fast-h200.json)."""
 
 from __future__ import annotations
 
-from .geometry import ITEMSIZE, Launch, cdiv, multiprocessors, pow2_at_least, two_stage_launch
+from .geometry import (
+    ITEMSIZE,
+    Launch,
+    cdiv,
+    multiprocessors,
+    pow2_at_least,
+    shared_per_multiprocessor,
+    two_stage_launch,
+)
 
 MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
 REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
@@ -13,6 +21,9 @@ FAST_WARP_BLOCK = 64  # two warps a block: fp32 x256 at 98.5 % of copy against 9
 # at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 9-22 points in fp32
 SPLIT_BLOCK = 512
 SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM: one wave
+BLOCK_SHARED_RESERVED = 1024  # shared memory the CUDA runtime keeps for each block
+STREAM_STATIC_SHARED = 2560  # fast_stream's static shared memory (block merge, exchange, ticket), rounded up
+STREAM_GRID_PER_SM = 4  # fast_row slices exchanging through global memory over this many blocks an SM: fast_stream
 
 
 def fast_vector(cols: int, dtype: str) -> int:
@@ -84,7 +95,7 @@ def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
 # elements per thread, hold). Threads given as several counts: the first whose slices fill their blocks
 # (a row's slices, rounded up to a power-of-two cluster, can leave blocks part-empty: bf16 151936 ran at
 # 82 % of copy in 16 blocks of 160 threads, 87 % in 8 of 320; 131072 at 91 % in 8 of 256, 89 % in 4 of 512).
-# Rows that would need more slices than the GPU holds blocks at once stream through fast_split.
+# Rows that would need more slices than the GPU holds blocks at once go to fast_stream.
 FAST_WARP_ELEMENTS = {
     "float32": ((128, 8), (256, 16)),
     "float16": ((1024, 32),),
@@ -114,7 +125,10 @@ FAST_ROW_SHAPES = {
 
 def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Registers hold the row: lanes of a warp for short rows, a block or several (slices) for longer
-    ones, in registers or shared memory; rows too long to hold on chip stream through fast_split (2 reads)."""
+    ones, in registers or shared memory; rows too long to hold on chip go to fast_stream (part of each chunk
+    held, the rest read twice), as do slices exchanging through global memory that would queue behind each
+    other (over STREAM_GRID_PER_SM blocks an SM: bf16 8×4M at 67.7 % of copy in fast_stream, 61.2 in fast_row's
+    1024 slices; fp32 4×1M's 512 slices stay, 64.4 against 63.2; scripts/tune_fast.py --only split --long)."""
     vec = fast_vector(cols, dtype)
     packs = cols // vec
     per_lane = next((e for width, e in FAST_WARP_ELEMENTS[dtype] if cols <= width), None)
@@ -124,7 +138,12 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     counts = threads if isinstance(threads, tuple) else (threads,)
     tried = {t: fast_row_launch(rows, cols, dtype, t, elements, hold) for t in counts}
     full = next((launch for t, launch in tried.items() if launch is not None and launch.block == t), None)
-    return full or tried[counts[-1]] or fast_split_launch(rows, cols, dtype)
+    held = full or tried[counts[-1]]
+    if held is None or (
+        held.protocol == "slices" and held.chunks > 1 and held.grid > STREAM_GRID_PER_SM * multiprocessors()
+    ):
+        return fast_stream_launch(rows, cols, dtype)
+    return held
 
 
 def fast_warp_launch(rows: int, cols: int, dtype: str, lanes: int, block: int = FAST_WARP_BLOCK) -> Launch:
@@ -148,3 +167,31 @@ def fast_split_launch(rows: int, cols: int, dtype: str, blocks_per_sm: int = SPL
     per = max(1, 16 // vec)
     chunks = max(1, min(cdiv(cols // vec, SPLIT_BLOCK * per), blocks_per_sm * multiprocessors() // rows))
     return two_stage_launch("fast_split", rows, chunks, SPLIT_BLOCK, 264, (vec, per, blocks_per_sm))
+
+
+def fast_stream_launch(
+    rows: int, cols: int, dtype: str, blocks_per_sm: int = SPLIT_BLOCKS_PER_SM, held: int | None = None
+) -> Launch:
+    """fast_stream: fast_split's chunks (the same arithmetic) in one launch, each block holding the first `held`
+    batches of its chunk in shared memory (default: as many as fit blocks_per_sm blocks an SM; none where the
+    loads are narrower than 16 bytes) and reading the rest twice; a row's chunks exchange (m, d) through global
+    memory, so they must all be resident (cuda._row_exchange checks)."""
+    split = fast_split_launch(rows, cols, dtype, blocks_per_sm)
+    vec, per = split.template_args[:2]
+    batch_bytes = SPLIT_BLOCK * per * 16
+    if held is None:
+        room = shared_per_multiprocessor() // blocks_per_sm - BLOCK_SHARED_RESERVED - STREAM_STATIC_SHARED
+        held = room // batch_bytes if vec * ITEMSIZE[dtype] == 16 else 0
+    held = min(held, cdiv(cdiv(cols // vec, split.chunks), SPLIT_BLOCK * per))  # no more than the chunk's batches
+    staging = held * batch_bytes
+    return Launch(
+        grid=split.grid,
+        block=SPLIT_BLOCK,
+        shared_bytes=STREAM_STATIC_SHARED + staging,
+        staging_bytes=staging,
+        threads_per_row=split.threads_per_row,
+        kernel="fast_stream",
+        template_args=(vec, per, blocks_per_sm, held),
+        chunks=split.chunks,
+        protocol="slices",
+    )

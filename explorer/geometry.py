@@ -18,6 +18,7 @@ DTYPE_NAMES = tuple(DTYPES)
 ITEMSIZE = {name: dtype.itemsize for name, dtype in DTYPES.items()}
 THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block
 TUNED_SMS = 132  # multiprocessors of the H200 the launch rules were tuned on
+TUNED_SHARED_PER_SM = 228 * 1024  # ... and its shared memory an SM
 
 
 @functools.cache
@@ -27,6 +28,14 @@ def multiprocessors() -> int:
     from .backends import cuda  # here, not at the top: the backends import this module
 
     return cuda.multiprocessors() or TUNED_SMS
+
+
+@functools.cache
+def shared_per_multiprocessor() -> int:
+    """Shared memory an SM has for blocks: this machine's GPU's where the CUDA backend has one, else the H200's."""
+    from .backends import cuda
+
+    return cuda.shared_per_multiprocessor() or TUNED_SHARED_PER_SM
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,14 @@ VARIANTS: dict[str, Variant] = {
             launch_rule=fast_launch,
             accumulators=("float32",),
             traceable=False,
-            kernel_functions=("fast_warp", "fast_row", "fast_row_cluster", "fast_split_partial", "fast_split_finish"),
+            kernel_functions=(
+                "fast_warp",
+                "fast_row",
+                "fast_row_cluster",
+                "fast_split_partial",
+                "fast_split_finish",
+                "fast_stream",
+            ),
             templated_by_launch=True,
         ),
     ]

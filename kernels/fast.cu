@@ -181,6 +181,23 @@ fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__
     fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1>(x, y, partial, sync, rows, cols, slices, resident);
 }
 
+// One batch of fast_split_partial's fold: this thread's packs base + k·blockDim.x below end (pack_of(p) reads
+// pack p), online at batch granularity: one rescale a batch, one exp an element.
+template <typename T, int VEC, int PER, typename PackOf>
+__device__ __forceinline__ State<float> fold_batch(State<float> s, int base, int end, PackOf pack_of) {
+    float v[PER * VEC];
+    bool valid[PER * VEC];
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        const int p = base + k * blockDim.x + threadIdx.x;
+        Pack<T, VEC> pack;
+        if (p < end) pack = pack_of(p);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
+    }
+    return fast_merge(s, exps_in_place(v, valid));
+}
+
 // fast_split_partial: fast's path for rows too long to hold on chip. Block c of a row streams chunk c in
 // batches of PER packs per thread, online at batch granularity (one rescale per batch, one exp per
 // element), then merges the block: 1 read per element, 2 floats per chunk. The grid is BLOCKS blocks an
@@ -195,19 +212,7 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_split_partial(const T* __res
     const int chunk = (packs + chunks - 1) / chunks;
     const int begin = c * chunk, end = min(packs, begin + chunk);
     State<float> s = {NEG_INF, 0.0f};
-    for (int base = begin; base < end; base += PER * blockDim.x) {
-        float v[PER * VEC];
-        bool valid[PER * VEC];
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-            const int p = base + k * blockDim.x + threadIdx.x;
-            Pack<T, VEC> pack;
-            if (p < end) pack = xr[p];
-#pragma unroll
-            for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
-        }
-        s = fast_merge(s, exps_in_place(v, valid));
-    }
+    for (int base = begin; base < end; base += PER * blockDim.x) s = fold_batch<T, VEC, PER>(s, base, end, [&](int p) { return xr[p]; });
     s = fast_block_merge(s);
     if (threadIdx.x == 0) { partial[2 * blockIdx.x] = s.m; partial[2 * blockIdx.x + 1] = s.d; }
 }
@@ -312,4 +317,64 @@ __global__ void split_finish(const T* __restrict__ x, T* __restrict__ y, const f
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
     for (int j = begin + threadIdx.x; j < end; j += blockDim.x) yr[j] = normalise(xr[j], s);
+}
+
+// fast_stream: fast_split in one launch, for rows too long to hold on chip. Block c of a row folds chunk c
+// as fast_split_partial does, but the chunk's first HELD batches arrive by cp.async into shared memory and
+// stay there (loaded evict-first: L2 is not asked for them again), while the rest, read with plain loads,
+// is left in L2 for its second read. The row's chunk states merge through global memory (exchange_row:
+// fast_split_finish's fold, so the bits of fast_split), then the block writes the rest back to front
+// (evict-first, as fast_split_finish) and its held batches from shared memory: 1 read of x plus a second
+// of the part not held (from L2 where it fits there), 1 write. A row's chunks wait for each other, so
+// all of them must be resident; blocks take start-order tickets unless the whole grid is.
+template <typename T, typename Acc, int VEC, int PER, int BLOCKS, int HELD>
+__global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
+                                                           unsigned* __restrict__ sync, int rows, int cols, int chunks, int resident) {
+    const long long block = chunks > 1 && !resident ? start_ticket(sync) : blockIdx.x;
+    const long long row = block / chunks;
+    const int c = block % chunks;
+    const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
+    Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
+    const int packs = cols / VEC;
+    const int chunk = (packs + chunks - 1) / chunks;
+    const int begin = c * chunk, end = min(packs, begin + chunk);
+    const int batch = PER * blockDim.x;
+    const int held_end = min(end, begin + HELD * batch);  // packs [begin, held_end) stay in shared memory, pack p at p - begin
+    const auto held = [&](int p) { return *reinterpret_cast<const Pack<T, VEC>*>(staging + (p - begin)); };
+    if constexpr (HELD > 0) {
+        static_assert(sizeof(Pack<T, VEC>) == 16, "cp.async stages 16-byte packs");
+        unsigned long long evict_first;
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(evict_first));
+#pragma unroll 1
+        for (int k = 0; k < HELD * PER; ++k) {
+            const int p = begin + k * blockDim.x + threadIdx.x;
+            if (p < held_end) {
+                const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + (p - begin)));
+                asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(to), "l"(xr + p), "l"(evict_first));
+            }
+        }
+        asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+    }
+    State<float> s = {NEG_INF, 0.0f};
+    for (int base = begin; base < held_end; base += batch) s = fold_batch<T, VEC, PER>(s, base, held_end, held);
+    for (int base = held_end; base < end; base += batch) s = fold_batch<T, VEC, PER>(s, base, end, [&](int p) { return xr[p]; });
+    s = fast_block_merge(s);
+    if (chunks > 1) s = exchange_row(s, partial + 2 * row * chunks, sync + 1 + 2 * row, c, chunks);
+    else s = group_merge<32>(threadIdx.x % 32 == 0 ? fast_merge({NEG_INF, 0.0f}, s) : State<float>{NEG_INF, 0.0f});  // the fold of one state
+    const float inv_d = 1.0f / s.d;
+    if (end > held_end) {
+        for (int first = held_end + (end - held_end - 1) / batch * batch; first >= held_end; first -= batch) {
+            const int base = first + threadIdx.x;
+            Pack<T, VEC> in[PER];
+#pragma unroll
+            for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = load_streaming(xr + base + k * blockDim.x);
+#pragma unroll
+            for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) store_streaming(yr + base + k * blockDim.x, normalised<T, VEC>(in[k], s.m, inv_d));
+        }
+    }
+#pragma unroll 1
+    for (int k = 0; k < HELD * PER; ++k) {
+        const int p = begin + k * blockDim.x + threadIdx.x;
+        if (p < held_end) store_streaming(yr + p, normalised<T, VEC>(held(p), s.m, inv_d));
+    }
 }

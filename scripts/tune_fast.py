@@ -19,7 +19,7 @@ import numpy as np
 
 from explorer import bench, devicetime, harness
 from explorer.backends import cuda
-from explorer.fast_launch import fast_row_launch, fast_split_launch, fast_vector, fast_warp_launch
+from explorer.fast_launch import fast_row_launch, fast_split_launch, fast_stream_launch, fast_vector, fast_warp_launch
 from explorer.geometry import Launch
 from explorer.numerics import DTYPES
 from explorer.registry import VARIANTS
@@ -77,8 +77,11 @@ def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Laun
 
 
 def split_candidates(rows: int, cols: int, dtype: str) -> list[Launch]:
-    """fast_split with 2, 3 or 4 blocks an SM."""
-    return [fast_split_launch(rows, cols, dtype, blocks) for blocks in (2, 3, 4)]
+    """fast_split and fast_stream (as many batches held as fit, or none) with 2, 3 or 4 blocks an SM."""
+    found = [fast_split_launch(rows, cols, dtype, blocks) for blocks in (2, 3, 4)]
+    for blocks in (2, 3, 4):
+        found += [fast_stream_launch(rows, cols, dtype, blocks), fast_stream_launch(rows, cols, dtype, blocks, held=0)]
+    return found
 
 
 def _several_rows(rows: int, cols: int, dtype: str) -> list[Launch]:

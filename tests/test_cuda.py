@@ -10,7 +10,7 @@ import pytest
 
 import explorer
 from explorer.backends import cuda, emulator
-from explorer.fast_launch import fast_row_launch, fast_split_launch
+from explorer.fast_launch import fast_row_launch, fast_split_launch, fast_stream_launch
 from explorer.numerics import FORMATS, softmax_bound
 
 pytestmark = pytest.mark.gpu
@@ -132,6 +132,26 @@ def test_fast_split_matches_float64_and_the_emulation(shape, dtype, blocks_per_s
     launch = fast_split_launch(*shape, dtype, blocks_per_sm)
     x = explorer.make_input("normal", *shape, dtype, seed)
     assert_fast_matches_float64_and_the_emulation(launch, x, dtype, seed)
+
+
+@pytest.mark.parametrize("blocks_per_sm", (2, 3))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 2**22), (3, 2**21 + 8), (1, 2**20), (400, 2**14), (3, 1_000_003)],
+    ids=["aligned", "rows", "chunk-shorter-than-held", "one-chunk-a-row", "odd-nothing-held"],
+)
+def test_fast_stream_gives_fast_splits_bits(shape, dtype, blocks_per_sm, seed):
+    """fast_stream (fast_split in one launch, the first batches of each chunk held in shared memory) writes
+    exactly fast_split's bits, and so meets float64 and the emulation as fast_split does."""
+    stream = fast_stream_launch(*shape, dtype, blocks_per_sm)
+    split = fast_split_launch(*shape, dtype, blocks_per_sm)
+    assert stream.chunks == split.chunks and stream.template_args[:3] == split.template_args
+    x = explorer.make_input("normal", *shape, dtype, seed)
+    assert_fast_matches_float64_and_the_emulation(stream, x, dtype, seed)
+    got, _ = cuda.run(explorer.VARIANTS["fast"], stream, x, dtype, "float32", None)
+    want, _ = cuda.run(explorer.VARIANTS["fast"], split, x, dtype, "float32", None)
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (seed, stream.describe())
 
 
 def assert_fast_matches_float64_and_the_emulation(launch, x, dtype, seed):

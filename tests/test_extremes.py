@@ -2,7 +2,7 @@
 float64, on the emulation (always) and on the GPU (gpu-marked), in fixed rows and in Hypothesis properties
 over rows built from the edges (largest value and its neighbour, half of it, smallest normal, subnormals,
 zeros of both signs, moderate values; rows of one value, one huge among -huge, mixtures); a row long enough
-to stream through fast_split and a 262,144-logit vocabulary split over many blocks, on the emulation. Values
+to stream through fast_stream and a 262,144-logit vocabulary split over many blocks, on the emulation. Values
 near the top of fp32 once overflowed in x·log2e before the max was subtracted, giving NaN for finite input."""
 
 import ml_dtypes
@@ -133,10 +133,10 @@ def test_topk_at_edge_values(variant, dtype, backend):
 
 
 def test_edge_values_through_the_streamed_long_row_path():
-    """A 1 × 2^22 fp32 row is too long to hold on chip: fast streams it through fast_split (chunks of a row per
+    """A 1 × 2^22 fp32 row is too long to hold on chip: fast streams it through fast_stream (chunks of a row per
     block, their (m, d) merged after), emulated here one edge row at a time."""
     cols = 2**22
-    assert explorer.VARIANTS["fast"].launch(1, cols, None, "float32").kernel == "fast_split"
+    assert explorer.VARIANTS["fast"].launch(1, cols, None, "float32").kernel == "fast_stream"
     x = edge_rows("float32", cols)
     for row in range(x.shape[0]):
         check(x[row : row + 1], "fast", "emulator")

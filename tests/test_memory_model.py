@@ -92,7 +92,7 @@ GPU_SHAPES = (  # fast's launches at these are test_cuda.py's (compiled once); s
     (300, 2048),  # a batch: fast_row, a block a row
     (1, 262144),  # fast_row in a cluster of 16
     (1, 2**20),  # fast_row's 132 slices exchanging (m, d) through global memory: its per-stream scratch
-    (1, 2**22),  # fp32: fast_split's two stages (bf16: 132 exchanging slices again)
+    (1, 2**22),  # fp32: fast_stream's chunks exchanging (m, d) (bf16: 132 fast_row slices)
 )
 GPU_RUNS = [
     (key, dtype, traced, rows, cols)

@@ -93,6 +93,31 @@ def test_topk_launch_rule_forms_clusters_for_few_short_rows(rows, cols, k, kerne
     assert (launch.template_args[-1] == chunks) == (kernel == "topk_cluster")  # the cluster size is compiled in
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.integers(1, 600),
+    log_cols=st.integers(10, 26),
+    dtype=st.sampled_from(explorer.geometry.DTYPE_NAMES),
+    blocks_per_sm=st.integers(1, 4),
+)
+def test_fast_stream_holds_what_fits_in_fast_splits_chunks(rows, log_cols, dtype, blocks_per_sm):
+    """fast_stream keeps fast_split's chunks and packs (so its arithmetic), and holds whole batches of its chunk in
+    the shared memory that blocks_per_sm blocks an SM leave each block, 16-byte packs only."""
+    cols = (1 << log_cols) + rows % 7
+    stream = fast_launch.fast_stream_launch(rows, cols, dtype, blocks_per_sm)
+    split = fast_launch.fast_split_launch(rows, cols, dtype, blocks_per_sm)
+    assert (stream.grid, stream.block, stream.chunks) == (split.grid, split.block, split.chunks)
+    vec, per, blocks, held = stream.template_args
+    assert (vec, per, blocks) == split.template_args
+    batch = stream.block * per * 16
+    assert stream.staging_bytes == held * batch
+    per_block = explorer.geometry.shared_per_multiprocessor() // blocks_per_sm - fast_launch.BLOCK_SHARED_RESERVED
+    assert stream.shared_bytes <= per_block
+    if held:
+        assert vec * explorer.geometry.ITEMSIZE[dtype] == 16
+        assert (held - 1) * stream.block * per < -(-(cols // vec) // stream.chunks)  # the last held batch has packs
+
+
 @pytest.mark.gpu
 def test_the_launch_rules_read_this_gpus_multiprocessors(fresh_multiprocessors):
     assert explorer.geometry.multiprocessors() == cuda.device_info()["multiprocessors"]

@@ -75,6 +75,13 @@ def multiprocessors() -> int | None:
     return cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"]
 
 
+def shared_per_multiprocessor() -> int | None:
+    """The GPU's shared memory an SM, or None without a usable GPU."""
+    if not available():
+        return None
+    return cp.cuda.Device().attributes["MaxSharedMemoryPerMultiprocessor"]
+
+
 def require_gpu() -> None:
     reason = unavailable_reason()
     if reason:
