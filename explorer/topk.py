@@ -33,7 +33,8 @@ TOPK_BLOCK = 128  # threads a block where rows outnumber the SMs; 256 where they
 TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: many small chunks a row
 TOPK_LATENCY_CHUNK = 4096  # elements a chunk then (k = 1, in 128-thread blocks: half as many)
 TOPK_CHUNK = 65536  # elements a chunk at least, once rows are not few
-TOPK_STAGES = 3  # batches in flight per thread: the one worked on and two being copied (1 at least)
+TOPK_STAGES = 3  # batches in flight per thread: the one worked on and two being copied by cp.async (0: plain loads
+# into registers, one batch ahead)
 TOPK_BATCH_STAGES = 2  # ... where rows outnumber the SMs: blocks enough to keep the loads in flight, and each
 # block's smaller staging lets more fit an SM (scripts/tune_topk.py, 512x32000 and 512x50257: 1-4 % faster)
 TOPK_CLUSTER_MAX = 16  # blocks a Hopper cluster may have (over 8 with the non-portable opt-in)
@@ -106,7 +107,8 @@ def topk_launch(
     per = max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     sms = multiprocessors()
-    stages = stages or (TOPK_BATCH_STAGES if rows > sms else TOPK_STAGES)
+    if stages is None:
+        stages = TOPK_BATCH_STAGES if rows > sms else TOPK_STAGES
     latency = rows < TOPK_LATENCY_ROWS
     greedy_share = k == 1 and not latency and rows <= sms  # k = 1, up to a row an SM: rows share the SMs
     if cluster is None:

@@ -279,14 +279,14 @@ __device__ __forceinline__ void stage_batch(const Pack<T, VEC>* row, int base, i
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
-// The batch staged at `stage`, read back by the thread that copied it (no barrier needed), as floats.
-template <bool FULL, typename T, int VEC, int PER>
-__device__ __forceinline__ void staged_batch(int base, int end, int stage, float (&v)[PER * VEC], bool (&valid)[PER * VEC]) {
+// This thread's packs of the batch at pack `base` (pack_of(k): its k-th, where below end) as floats.
+template <bool FULL, typename T, int VEC, int PER, typename PackOf>
+__device__ __forceinline__ void batch_floats(int base, int end, PackOf pack_of, float (&v)[PER * VEC], bool (&valid)[PER * VEC]) {
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
         const bool in = FULL || base + k * blockDim.x + threadIdx.x < end;
         Pack<T, VEC> pack;
-        if (in) pack = *reinterpret_cast<const Pack<T, VEC>*>(staging + (stage * PER + k) * blockDim.x + threadIdx.x);
+        if (in) pack = pack_of(k);
 #pragma unroll
         for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = in; v[k * VEC + i] = in ? to_float(pack.v[i]) : 0.0f; }
     }
@@ -368,7 +368,8 @@ template <int K, int CLUSTER> __device__ __forceinline__ void topk_mail_leader(S
 // the row's answer; with several (few rows: latency) it leaves the chunk's (m, d) and sorted list,
 // and the row's last block to arrive (a counter per row, back to 0 after) merges them: one launch; or,
 // where the chunks form a cluster (CLUSTER > 1), they mail them to the leader, which merges them alike.
-// cp.async copies STAGES - 1 batches ahead into shared memory while one is worked on.
+// cp.async copies STAGES - 1 batches ahead into shared memory while one is worked on; STAGES 0: plain loads
+// straight into registers, one batch ahead.
 template <typename T, int VEC, int PER, int K, int STAGES, bool LOOSE, int CLUSTER, int SOFTMAX>
 __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
                                                float* __restrict__ partial, Key* __restrict__ partial_keys,
@@ -444,25 +445,48 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             s = fast_merge(s, {most, d});
         }
     };
+    // The batch at pack `base`, this thread's packs read by pack_of(k).
+    const auto fold = [&](int base, auto pack_of) {
+        const BatchColumns<VEC> column = {split.head, base};
+        if (base + step <= end) {
+            batch_floats<true, T, VEC, PER>(base, end, pack_of, v, valid);
+            work(column, base == begin, true, Flag<true>());
+        } else {
+            batch_floats<false, T, VEC, PER>(base, end, pack_of, v, valid);
+            work(column, base == begin, true, Flag<false>());
+        }
+    };
+    Pack<T, VEC> ahead[PER];  // STAGES 0: the next batch's packs, loaded into registers
+    const auto load_ahead = [&](int base) {
 #pragma unroll
-    for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_batch<T, VEC, PER>(xr, begin + ahead * step, end, ahead);
+        for (int k = 0; k < PER; ++k) {
+            const int p = base + k * blockDim.x + threadIdx.x;
+            if (p < end) ahead[k] = xr[p];
+        }
+    };
+    if constexpr (STAGES == 0) load_ahead(begin);
+#pragma unroll
+    for (int stage = 0; stage < STAGES - 1; ++stage) stage_batch<T, VEC, PER>(xr, begin + stage * step, end, stage);
     if (K > 32) {
         if (lane == 0) floor_bits[warp] = 0;
         __syncthreads();  // every warp's word is zero before any is read
     }
-    int stage = 0;
-    for (int base = begin; base < end; base += step) {
-        stage_batch<T, VEC, PER>(xr, base + (STAGES - 1) * step, end, (stage + STAGES - 1) % STAGES);
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");  // this batch has landed
-        const BatchColumns<VEC> column = {split.head, base};
-        if (base + step <= end) {
-            staged_batch<true, T, VEC, PER>(base, end, stage, v, valid);
-            work(column, base == begin, true, Flag<true>());
-        } else {
-            staged_batch<false, T, VEC, PER>(base, end, stage, v, valid);
-            work(column, base == begin, true, Flag<false>());
+    if constexpr (STAGES == 0) {  // plain 16-byte loads into registers, the next batch's issued before this one is worked on
+        for (int base = begin; base < end; base += step) {
+            Pack<T, VEC> held[PER];
+#pragma unroll
+            for (int k = 0; k < PER; ++k) held[k] = ahead[k];
+            load_ahead(base + step);
+            fold(base, [&](int k) { return held[k]; });
         }
-        stage = stage == STAGES - 1 ? 0 : stage + 1;
+    } else {  // cp.async into shared memory, STAGES - 1 batches ahead
+        int stage = 0;
+        for (int base = begin; base < end; base += step) {
+            stage_batch<T, VEC, PER>(xr, base + (STAGES - 1) * step, end, (stage + STAGES - 1) % STAGES);
+            asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");  // this batch has landed
+            fold(base, [&](int k) { return *reinterpret_cast<const Pack<T, VEC>*>(staging + (stage * PER + k) * blockDim.x + threadIdx.x); });
+            stage = stage == STAGES - 1 ? 0 : stage + 1;
+        }
     }
     if constexpr (LOOSE) {  // the loose elements as one more batch: slot 0 of the threads that hold one
 #pragma unroll
