@@ -188,7 +188,8 @@ def topk_bytes(fused: bool, launch: Launch, fast_launch: Launch, rows: int, cols
     and fused's streamed (m, d) or unfused's fast softmax output kept beside the selection."""
     n, item = rows * cols, DTYPES[dtype].itemsize
     if fused:  # the argsort's int64 result stays alive (the indices are a view of it) while the row streams
-        body = 4 * _row_group(launch, rows, cols) * cols if launch.template_args[4] else 0  # a group's aligned bodies
+        loose = launch.template_args[3]  # topk's (vec, per, lists, loose, ...)
+        body = 4 * _row_group(launch, rows, cols) * cols if loose else 0  # a group's aligned bodies
         return FIXED + item * n + 4 * n + max(24 * n, 8 * n + body + _gather_bytes(launch, rows, cols))
     return FIXED + max(item * n + _fast_bytes(fast_launch, rows, cols), 2 * item * n + 28 * n)
 

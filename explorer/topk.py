@@ -29,14 +29,10 @@ from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
 from .registry import VARIANTS
 
 K_MAX = 64
-TOPK_BLOCK = 128  # threads a block where rows outnumber the SMs; 256 where they do not
+TOPK_BLOCK = 128  # threads a block where rows outnumber the SMs at k > 1; 256 where they do not, and at k = 1
 TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: many small chunks a row
 TOPK_LATENCY_CHUNK = 4096  # elements a chunk then (k = 1, in 128-thread blocks: half as many)
 TOPK_CHUNK = 65536  # elements a chunk at least, once rows are not few
-TOPK_STAGES = 3  # batches in flight per thread: the one worked on and two being copied by cp.async (0: plain loads
-# into registers, one batch ahead)
-TOPK_BATCH_STAGES = 2  # ... where rows outnumber the SMs: blocks enough to keep the loads in flight, and each
-# block's smaller staging lets more fit an SM (scripts/tune_topk.py, 512x32000 and 512x50257: 1-4 % faster)
 TOPK_CLUSTER_MAX = 16  # blocks a Hopper cluster may have (over 8 with the non-portable opt-in)
 VOCABS = (32000, 50257, 128256, 151936, 262144)  # LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma vocabularies
 
@@ -91,7 +87,6 @@ def topk_launch(
     dtype: str,
     block: int | None = None,
     chunks: int | None = None,
-    stages: int | None = None,
     cluster: bool | None = None,
 ) -> Launch:
     """Several blocks per row when rows are few: a handful of rows (latency) in chunks of ~4096 elements
@@ -100,21 +95,20 @@ def topk_launch(
     memory; up to one row per SM, k > 1: chunks of at least 65536 elements, about four blocks an SM, k = 1:
     SMs // rows chunks a row as one cluster (one wave; none from half as many rows as SMs); more rows, a
     block per row (chunks only add merges once the grid fills the GPU). Chunks hold a batch of the block at
-    least. 256-thread blocks while rows are no more than the SMs, 128 after (and for a handful of rows at
-    k = 1, or in a cluster at k <= 8). Loads are 16-byte packs at any width (a row's loose head and tail
-    elements go to its first threads). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
+    least. 256-thread blocks while rows are no more than the SMs, and at k = 1; 128 for more rows at k > 1 (and
+    for a handful of rows at k = 1, or in a cluster at k <= 8). Loads are 16-byte packs at any width (a row's
+    loose head and tail elements go to its first threads), into registers one batch ahead. Defaults are what
+    scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
     per = max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     sms = multiprocessors()
-    if stages is None:
-        stages = TOPK_BATCH_STAGES if rows > sms else TOPK_STAGES
     latency = rows < TOPK_LATENCY_ROWS
     greedy_share = k == 1 and not latency and rows <= sms  # k = 1, up to a row an SM: rows share the SMs
     if cluster is None:
         cluster = greedy_share or (latency and cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK)
     small_k = k == 1 or (cluster and k <= 8)
-    block = block or (TOPK_BLOCK if rows > sms or (latency and small_k) else 2 * TOPK_BLOCK)
+    block = block or (TOPK_BLOCK if (rows > sms and k > 1) or (latency and small_k) else 2 * TOPK_BLOCK)
     if chunks is None and greedy_share:
         chunks = sms // rows  # one wave of clusters (its merge costs less than the global one's)
     elif chunks is None and cluster:
@@ -126,16 +120,14 @@ def topk_launch(
     if cluster:
         chunks = min(chunks, TOPK_CLUSTER_MAX)
     cluster = cluster and chunks > 1
-    staging = stages * per * block * 16
     mailbox = 8 + chunks * (8 + 8 * lists) if cluster else 0  # topk.cu's TopkMailbox
     return Launch(
         grid=rows * chunks,
         block=block,
-        shared_bytes=8 * 16 * lists + 80 + mailbox + staging,
-        staging_bytes=staging,
+        shared_bytes=8 * 16 * lists + 80 + mailbox,
         threads_per_row=chunks * block,
         kernel="topk_cluster" if cluster else "topk",
-        template_args=(vec, per, lists, stages, int(cols % vec != 0)) + ((chunks,) if cluster else ()),
+        template_args=(vec, per, lists, int(cols % vec != 0)) + ((chunks,) if cluster else ()),
         chunks=chunks,
         protocol="cluster" if cluster else "rows",
     )

@@ -7,12 +7,15 @@
 // |                    | cp.async loads, the slice held in registers or shared memory,   |                                |
 // |                    | 16-byte loads at any width (loose head and tail elements)       |                                |
 // | fast_row_cluster   | fast_row whose slices form a Hopper cluster, merged over DSMEM  | 1 / 1                          |
-// | fast_split_partial | several blocks per row stream a chunk each into (m, d)          | 1 / 0 (+ 2 floats per chunk)   |
-// | fast_split_finish  | merge the row's chunk states, normalise the chunk               | 1 / 1                          |
+// | fast_stream        | rows too long to hold on chip: several blocks per row, each     | 1 / 1 (+ a second read of what |
+// |                    | holding its chunk's first batches in shared memory; (m, d)      | is not held, mostly from L2;   |
+// |                    | exchanged through global memory, then the rest read again       | 2 floats per chunk)            |
+// | fast_split_partial | fast_stream's arithmetic in two launches (the reference the     | 1 / 0 (+ 2 floats per chunk)   |
+// | fast_split_finish  | tests hold fast_stream to, bit for bit): states, then normalise | 1 / 1                          |
 // | split_partial      | split_row, the teaching version: per-element online rule       | 1 / 0 (+ 2 floats per chunk)   |
 // | split_finish       | merge the chunk states in order, normalise (traced)             | 1 / 1                          |
 //
-// `fast` (the variant) picks fast_warp, fast_row(_cluster) or the fast_split pair from the shape; see
+// `fast` (the variant) picks fast_warp, fast_row(_cluster) or fast_stream from the shape; see
 // explorer/registry.py. fast_* accumulate in fp32 only (Acc must be float) and use exp2f (one MUFU
 // instruction) instead of expf. All kernels are templated like softmax.cu.
 #include "fast_common.cuh"
@@ -198,7 +201,8 @@ __device__ __forceinline__ State<float> fold_batch(State<float> s, int base, int
     return fast_merge(s, exps_in_place(v, valid));
 }
 
-// fast_split_partial: fast's path for rows too long to hold on chip. Block c of a row streams chunk c in
+// fast_split_partial, then fast_split_finish: fast_stream's arithmetic in two launches, which needs no
+// resident grid (fast_stream's tests compare its bits with these). Block c of a row streams chunk c in
 // batches of PER packs per thread, online at batch granularity (one rescale per batch, one exp per
 // element), then merges the block: 1 read per element, 2 floats per chunk. The grid is BLOCKS blocks an
 // SM, and the launch bounds let that many fit: one wave.

@@ -3,8 +3,9 @@
 // | kernel | idea                                                                                | global reads / writes per element |
 // |--------|-------------------------------------------------------------------------------------|-----------------------------------|
 // | topk   | one pass: online (m, d) AND a running top-k per warp, merged; for few rows, several | 1 / 0 (+ k per row)               |
-// |        | blocks per row, the last one to finish merging their states; 16-byte cp.async loads |                                   |
-// |        | at any width (fast_row's RowSplit: loose head and tail elements taken separately)   |                                   |
+// |        | blocks per row, the last one to finish merging their states; 16-byte loads into     |                                   |
+// |        | registers, one batch ahead, at any width (fast_row's RowSplit: loose head and tail  |                                   |
+// |        | elements taken separately)                                                          |                                   |
 // | topk_cluster | topk whose chunks of a row form a Hopper cluster: states and lists mailed to the | 1 / 0 (+ k per row)         |
 // |        | leader's shared memory (st.async, an mbarrier) instead of global memory and a counter |                                   |
 //
@@ -73,22 +74,22 @@ template <int R> __device__ __forceinline__ Key ranked_key(Key sorted, int t) {
 // distinct elements of the chunk at or above it (0 until it has one; it only rises), so the smallest of
 // them has k at or above it and no element below it is among the chunk's k best. Each warp's own list
 // bound has only its own elements behind it; the floor lets a warp drop what the others have beaten.
-// Read when a warp flushes its buffer. Shared only by 64-entry lists (k > 32): at k = 8 it bought
-// nothing and cost 1-8 % (scripts/tune_topk.py, docs/topk-notes.md).
-struct BlockFloor {
+// Read when a warp flushes its buffer. SHARED (the warps share it) only for 64-entry lists (k > 32): at
+// k = 8 it bought nothing and cost 1-8 % (scripts/tune_topk.py, docs/topk-notes.md); otherwise each warp
+// keeps only its own bound.
+template <bool SHARED> struct BlockFloor {
     volatile unsigned* bits;  // 16 words of shared memory, zeroed before the first batch
-    bool shared;              // whether the warps share it (else each keeps only its own bound)
-    unsigned left = 0;        // what this warp has left there
+    unsigned mine = 0;        // what this warp has left there
     __device__ __forceinline__ int rank(int k) const { const int warps = blockDim.x / 32; return (k + warps - 1) / warps; }
     __device__ __forceinline__ void leave(Key key) {
         const unsigned value_bits = (unsigned)(key >> 32);
-        if (shared && value_bits > left) {
-            left = value_bits;
+        if (SHARED && value_bits > mine) {
+            mine = value_bits;
             if (threadIdx.x % 32 == 0) bits[threadIdx.x / 32] = value_bits;
         }
     }
     __device__ __forceinline__ float value() const {  // NaN while a warp has left nothing
-        if (!shared) return NO_VALUE;
+        if (!SHARED) return NO_VALUE;
         unsigned low = 0xffffffffu;
         for (int w = 0; w < blockDim.x / 32; ++w) low = min(low, bits[w]);
         return key_value((Key)low << 32);
@@ -101,9 +102,9 @@ __device__ __forceinline__ bool reaches(float v, float bound) { return v >= boun
 
 // Sort the n <= 32 candidates of a warp's buffer and merge them into its list; the bound rises to the
 // value of the list's entry k - 1 once the list holds k numbers, and to the block's floor.
-template <int R>
+template <int R, typename Floor>
 __device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buffer, int n, int k, float& seed, float& bound,
-                                                 BlockFloor& chunk_floor) {
+                                                 Floor& chunk_floor) {
     const int lane = threadIdx.x % 32;
     __syncwarp();
     Key candidates[R];
@@ -121,10 +122,10 @@ __device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buff
 // Append a thread's batch elements that reach the bound to the warp's buffer (one per lane per round,
 // a ballot placing them), flushing it whenever the next round would not fit; column(q) is the row's
 // column of slot q. Returns the new fill.
-template <bool FULL, int R, int N, typename Column>
+template <bool FULL, int R, int N, typename Column, typename Floor>
 __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool (&valid)[N], Column column, Key* buffer,
                                                  int buffered, Key (&list)[R], int k, float& seed, float& bound,
-                                                 BlockFloor& chunk_floor) {
+                                                 Floor& chunk_floor) {
     const int lane = threadIdx.x % 32;
     unsigned left = 0;
 #pragma unroll
@@ -262,33 +263,15 @@ __device__ __forceinline__ void merge_lists(Load lists_keys, int lists, int k, P
     tree_merge(pool, list);  // a warp's list goes where its buffer was
 }
 
-// Start this thread's cp.async copies of the batch at pack `base` (packs base + k·blockDim.x + t below
-// end) into stage `stage` of the dynamic shared memory, as one commit group (empty past the end, so
-// that every iteration commits one group and wait_group counts batches).
-template <typename T, int VEC, int PER>
-__device__ __forceinline__ void stage_batch(const Pack<T, VEC>* row, int base, int end, int stage) {
-    static_assert(sizeof(Pack<T, VEC>) == 16, "cp.async stages 16-byte packs");
-#pragma unroll
-    for (int k = 0; k < PER; ++k) {
-        const int p = base + k * blockDim.x + threadIdx.x;
-        if (p < end) {
-            const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + (stage * PER + k) * blockDim.x + threadIdx.x));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(row + p));
-        }
-    }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// This thread's packs of the batch at pack `base` (pack_of(k): its k-th, where below end) as floats.
-template <bool FULL, typename T, int VEC, int PER, typename PackOf>
-__device__ __forceinline__ void batch_floats(int base, int end, PackOf pack_of, float (&v)[PER * VEC], bool (&valid)[PER * VEC]) {
+// This thread's packs of the batch at pack `base` (those below end) as floats.
+template <bool FULL, typename T, int VEC, int PER>
+__device__ __forceinline__ void batch_floats(int base, int end, const Pack<T, VEC> (&packs)[PER], float (&v)[PER * VEC],
+                                             bool (&valid)[PER * VEC]) {
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
         const bool in = FULL || base + k * blockDim.x + threadIdx.x < end;
-        Pack<T, VEC> pack;
-        if (in) pack = pack_of(k);
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = in; v[k * VEC + i] = in ? to_float(pack.v[i]) : 0.0f; }
+        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = in; v[k * VEC + i] = in ? to_float(packs[k].v[i]) : 0.0f; }
     }
 }
 
@@ -368,9 +351,8 @@ template <int K, int CLUSTER> __device__ __forceinline__ void topk_mail_leader(S
 // the row's answer; with several (few rows: latency) it leaves the chunk's (m, d) and sorted list,
 // and the row's last block to arrive (a counter per row, back to 0 after) merges them: one launch; or,
 // where the chunks form a cluster (CLUSTER > 1), they mail them to the leader, which merges them alike.
-// cp.async copies STAGES - 1 batches ahead into shared memory while one is worked on; STAGES 0: plain loads
-// straight into registers, one batch ahead.
-template <typename T, int VEC, int PER, int K, int STAGES, bool LOOSE, int CLUSTER, int SOFTMAX>
+// Each thread loads its packs of the next batch (16-byte loads into registers) before it works on this one.
+template <typename T, int VEC, int PER, int K, bool LOOSE, int CLUSTER, int SOFTMAX>
 __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
                                                float* __restrict__ partial, Key* __restrict__ partial_keys,
                                                unsigned* __restrict__ arrivals, int cols, int chunks, int k) {
@@ -394,8 +376,9 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     Key* buffer = pool.key + warp * K;
     int buffered = 0;
     float seed = NO_VALUE, bound = NO_VALUE;
+    constexpr bool SHARED_FLOOR = K > 32;  // BlockFloor
     __shared__ unsigned floor_bits[16];
-    BlockFloor chunk_floor = {floor_bits, K > 32};
+    BlockFloor<SHARED_FLOOR> chunk_floor = {floor_bits};
     State<float> s = {NEG_INF, 0.0f};
     const int step = PER * blockDim.x;
     float v[N];
@@ -411,15 +394,15 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
 #pragma unroll
         for (int q = 0; q < N; ++q) if (FULL || valid[q]) most = fmaxf(most, v[q]);
         if constexpr (K == 1) {  // k = 1: the warp's best key in every lane; the bound is its value
-            if (bound != bound || !ordered) {  // no number yet (NaN takes every element), or the loose elements
+            // each element on its own while there is no number yet (NaN takes every element), and for the loose ones
+            const bool per_element = bound != bound || !ordered;  // the same in every lane
+            if (per_element || __any_sync(ALL_LANES, most > bound)) {  // else rare: a new largest in the warp
+                if (per_element) {
 #pragma unroll
-                for (int q = 0; q < N; ++q) {
-                    if ((FULL || valid[q]) && reaches(v[q], bound)) list[0] = max(list[0], make_key(v[q], column(q)));
-                }
-                list[0] = warp_max(list[0]);
-                bound = key_value(list[0]);
-            } else if (__any_sync(ALL_LANES, most > bound)) {  // rare: a new largest in the warp
-                if (most > bound) {  // the first slot holding it: the lane's lowest column of that value
+                    for (int q = 0; q < N; ++q) {
+                        if ((FULL || valid[q]) && reaches(v[q], bound)) list[0] = max(list[0], make_key(v[q], column(q)));
+                    }
+                } else if (most > bound) {  // the first slot holding it: the lane's lowest column of that value
                     int at = 0;
 #pragma unroll
                     for (int q = N - 1; q >= 0; --q) if ((FULL || valid[q]) && v[q] == most) at = q;
@@ -445,18 +428,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             s = fast_merge(s, {most, d});
         }
     };
-    // The batch at pack `base`, this thread's packs read by pack_of(k).
-    const auto fold = [&](int base, auto pack_of) {
-        const BatchColumns<VEC> column = {split.head, base};
-        if (base + step <= end) {
-            batch_floats<true, T, VEC, PER>(base, end, pack_of, v, valid);
-            work(column, base == begin, true, Flag<true>());
-        } else {
-            batch_floats<false, T, VEC, PER>(base, end, pack_of, v, valid);
-            work(column, base == begin, true, Flag<false>());
-        }
-    };
-    Pack<T, VEC> ahead[PER];  // STAGES 0: the next batch's packs, loaded into registers
+    Pack<T, VEC> ahead[PER];  // this thread's packs of the next batch
     const auto load_ahead = [&](int base) {
 #pragma unroll
         for (int k = 0; k < PER; ++k) {
@@ -464,28 +436,23 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             if (p < end) ahead[k] = xr[p];
         }
     };
-    if constexpr (STAGES == 0) load_ahead(begin);
-#pragma unroll
-    for (int stage = 0; stage < STAGES - 1; ++stage) stage_batch<T, VEC, PER>(xr, begin + stage * step, end, stage);
-    if (K > 32) {
+    load_ahead(begin);
+    if (SHARED_FLOOR) {
         if (lane == 0) floor_bits[warp] = 0;
         __syncthreads();  // every warp's word is zero before any is read
     }
-    if constexpr (STAGES == 0) {  // plain 16-byte loads into registers, the next batch's issued before this one is worked on
-        for (int base = begin; base < end; base += step) {
-            Pack<T, VEC> held[PER];
+    for (int base = begin; base < end; base += step) {
+        Pack<T, VEC> packs[PER];
 #pragma unroll
-            for (int k = 0; k < PER; ++k) held[k] = ahead[k];
-            load_ahead(base + step);
-            fold(base, [&](int k) { return held[k]; });
-        }
-    } else {  // cp.async into shared memory, STAGES - 1 batches ahead
-        int stage = 0;
-        for (int base = begin; base < end; base += step) {
-            stage_batch<T, VEC, PER>(xr, base + (STAGES - 1) * step, end, (stage + STAGES - 1) % STAGES);
-            asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");  // this batch has landed
-            fold(base, [&](int k) { return *reinterpret_cast<const Pack<T, VEC>*>(staging + (stage * PER + k) * blockDim.x + threadIdx.x); });
-            stage = stage == STAGES - 1 ? 0 : stage + 1;
+        for (int k = 0; k < PER; ++k) packs[k] = ahead[k];
+        load_ahead(base + step);  // in flight while this batch is worked on
+        const BatchColumns<VEC> column = {split.head, base};
+        if (base + step <= end) {
+            batch_floats<true, T, VEC, PER>(base, end, packs, v, valid);
+            work(column, base == begin, true, Flag<true>());
+        } else {
+            batch_floats<false, T, VEC, PER>(base, end, packs, v, valid);
+            work(column, base == begin, true, Flag<false>());
         }
     }
     if constexpr (LOOSE) {  // the loose elements as one more batch: slot 0 of the threads that hold one
@@ -534,19 +501,19 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
 }
 
 // One block per chunk of a row; several chunks merge through global memory (the last block to arrive).
-template <typename T, typename Acc, int VEC, int PER, int K, int STAGES, bool LOOSE, int SOFTMAX>
+template <typename T, typename Acc, int VEC, int PER, int K, bool LOOSE, int SOFTMAX>
 __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
                                             float* __restrict__ partial, Key* __restrict__ partial_keys,
                                             unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
-    topk_row_chunk<T, VEC, PER, K, STAGES, LOOSE, 1, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols, chunks, k);
+    topk_row_chunk<T, VEC, PER, K, LOOSE, 1, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols, chunks, k);
 }
 
 // topk whose CLUSTER chunks of a row form a Hopper cluster: the chunks mail their (m, d) and list into the
 // leader's shared memory (no fence, counter or L2 round trip), and the leader merges them as the last block does.
-template <typename T, typename Acc, int VEC, int PER, int K, int STAGES, bool LOOSE, int CLUSTER, int SOFTMAX>
+template <typename T, typename Acc, int VEC, int PER, int K, bool LOOSE, int CLUSTER, int SOFTMAX>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(512, 2)
 topk_cluster(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices, float* __restrict__ partial,
              Key* __restrict__ partial_keys, unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
-    topk_row_chunk<T, VEC, PER, K, STAGES, LOOSE, CLUSTER, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols,
+    topk_row_chunk<T, VEC, PER, K, LOOSE, CLUSTER, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols,
                                                                      CLUSTER, k);
 }

@@ -45,9 +45,6 @@ def main() -> None:
     )
     parser.add_argument("--counts", type=int, nargs="+", help="blocks per row to try, as numbers (instead of --chunks)")
     parser.add_argument(
-        "--stages", type=int, nargs="+", default=[None], help="cp.async stages (batches in flight a thread, 1 at least)"
-    )
-    parser.add_argument(
         "--clusters",
         type=int,
         nargs="+",
@@ -84,9 +81,9 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
         rule_launch = topk_launch(rows, cols, k, dtype, requested or None)
         block, rule = rule_launch.block, rule_launch.chunks
         counts = args.counts or [round(rule * scale) for scale in args.chunks]
-        for count, stages, cluster in itertools.product(counts, args.stages, args.clusters):
+        for count, cluster in itertools.product(counts, args.clusters):
             chunks = max(1, min(count, cdiv(cols, block * 16)))
-            launch = topk_launch(rows, cols, k, dtype, block, chunks, stages, None if cluster < 0 else bool(cluster))
+            launch = topk_launch(rows, cols, k, dtype, block, chunks, None if cluster < 0 else bool(cluster))
             if (launch.kernel, launch.block, launch.chunks, launch.template_args) in seen:
                 continue
             seen.add((launch.kernel, launch.block, launch.chunks, launch.template_args))
@@ -111,7 +108,7 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
             bad = "" if report.index_mismatch == 0 else f" WRONG({report.index_mismatch})"
             shown = f"{device['device_us']:.1f}" if device else f"events {np.median(t):.1f}"
             kind = "C" if launch.protocol == "cluster" else "c"
-            line.append(f"b{block}{kind}{launch.chunks}s{launch.template_args[3]} {shown}{bad}")
+            line.append(f"b{block}{kind}{launch.chunks} {shown}{bad}")
     launch = topk_launch(rows, cols, k, dtype)  # the API's choice: how long does Python take to launch it?
     line.append(f"rule b{launch.block}{'C' if launch.protocol == 'cluster' else 'c'}{launch.chunks}")
     out = cp.empty((rows, k), xs[0].dtype), cp.empty((rows, k), np.int32)

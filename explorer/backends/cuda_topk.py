@@ -112,8 +112,8 @@ class _Launcher:
     block to cuLaunchKernel, which copies it at the call. CuPy's own call packs each argument by its Python
     type, most of a batch-1 call's time on the host."""
 
-    def __init__(self, kernel, geometry: Launch, shared: int, scratch: tuple, rows: int, cols: int, k: int):
-        self.function, self.grid, self.block, self.shared = kernel.kernel.ptr, geometry.grid, geometry.block, shared
+    def __init__(self, kernel, geometry: Launch, scratch: tuple, rows: int, cols: int, k: int):
+        self.function, self.grid, self.block = kernel.kernel.ptr, geometry.grid, geometry.block
         self.scratch = scratch
         self.words = (ctypes.c_uint64 * 8)()  # x, values, indices, then the three scratch pointers; four int32
         base = ctypes.addressof(self.words)
@@ -130,7 +130,7 @@ class _Launcher:
             words = self.words
             words[0], words[1], words[2] = x, values, indices
             cp.cuda.driver.launchKernel(
-                self.function, self.grid, 1, 1, self.block, 1, 1, self.shared, stream, self.params_address, 0
+                self.function, self.grid, 1, 1, self.block, 1, 1, 0, stream, self.params_address, 0
             )
 
 
@@ -140,14 +140,11 @@ _launchers_lock = threading.Lock()
 
 def _new_launcher(key: tuple, geometry: Launch, dtype: str, fused: bool, rows: int, cols: int, k: int) -> _Launcher:
     lists = geometry.template_args[2]
-    staging = geometry.staging_bytes
     kernel = kernel_function("topk.cu", dtype, "float32", topk_kernel_name(geometry, dtype, fused))
-    if staging > kernel.max_dynamic_shared_size_bytes:
-        kernel.max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
     if geometry.protocol == "cluster" and geometry.chunks > PORTABLE_CLUSTER:
         allow_large_clusters(kernel)
     scratch = _topk_scratch(rows, geometry.chunks, lists)
-    _launchers[key] = launcher = _Launcher(kernel, geometry, staging, scratch, rows, cols, k)
+    _launchers[key] = launcher = _Launcher(kernel, geometry, scratch, rows, cols, k)
     return launcher
 
 
