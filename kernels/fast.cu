@@ -105,7 +105,7 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
         const State<float> mine = held_state<T, VEC, PER>(pack_of, begin, end, t, threads, loose, holds_loose);
         State<float> s = fast_block_merge<ROWS>(mine);
         if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
-        else if (slices > 1) s = exchange_row(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+        else if (slices > 1) s = exchange_row<0>(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
         if (prescaled<T>(s.m)) {
             const float b = fmaf(s.m, LOG2E, fast_log2(s.d));
 #pragma unroll
@@ -142,7 +142,7 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
     const State<float> mine = exps_in_place(v);
     State<float> s = fast_block_merge<ROWS>(mine);
     if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
-    else if (slices > 1) s = exchange_row(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+    else if (slices > 1) s = exchange_row<0>(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
     const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__
     for (int base = begin; base < held_end; base += batch) s = fold_batch<T, VEC, PER>(s, base, held_end, held);
     for (int base = held_end; base < end; base += batch) s = fold_batch<T, VEC, PER>(s, base, end, [&](int p) { return xr[p]; });
     s = fast_block_merge(s);
-    if (chunks > 1) s = exchange_row(s, partial + 2 * row * chunks, sync + 1 + 2 * row, c, chunks);
+    if (chunks > 1) s = exchange_row<256>(s, partial + 2 * row * chunks, sync + 1 + 2 * row, c, chunks);
     else s = group_merge<32>(threadIdx.x % 32 == 0 ? fast_merge({NEG_INF, 0.0f}, s) : State<float>{NEG_INF, 0.0f});  // the fold of one state
     const float inv_d = 1.0f / s.d;
     if (end > held_end) {

@@ -223,15 +223,17 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
 // The row's (m, d) from the block states of its `slices` slices: each block publishes its state
 // in row_partial[2·slice], counts itself in counters[0] (a release), waits until every slice has
 // (acquire), and folds the states as fast_split_finish does (lane l folds slices l, l + 32, ..., then a
-// butterfly), so all slices get the same bits. The block's threads load up to STAGED states at once into
-// shared memory, one each: one round trip to L2 for every STAGED slices, not one per state. The last
-// block to leave resets both counters for the next launch, after the row's state is shared, so no
-// block's outputs wait for it.
+// butterfly), so all slices get the same bits. With STAGED 0, warp 0's lanes load two states at a time:
+// one round trip to L2 for every 64 slices; with STAGED > 0 the block's threads load up to STAGED states
+// at once into shared memory, one each (one round trip for every STAGED slices: fast_stream's hundreds,
+// where fast_row keeps STAGED 0, which costs its kernels no shared memory or registers). The last block to
+// leave resets both counters for the next launch, after the row's state is shared, so no block's outputs
+// wait for it.
+template <int STAGED>
 __device__ __forceinline__ State<float> exchange_row(State<float> s, float* row_partial, unsigned* counters, int slice,
                                                      int slices) {
-    constexpr int STAGED = 256;
-    __shared__ float2 states[STAGED];
     __shared__ float row_state[2];
+    const float2* states = reinterpret_cast<const float2*>(row_partial);
     if (threadIdx.x == 0) {
         __stcg(reinterpret_cast<float2*>(row_partial) + slice, make_float2(s.m, s.d));
         add_release(counters);
@@ -239,14 +241,29 @@ __device__ __forceinline__ State<float> exchange_row(State<float> s, float* row_
     }
     __syncthreads();
     State<float> r = {NEG_INF, 0.0f};
-    for (int first = 0; first < slices; first += STAGED) {
-        const int staged = min(STAGED, slices - first);
-        for (int j = threadIdx.x; j < staged; j += blockDim.x) states[j] = __ldcg(reinterpret_cast<const float2*>(row_partial) + first + j);
-        __syncthreads();
+    if constexpr (STAGED == 0) {
+        constexpr int AHEAD = 2;
         if (threadIdx.x < 32) {
-            for (int j = threadIdx.x; j < staged; j += 32) r = fast_merge(r, {states[j].x, states[j].y});
+            for (int round = threadIdx.x; round < slices; round += 32 * AHEAD) {
+                float2 ahead[AHEAD];
+#pragma unroll
+                for (int j = 0; j < AHEAD; ++j) if (round + 32 * j < slices) ahead[j] = __ldcg(states + round + 32 * j);
+#pragma unroll
+                for (int j = 0; j < AHEAD; ++j) if (round + 32 * j < slices) r = fast_merge(r, {ahead[j].x, ahead[j].y});
+            }
         }
-        __syncthreads();  // read before the next states land
+    } else {
+        static_assert(STAGED % 32 == 0, "a lane's states continue from one staging to the next");
+        __shared__ float2 staged[STAGED];
+        for (int first = 0; first < slices; first += STAGED) {
+            const int count = min(STAGED, slices - first);
+            for (int j = threadIdx.x; j < count; j += blockDim.x) staged[j] = __ldcg(states + first + j);
+            __syncthreads();
+            if (threadIdx.x < 32) {
+                for (int j = threadIdx.x; j < count; j += 32) r = fast_merge(r, {staged[j].x, staged[j].y});
+            }
+            __syncthreads();  // read before the next states land
+        }
     }
     if (threadIdx.x < 32) {
         r = group_merge<32>(r);
