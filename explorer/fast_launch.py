@@ -20,14 +20,14 @@ MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two block
 FAST_WARP_BLOCK = 64  # two warps a block: fp32 x256 at 98.5 % of copy against 97.6 in four, 16-bit x128 ... x1024
 # at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 9-22 points in fp32
 SPLIT_BLOCK = 512
-SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM: one wave
+SPLIT_BLOCKS_PER_SM = 3  # fast_stream's (and fast_split's) 512-thread blocks an SM: one wave
 BLOCK_SHARED_RESERVED = 1024  # shared memory the CUDA runtime keeps for each block
 STREAM_STATIC_SHARED = 2560  # fast_stream's static shared memory (block merge, exchange, ticket), rounded up
 STREAM_GRID_PER_SM = 4  # fast_row slices exchanging through global memory over this many blocks an SM: fast_stream
 
 
 def fast_vector(cols: int, dtype: str) -> int:
-    """Elements per load in fast_warp and fast_split: 16-byte packs where every row starts aligned, else
+    """Elements per load in fast_warp and fast_stream: 16-byte packs where every row starts aligned, else
     narrower (fast_row and the top-k kernel load 16-byte packs at any width)."""
     itemsize = ITEMSIZE[dtype]
     return next(v for v in (16 // itemsize, 4, 2, 1) if v <= 16 // itemsize and cols % v == 0)
@@ -161,8 +161,9 @@ def fast_warp_launch(rows: int, cols: int, dtype: str, lanes: int, block: int = 
 
 
 def fast_split_launch(rows: int, cols: int, dtype: str, blocks_per_sm: int = SPLIT_BLOCKS_PER_SM) -> Launch:
-    """fast_split: chunks of each row in blocks_per_sm blocks an SM and no more (one wave: fast.cu's launch
-    bounds let that many fit), each thread streaming batches of 16 elements."""
+    """fast_split (fast_stream's arithmetic in two launches, the reference its tests compare it with): chunks of
+    each row in blocks_per_sm blocks an SM and no more (one wave: fast.cu's launch bounds let that many fit), each
+    thread streaming batches of 16 elements."""
     vec = fast_vector(cols, dtype)
     per = max(1, 16 // vec)
     chunks = max(1, min(cdiv(cols // vec, SPLIT_BLOCK * per), blocks_per_sm * multiprocessors() // rows))

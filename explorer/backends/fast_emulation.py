@@ -1,5 +1,5 @@
-"""NumPy emulation of kernels/fast.cu and kernels/topk.cu (fast_warp, fast_row, fast_split, the fused
-top-k), with the same thread-to-element map, fold order and exp2f arithmetic, in fp32 with -ftz."""
+"""NumPy emulation of kernels/fast.cu and kernels/topk.cu (fast_warp, fast_row, fast_stream and fast_split, the
+fused top-k), with the same thread-to-element map, fold order and exp2f arithmetic, in fp32 with -ftz."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _pack_elements(pack: np.ndarray, vec: int) -> np.ndarray:
 
 
 def emulate_fast(x: np.ndarray, launch: Launch, first_row: int = 0) -> np.ndarray:
-    """The kernel `launch` names (fast_warp, fast_row, fast_row_cluster or fast_split) on rows first_row,
+    """The kernel `launch` names (fast_warp, fast_row, fast_row_cluster, fast_stream or fast_split) on rows first_row,
     first_row + 1, ... of the input, with the same thread-to-element map and arithmetic."""
     return KERNELS[launch.kernel](x.astype(F32), launch, first_row, x.dtype.itemsize == 2).astype(x.dtype)
 
@@ -242,7 +242,8 @@ def _fold_chunks(cm: np.ndarray, cd: np.ndarray):
 
 
 def _fast_split(x32: np.ndarray, launch: Launch, vec: int, per: int) -> np.ndarray:
-    """fast_split_partial (batches of per packs per thread, online per batch) then fast_split_finish."""
+    """fast_split_partial (batches of per packs per thread, online per batch) then fast_split_finish; fast_stream
+    computes the same in one launch."""
     row_m, row_d = _fast_split_state(x32, launch, vec, per)
     return fast_normalise(x32, row_m, row_d)
 
