@@ -85,12 +85,28 @@ def test_launch_rules_size_grids_by_the_gpus_multiprocessors(monkeypatch, fresh_
         (32, 262144, 1, "topk_cluster", 256, 4),
         (100, 128256, 1, "topk", 256, 1),  # enough rows to fill the GPU in one block a row
         (100, 128256, 8, "topk", 256, 2),  # k > 1: chunks of at least 65536 elements merged through global memory
+        (512, 32000, 1, "topk", 256, 1),  # more rows than SMs: a block a row, 256 threads at k = 1 ...
+        (512, 32000, 8, "topk", 128, 1),  # ... and 128 at k > 1
     ],
 )
 def test_topk_launch_rule_forms_clusters_for_few_short_rows(rows, cols, k, kernel, block, chunks):
     launch = topk_launch(rows, cols, k, "float32")
     assert (launch.kernel, launch.block, launch.chunks, launch.grid) == (kernel, block, chunks, rows * chunks)
     assert (launch.template_args[-1] == chunks) == (kernel == "topk_cluster")  # the cluster size is compiled in
+
+
+@pytest.mark.parametrize(
+    "rows, cols, dtype, kernel",
+    [
+        (1, 2**24, "float32", "fast_stream"),  # too long to hold on chip
+        (8, 2**22, "float32", "fast_stream"),
+        (8, 2**22, "bfloat16", "fast_stream"),  # fast_row's 1024 slices would queue behind each other
+        (4, 2**20, "float32", "fast_row"),  # 512 slices: every one resident, exchanging through global memory
+        (1, 2**20, "bfloat16", "fast_row"),
+    ],
+)
+def test_fast_sends_long_rows_to_fast_stream(rows, cols, dtype, kernel):
+    assert explorer.VARIANTS["fast"].launch(rows, cols, None, dtype).kernel == kernel
 
 
 @settings(max_examples=200, deadline=None)
