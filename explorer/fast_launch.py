@@ -7,6 +7,7 @@ from .geometry import (
     ITEMSIZE,
     Launch,
     cdiv,
+    l2_bytes,
     multiprocessors,
     pow2_at_least,
     shared_per_multiprocessor,
@@ -128,7 +129,8 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     ones, in registers or shared memory; rows too long to hold on chip go to fast_stream (part of each chunk
     held, the rest read twice), as do slices exchanging through global memory that would queue behind each
     other (over STREAM_GRID_PER_SM blocks an SM: bf16 8×4M at 67.7 % of copy in fast_stream, 61.2 in fast_row's
-    1024 slices; fp32 4×1M's 512 slices stay, 64.4 against 63.2; scripts/tune_fast.py --only split --long)."""
+    1024 slices; fp32 4×1M's 512 slices stay, 64.4 against 63.2; scripts/tune_fast.py --only split --long) where
+    fast_stream reads the input about once (stream_reads_once; larger inputs were not measured and keep fast_row)."""
     vec = fast_vector(cols, dtype)
     packs = cols // vec
     per_lane = next((e for width, e in FAST_WARP_ELEMENTS[dtype] if cols <= width), None)
@@ -138,12 +140,21 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     counts = threads if isinstance(threads, tuple) else (threads,)
     tried = {t: fast_row_launch(rows, cols, dtype, t, elements, hold) for t in counts}
     full = next((launch for t, launch in tried.items() if launch is not None and launch.block == t), None)
-    held = full or tried[counts[-1]]
-    if held is None or (
-        held.protocol == "slices" and held.chunks > 1 and held.grid > STREAM_GRID_PER_SM * multiprocessors()
-    ):
+    on_chip = full or tried[counts[-1]]
+    if on_chip is None:
         return fast_stream_launch(rows, cols, dtype)
-    return held
+    if on_chip.protocol == "slices" and on_chip.chunks > 1 and on_chip.grid > STREAM_GRID_PER_SM * multiprocessors():
+        stream = fast_stream_launch(rows, cols, dtype)
+        if stream_reads_once(stream, rows, cols, dtype):
+            return stream
+    return on_chip
+
+
+def stream_reads_once(stream: Launch, rows: int, cols: int, dtype: str) -> bool:
+    """Whether fast_stream reads its input from memory about once: it holds some of it on chip (16-byte packs),
+    and what it reads twice fits in the L2 (bf16 8×4M: 25 MB held, 39 MB twice)."""
+    held = stream.grid * stream.staging_bytes
+    return held > 0 and rows * cols * ITEMSIZE[dtype] - held <= l2_bytes()
 
 
 def fast_warp_launch(rows: int, cols: int, dtype: str, lanes: int, block: int = FAST_WARP_BLOCK) -> Launch:
@@ -182,7 +193,9 @@ def fast_stream_launch(
     batch_bytes = SPLIT_BLOCK * per * 16
     if held is None:
         room = shared_per_multiprocessor() // blocks_per_sm - BLOCK_SHARED_RESERVED - STREAM_STATIC_SHARED
-        held = room // batch_bytes if vec * ITEMSIZE[dtype] == 16 else 0
+        held = max(0, room) // batch_bytes
+    if vec * ITEMSIZE[dtype] != 16:
+        held = 0  # cp.async stages 16-byte packs
     held = min(held, cdiv(cdiv(cols // vec, split.chunks), SPLIT_BLOCK * per))  # no more than the chunk's batches
     staging = held * batch_bytes
     return Launch(

@@ -19,6 +19,7 @@ ITEMSIZE = {name: dtype.itemsize for name, dtype in DTYPES.items()}
 THREADS_PER_BLOCK = 128  # for the thread- and warp-per-row kernels, which pack several rows in a block
 TUNED_SMS = 132  # multiprocessors of the H200 the launch rules were tuned on
 TUNED_SHARED_PER_SM = 228 * 1024  # ... and its shared memory an SM
+TUNED_L2_BYTES = 60 * 2**20  # ... and its L2 cache
 
 
 @functools.cache
@@ -38,6 +39,15 @@ def shared_per_multiprocessor() -> int:
     return cuda.shared_per_multiprocessor() or TUNED_SHARED_PER_SM
 
 
+@functools.cache
+def l2_bytes() -> int:
+    """The L2 cache of the GPU the launches are sized for: this machine's GPU's where the CUDA backend has one, else
+    the H200's."""
+    from .backends import cuda
+
+    return cuda.device_info()["l2_bytes"] if cuda.available() else TUNED_L2_BYTES
+
+
 @dataclass(frozen=True)
 class Launch:
     """Launch geometry, decided in Python, visibly."""
@@ -48,11 +58,11 @@ class Launch:
     threads_per_row: int  # threads that fold elements of one row (the trace has one lane each)
     kernel: str = ""  # the kernel this shape uses, where a variant chooses among several
     template_args: tuple[int, ...] = ()  # compile-time arguments after <T, Acc>: vector width, packs per thread, ...
-    chunks: int = 1  # blocks per row (split kernels, fast_row's slices)
+    chunks: int = 1  # blocks per row (split kernels, fast_row's slices, fast_stream's chunks)
     staging_bytes: int = 0  # of shared_bytes, the dynamic shared memory the launch asks for (cp.async staging)
     functions: tuple[str, ...] = ()  # the __global__ functions run, in order, where not just the one kernel
     protocol: str = "rows"  # how the CUDA backend calls them: "rows" (x, y), "two_stage" (chunk states
-    # between two kernels), "slices" (fast_row: staging in shared memory, slices exchanging (m, d) through
+    # between two kernels), "slices" (fast_row, fast_stream: staging in shared memory, slices exchanging (m, d) through
     # global memory) or "cluster" (the same, the slices a Hopper cluster exchanging through DSMEM)
 
     def describe(self) -> str:

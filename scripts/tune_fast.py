@@ -44,7 +44,7 @@ FAST_ROW_HOLDS = (
     (128, 3),
 )
 REGISTER_HELD = ((64, 1), (128, 1), (64, 3), (128, 3))
-LONG_ROW = 2**20  # from here on, fast_split's geometries are candidates too
+LONG_ROW = 2**20  # from here on, fast_split's and fast_stream's geometries are candidates too
 
 
 def candidates(rows: int, cols: int, dtype: str, only: str = "all") -> list[Launch]:
@@ -155,7 +155,7 @@ def main() -> None:
         choices=["all", "registers", "rule", "split"],
         default="all",
         help="registers: the rule and register-held fast_row; rule: the rule's choice alone; split: the rule "
-        "and fast_split's geometries",
+        "and fast_split's and fast_stream's geometries",
     )
     parser.add_argument(
         "--device-time", action="store_true", help="also CUPTI device time (torch.profiler); ranks by it"

@@ -103,10 +103,18 @@ def test_topk_launch_rule_forms_clusters_for_few_short_rows(rows, cols, k, kerne
         (8, 2**22, "bfloat16", "fast_stream"),  # fast_row's 1024 slices would queue behind each other
         (4, 2**20, "float32", "fast_row"),  # 512 slices: every one resident, exchanging through global memory
         (1, 2**20, "bfloat16", "fast_row"),
+        (16, 2**22, "bfloat16", "fast_row"),  # fast_stream would read more than the L2 holds twice (not measured)
+        (64, 2**20, "float32", "fast_row"),
+        (8, 2**22 + 1, "bfloat16", "fast_row"),  # odd width: fast_stream would hold nothing (narrow packs)
     ],
 )
 def test_fast_sends_long_rows_to_fast_stream(rows, cols, dtype, kernel):
     assert explorer.VARIANTS["fast"].launch(rows, cols, None, dtype).kernel == kernel
+
+
+def test_fast_stream_holds_nothing_with_narrow_packs():
+    launch = fast_launch.fast_stream_launch(3, 1_000_003, "float32", held=2)
+    assert launch.template_args[0] == 1 and launch.template_args[3] == 0 and launch.staging_bytes == 0
 
 
 @settings(max_examples=200, deadline=None)
