@@ -42,6 +42,7 @@ FIXED = 16 * 2**10  # Python objects and small arrays of any run
 TRACE_NODE = 200  # per merge node: its share of a MergeLevel (six small arrays and the object)
 REFERENCE = 24  # numerics.reference beyond its float64 result: x in float64 and exp's result
 ERRORS = 66  # numerics.errors: float64 output, difference, relative and ulp errors, masks (measured 66.0)
+CHUNKED_FAST = ("fast_split", "fast_stream")  # fast's kernels whose emulation streams the row in chunks (fast_split's)
 
 
 def _row_group(launch: Launch, rows: int, cols: int) -> int:
@@ -55,7 +56,7 @@ def _gather_bytes(launch: Launch, rows: int, cols: int) -> int:
     """The slots fast's emulation gathers at once: a group of rows' padded elements, or one batch of them where
     the row streams (fast_split, fast_stream, topk)."""
     vec, per = launch.template_args[:2]
-    streams = launch.kernel in ("fast_split", "fast_stream", "topk", "topk_cluster")
+    streams = launch.kernel in (*CHUNKED_FAST, "topk", "topk_cluster")
     if launch.kernel == "fast_warp":
         slots = launch.template_args[2] * per * vec
     elif streams:
@@ -71,7 +72,7 @@ def _fast_bytes(launch: Launch, rows: int, cols: int) -> int:
     """_fast beyond the input: x and y in fp32, then the gathered slots (fast_split: x - m over the whole input;
     fast_row: also a group of rows' copy and output before it is placed in y)."""
     n = rows * cols
-    if launch.kernel in ("fast_split", "fast_stream"):
+    if launch.kernel in CHUNKED_FAST:
         return 4 * n + max(_gather_bytes(launch, rows, cols), (NORMALISE + 4) * n)
     if launch.kernel == "fast_warp":
         return 8 * n + _gather_bytes(launch, rows, cols)

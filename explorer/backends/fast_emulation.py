@@ -336,13 +336,17 @@ def run_topk(fused: bool, launch: Launch, x: np.ndarray, k: int, softmax_launch:
     return np.take_along_axis(y, indices, axis=1), indices.astype(np.int32)
 
 
-# Each fast kernel's emulation, by the kernel name its Launch carries (fast_stream holds part of each chunk on chip
-# but computes what fast_split does): (x in fp32, launch, index of x's first
+def _fast_chunks(x32: np.ndarray, launch: Launch, first_row: int, sixteen: bool) -> np.ndarray:
+    """fast_split and fast_stream (which holds part of each chunk on chip but computes the same)."""
+    return _fast_split(x32, launch, *launch.template_args[:2])
+
+
+# Each fast kernel's emulation, by the kernel name its Launch carries: (x in fp32, launch, index of x's first
 # row in the input, whether x is 16-bit) -> y in fp32.
 KERNELS: dict[str, Callable[[np.ndarray, Launch, int, bool], np.ndarray]] = {
     "fast_warp": lambda x32, launch, first, sixteen: _fast_warp(x32, launch, *launch.template_args[:2]),
     "fast_row": _fast_rows,
     "fast_row_cluster": _fast_rows,
-    "fast_split": lambda x32, launch, first, sixteen: _fast_split(x32, launch, *launch.template_args[:2]),
-    "fast_stream": lambda x32, launch, first, sixteen: _fast_split(x32, launch, *launch.template_args[:2]),
+    "fast_split": _fast_chunks,
+    "fast_stream": _fast_chunks,
 }
