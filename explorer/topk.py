@@ -88,6 +88,7 @@ def topk_launch(
     block: int | None = None,
     chunks: int | None = None,
     cluster: bool | None = None,
+    per: int | None = None,
 ) -> Launch:
     """Several blocks per row when rows are few: a handful of rows (latency) in chunks of ~4096 elements
     (k = 1, whose merges are cheap: ~2048 in 128-thread blocks), a row of up to 16 such chunks as one
@@ -97,10 +98,10 @@ def topk_launch(
     block per row (chunks only add merges once the grid fills the GPU). Chunks hold a batch of the block at
     least. 256-thread blocks while rows are no more than the SMs, and at k = 1; 128 for more rows at k > 1 (and
     for a handful of rows at k = 1, or in a cluster at k <= 8). Loads are 16-byte packs at any width (a row's
-    loose head and tail elements go to its first threads), into registers one batch ahead. Defaults are what
-    scripts/tune_topk.py measured fastest on the H200."""
+    loose head and tail elements go to its first threads), into registers one batch ahead; `per` packs a thread
+    a batch (16 elements). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
-    per = max(1, 16 // vec)
+    per = per or max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     sms = multiprocessors()
     latency = rows < TOPK_LATENCY_ROWS

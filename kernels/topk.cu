@@ -74,9 +74,9 @@ template <int R> __device__ __forceinline__ Key ranked_key(Key sorted, int t) {
 // distinct elements of the chunk at or above it (0 until it has one; it only rises), so the smallest of
 // them has k at or above it and no element below it is among the chunk's k best. Each warp's own list
 // bound has only its own elements behind it; the floor lets a warp drop what the others have beaten.
-// Read when a warp flushes its buffer. SHARED (the warps share it) only for 64-entry lists (k > 32): at
-// k = 8 it bought nothing and cost 1-8 % (scripts/tune_topk.py, docs/topk-notes.md); otherwise each warp
-// keeps only its own bound.
+// Read once after the block's first batch (every warp's seed is in) and whenever a warp flushes its buffer.
+// SHARED (the warps share it) only for 64-entry lists (k > 32): at k = 8 it cost up to 8 % where the grid
+// runs in several waves (scripts/tune_topk.py, docs/topk-notes.md); otherwise each warp keeps its own bound.
 template <bool SHARED> struct BlockFloor {
     volatile unsigned* bits;  // 16 words of shared memory, zeroed before the first batch
     unsigned mine = 0;        // what this warp has left there
@@ -100,11 +100,8 @@ template <bool SHARED> struct BlockFloor {
 // by index when merged); with no bound yet (NaN), every element may.
 __device__ __forceinline__ bool reaches(float v, float bound) { return v >= bound || bound != bound; }
 
-// Sort the n <= 32 candidates of a warp's buffer and merge them into its list; the bound rises to the
-// value of the list's entry k - 1 once the list holds k numbers, and to the block's floor.
-template <int R, typename Floor>
-__device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buffer, int n, int k, float& seed, float& bound,
-                                                 Floor& chunk_floor) {
+// Sort the n <= 32 keys of a warp's buffer and merge them into its list.
+template <int R> __device__ __forceinline__ void merge_buffer(Key (&list)[R], const Key* buffer, int n) {
     const int lane = threadIdx.x % 32;
     __syncwarp();
     Key candidates[R];
@@ -114,6 +111,14 @@ __device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buff
     __syncwarp();  // read before the buffer is written again
     sort_lanes(candidates[0]);
     list_merge(list, candidates);
+}
+
+// merge_buffer, then the bound rises to the value of the list's entry k - 1 once the list holds k numbers,
+// and to the block's floor.
+template <int R, typename Floor>
+__device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buffer, int n, int k, float& seed, float& bound,
+                                                 Floor& chunk_floor) {
+    merge_buffer(list, buffer, n);
     chunk_floor.leave(kth_key(list, chunk_floor.rank(k)));
     seed = fmaxf(seed, chunk_floor.value());  // NaN (a warp has left nothing yet) keeps the seed
     bound = fmaxf(key_value(kth_key(list, k)), seed);  // NaN (list not full) gives the seed
@@ -191,10 +196,9 @@ template <int K> __device__ __forceinline__ void tree_merge(Pool<K>& pool, Key (
     __syncthreads();  // the pool is free again
 }
 
-// k = 1: the largest of the block's keys (`key` in each thread) lands in warp 0's `best`.
+// k = 1: the largest of the warps' best keys (`key`: its warp's best, in every lane) lands in warp 0's `best`.
 template <int K> __device__ __forceinline__ void block_best(Pool<K>& pool, Key key, Key& best) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    key = warp_max(key);
     if (lane == 0) pool.key[warp] = key;
     __syncthreads();
     if (warp == 0) best = warp_max(lane < warps ? pool.key[lane] : NO_KEY);
@@ -232,14 +236,7 @@ __device__ __forceinline__ void merge_lists(Load lists_keys, int lists, int k, P
     Key* buffer = pool.key + warp * K;
     int buffered = 0;
     const auto flush = [&] {
-        __syncwarp();
-        Key candidates[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) candidates[r] = NO_KEY;
-        if (lane < buffered) candidates[0] = buffer[lane];
-        __syncwarp();
-        sort_lanes(candidates[0]);
-        list_merge(list, candidates);
+        merge_buffer(list, buffer, buffered);
         bound = max(bound, kth_key(list, k));
         buffered = 0;
     };
@@ -296,7 +293,7 @@ __device__ __forceinline__ void merge_chunks(Pool<K>& pool, Key (&list)[K == 1 ?
         Key best = NO_KEY;
         for (int j = threadIdx.x; j < chunks; j += blockDim.x) best = max(best, key(j));
         fold_states();
-        block_best(pool, best, list[0]);
+        block_best(pool, warp_max(best), list[0]);
     } else {
         merge_lists<K>(key, chunks, k, pool, list, fold_states);
     }
@@ -416,6 +413,10 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                 const Key sorted = seed_keys<FULL, R, N>(v, valid);
                 bound = seed = key_value(ranked_key<R>(sorted, k));
                 chunk_floor.leave(ranked_key<R>(sorted, chunk_floor.rank(k)));
+                if constexpr (SHARED_FLOOR) {  // the block's first batch is the same in every warp
+                    __syncthreads();  // every warp's seed has left the floor
+                    bound = seed = fmaxf(seed, chunk_floor.value());
+                }
             }
             if (__any_sync(ALL_LANES, reaches(most, bound)))  // rare once the list holds large values
                 buffered = gather_candidates<FULL, R, N>(v, valid, column, buffer, buffered, list, k, seed, bound, chunk_floor);
@@ -501,8 +502,9 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
 }
 
 // One block per chunk of a row; several chunks merge through global memory (the last block to arrive).
+// Launch bounds of one 512-thread block an SM: no register cap below 128 (the lists need 79-95).
 template <typename T, typename Acc, int VEC, int PER, int K, bool LOOSE, int SOFTMAX>
-__global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
+__global__ void __launch_bounds__(512, 1) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
                                             float* __restrict__ partial, Key* __restrict__ partial_keys,
                                             unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
     topk_row_chunk<T, VEC, PER, K, LOOSE, 1, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols, chunks, k);
@@ -511,7 +513,7 @@ __global__ void __launch_bounds__(512, 2) topk(const T* __restrict__ x, T* __res
 // topk whose CLUSTER chunks of a row form a Hopper cluster: the chunks mail their (m, d) and list into the
 // leader's shared memory (no fence, counter or L2 round trip), and the leader merges them as the last block does.
 template <typename T, typename Acc, int VEC, int PER, int K, bool LOOSE, int CLUSTER, int SOFTMAX>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(512, 2)
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(512, 1)
 topk_cluster(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices, float* __restrict__ partial,
              Key* __restrict__ partial_keys, unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
     topk_row_chunk<T, VEC, PER, K, LOOSE, CLUSTER, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols,

@@ -3,7 +3,7 @@ explorer.topk.topk_launch's rule. Every geometry is validated (indices against f
 timed by device time (CUPTI, through torch.profiler; CUDA events where torch is missing).
 
     PYTHONPATH=. python scripts/tune_topk.py [--ks 8 50] [--blocks 128 256] [--chunks 0.5 1 2 | --counts 4 8 16]
-        [--clusters 0 1] [--shapes 512x50257]
+        [--clusters 0 1] [--pers 4 8] [--shapes 512x50257]
 """
 
 import argparse
@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from explorer import devicetime, harness, peers
+from explorer import harness, peers
 from explorer.backends import cuda, cuda_topk
 from explorer.geometry import cdiv
 from explorer.numerics import DTYPES
@@ -51,6 +51,9 @@ def main() -> None:
         default=[-1],
         help="1: a row's chunks form a cluster (at most 16); 0: merged through global memory; -1: as the rule",
     )
+    parser.add_argument(
+        "--pers", type=int, nargs="+", default=[0], help="16-byte packs a thread a batch; 0: the rule's"
+    )
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shapes", nargs="+", help="ROWSxCOLS (default: a batch-4096/512/64/1 set)")
     args = parser.parse_args()
@@ -81,9 +84,11 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
         rule_launch = topk_launch(rows, cols, k, dtype, requested or None)
         block, rule = rule_launch.block, rule_launch.chunks
         counts = args.counts or [round(rule * scale) for scale in args.chunks]
-        for count, cluster in itertools.product(counts, args.clusters):
+        for count, cluster, per in itertools.product(counts, args.clusters, args.pers):
             chunks = max(1, min(count, cdiv(cols, block * 16)))
-            launch = topk_launch(rows, cols, k, dtype, block, chunks, None if cluster < 0 else bool(cluster))
+            launch = topk_launch(
+                rows, cols, k, dtype, block, chunks, None if cluster < 0 else bool(cluster), per or None
+            )
             if (launch.kernel, launch.block, launch.chunks, launch.template_args) in seen:
                 continue
             seen.add((launch.kernel, launch.block, launch.chunks, launch.template_args))
@@ -101,14 +106,12 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
             def run(i, launch=launch):
                 cuda_topk.topk_on_device(True, launch, xs[i], rows, cols, dtype, k, fast, False)
 
-            t = harness.time_launches(run, buffers)
-            device = devicetime.measure(
-                run, buffers, devicetime.calls_per_batch(float(np.median(t))), cp.cuda.get_current_stream().synchronize
-            )
+            events = float(np.median(harness.time_launches(run, buffers)))
+            device = harness.device_us(run, buffers, events)
             bad = "" if report.index_mismatch == 0 else f" WRONG({report.index_mismatch})"
-            shown = f"{device['device_us']:.1f}" if device else f"events {np.median(t):.1f}"
+            shown = f"{device:.1f}" if device else f"events {events:.1f}"
             kind = "C" if launch.protocol == "cluster" else "c"
-            line.append(f"b{block}{kind}{launch.chunks} {shown}{bad}")
+            line.append(f"b{block}{kind}{launch.chunks}p{launch.template_args[1]} {shown}{bad}")
     launch = topk_launch(rows, cols, k, dtype)  # the API's choice: how long does Python take to launch it?
     line.append(f"rule b{launch.block}{'C' if launch.protocol == 'cluster' else 'c'}{launch.chunks}")
     out = cp.empty((rows, k), xs[0].dtype), cp.empty((rows, k), np.int32)
