@@ -184,6 +184,31 @@ fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__
     fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1>(x, y, partial, sync, rows, cols, slices, resident);
 }
 
+// Chunk c of a row of `packs` 16-byte packs cut into `chunks`: packs [begin, end).
+struct ChunkBounds { int begin, end; };
+__device__ __forceinline__ ChunkBounds chunk_bounds(int packs, int chunks, int c) {
+    const int chunk = (packs + chunks - 1) / chunks;
+    return {c * chunk, min(packs, c * chunk + chunk)};
+}
+
+// Normalise packs [from, end) of a row, batches of PER packs a thread, the last batch first, each batch loaded
+// before any of it is written; reads and writes evict-first (ld/st .cs), so what is done leaves the L2 before
+// what is still to be read.
+template <typename T, int VEC, int PER>
+__device__ __forceinline__ void normalise_back_to_front(const Pack<T, VEC>* xr, Pack<T, VEC>* yr, int from, int end, float m,
+                                                        float inv_d) {
+    const int batch = PER * blockDim.x;
+    if (end <= from) return;
+    for (int first = from + (end - from - 1) / batch * batch; first >= from; first -= batch) {
+        const int base = first + threadIdx.x;
+        Pack<T, VEC> in[PER];
+#pragma unroll
+        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = load_streaming(xr + base + k * blockDim.x);
+#pragma unroll
+        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) store_streaming(yr + base + k * blockDim.x, normalised<T, VEC>(in[k], m, inv_d));
+    }
+}
+
 // One batch of fast_split_partial's fold: this thread's packs base + k·blockDim.x below end (pack_of(p) reads
 // pack p), online at batch granularity: one rescale a batch, one exp an element.
 template <typename T, int VEC, int PER, typename PackOf>
@@ -212,9 +237,8 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_split_partial(const T* __res
     const long long row = blockIdx.x / chunks;
     const int c = blockIdx.x % chunks;
     const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
-    const int packs = cols / VEC;
-    const int chunk = (packs + chunks - 1) / chunks;
-    const int begin = c * chunk, end = min(packs, begin + chunk);
+    const ChunkBounds bounds = chunk_bounds(cols / VEC, chunks, c);
+    const int begin = bounds.begin, end = bounds.end;
     State<float> s = {NEG_INF, 0.0f};
     for (int base = begin; base < end; base += PER * blockDim.x) s = fold_batch<T, VEC, PER>(s, base, end, [&](int p) { return xr[p]; });
     s = fast_block_merge(s);
@@ -253,18 +277,9 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_split_finish(const T* __rest
     const float m = row_state[0], inv_d = 1.0f / row_state[1];
     const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
     Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
-    const int packs = cols / VEC;
-    const int chunk = (packs + chunks - 1) / chunks;
-    const int begin = c * chunk, end = min(packs, begin + chunk);
-    const int batch = PER * blockDim.x;
-    for (int first = begin + (end - begin - 1) / batch * batch; first >= begin; first -= batch) {
-        const int base = first + threadIdx.x;
-        Pack<T, VEC> in[PER];
-#pragma unroll
-        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = load_streaming(xr + base + k * blockDim.x);
-#pragma unroll
-        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) store_streaming(yr + base + k * blockDim.x, normalised<T, VEC>(in[k], m, inv_d));
-    }
+    const ChunkBounds bounds = chunk_bounds(cols / VEC, chunks, c);
+    const int begin = bounds.begin, end = bounds.end;
+    normalise_back_to_front<T, VEC, PER>(xr, yr, begin, end, m, inv_d);
 }
 
 // split_partial: for few, very long rows that one block (or cluster) cannot hold or that leave
@@ -339,9 +354,8 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__
     const int c = block % chunks;
     const Pack<T, VEC>* xr = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols);
     Pack<T, VEC>* yr = reinterpret_cast<Pack<T, VEC>*>(y + row * cols);
-    const int packs = cols / VEC;
-    const int chunk = (packs + chunks - 1) / chunks;
-    const int begin = c * chunk, end = min(packs, begin + chunk);
+    const ChunkBounds bounds = chunk_bounds(cols / VEC, chunks, c);
+    const int begin = bounds.begin, end = bounds.end;
     const int batch = PER * blockDim.x;
     const int held_end = min(end, begin + HELD * batch);  // packs [begin, held_end) stay in shared memory, pack p at p - begin
     const auto held = [&](int p) { return *reinterpret_cast<const Pack<T, VEC>*>(staging + (p - begin)); };
@@ -366,16 +380,7 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__
     if (chunks > 1) s = exchange_row<256>(s, partial + 2 * row * chunks, sync + 1 + 2 * row, c, chunks);
     else s = group_merge<32>(threadIdx.x % 32 == 0 ? fast_merge({NEG_INF, 0.0f}, s) : State<float>{NEG_INF, 0.0f});  // the fold of one state
     const float inv_d = 1.0f / s.d;
-    if (end > held_end) {
-        for (int first = held_end + (end - held_end - 1) / batch * batch; first >= held_end; first -= batch) {
-            const int base = first + threadIdx.x;
-            Pack<T, VEC> in[PER];
-#pragma unroll
-            for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = load_streaming(xr + base + k * blockDim.x);
-#pragma unroll
-            for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) store_streaming(yr + base + k * blockDim.x, normalised<T, VEC>(in[k], s.m, inv_d));
-        }
-    }
+    normalise_back_to_front<T, VEC, PER>(xr, yr, held_end, end, s.m, inv_d);
 #pragma unroll 1
     for (int k = 0; k < HELD * PER; ++k) {
         const int p = begin + k * blockDim.x + threadIdx.x;

@@ -77,7 +77,7 @@ template <int ROWS = 1> __device__ __forceinline__ State<float> fast_block_merge
     return row;
 }
 
-// Dynamic shared memory of fast_row's cp.async loads (HOLD 1 and 2): pack k of thread t at [k · blockDim.x + t].
+// Dynamic shared memory: fast_row's cp.async loads (HOLD 1 and 2), pack k of thread t at [k · blockDim.x + t]; fast_stream's held batches.
 extern __shared__ uint4 staging[];
 
 // Start 16-byte cp.async copies of this thread's packs begin + k·stride + t (those below end; t is the

@@ -216,9 +216,10 @@ def _launch_two_stage(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail
 
 
 def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: list) -> None:
-    """fast_row: the slice staged in dynamic shared memory (hold 1 and 2), slices exchanging (m, d)."""
+    """fast_row and fast_stream: the slice (or held batches) in dynamic shared memory, a row's slices
+    exchanging (m, d) through global memory or, in a cluster, through the leader's shared memory."""
     if x_dev.data.ptr % 16 or y_dev.data.ptr % 16:  # rows are split at 16-byte boundaries of x and y
-        raise KernelFailed("fast_row needs x and y to start on a 16-byte boundary")
+        raise KernelFailed(f"{geometry.kernel} needs x and y to start on a 16-byte boundary")
     staging = geometry.staging_bytes
     if staging > kernels[0].max_dynamic_shared_size_bytes:
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
@@ -247,11 +248,11 @@ def allow_large_clusters(kernel) -> None:
 
 
 _exchanges: dict[int, tuple] = {}
-EXCHANGE_FLOOR = 2**16  # elements of fast_row's slice states and counters at least: grown rarely
+EXCHANGE_FLOOR = 2**16  # elements of the slice states and counters at least: grown rarely
 
 
 def _row_exchange(kernel, geometry: Launch, rows: int, staging: int):
-    """fast_row's slice states and counters (a ticket, then two per row), kept per stream and zero
+    """The slice states and counters of fast_row and fast_stream (a ticket, then two per row), kept per stream and zero
     between launches (the kernel resets them), and whether the whole grid is resident at once (then
     the blocks need no tickets). A row's slices wait for each other, so all of them must fit on the
     GPU at once: checked against the kernel's occupancy on this device."""
@@ -259,7 +260,9 @@ def _row_exchange(kernel, geometry: Launch, rows: int, staging: int):
         return _null_trace()[0], _null_trace()[2], True
     resident = _resident_blocks(kernel, geometry.block, staging)
     if geometry.chunks > resident:
-        raise KernelFailed(f"fast_row needs {geometry.chunks} resident blocks per row; this GPU holds {resident}")
+        raise KernelFailed(
+            f"{geometry.kernel} needs {geometry.chunks} resident blocks per row; this GPU holds {resident}"
+        )
     stream = cp.cuda.get_current_stream().ptr
     partial, sync = _exchanges.get(stream, (None, None))
     if partial is None or partial.size < 2 * geometry.grid or sync.size < 1 + 2 * rows:
