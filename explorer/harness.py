@@ -114,6 +114,15 @@ def error_row(
     }
 
 
+def device_us(
+    launch: Callable[[int], None], buffers: int, event_us: float, categories=devicetime.KERNELS
+) -> float | None:
+    """Device time per call of `launch` from CUPTI kernel records (torch.profiler), in batches sized by its
+    event time `event_us`; None without torch. What the tuning scripts print beside event time."""
+    found = devicetime.measure(launch, buffers, devicetime.calls_per_batch(event_us), sync, categories)
+    return found["device_us"] if found else None
+
+
 def add_device_times(timed: list[Timed], buffers: int) -> None:
     """Device time for every timed row (after all event timings of the shape, so profiling never
     overlaps them), then GB/s and % of copy from it; the copy row comes first."""

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from explorer import devicetime, harness, peers
+from explorer import harness, peers
 from explorer.backends import cuda
 
 ROW_MAX = r"""
@@ -52,11 +52,9 @@ def measure(shape: str, row_max, torch) -> str:
         runs[f"row_max b{block}"] = lambda i, b=block: row_max((rows,), (b,), (xs[i], out, np.int32(cols // 4)))
     line = [shape]
     for name, run in runs.items():
-        events = harness.time_launches(run, buffers)
-        device = devicetime.measure(
-            run, buffers, devicetime.calls_per_batch(float(np.median(events))), cp.cuda.get_current_stream().synchronize
-        )
-        line.append(f"{name} {device['device_us']:.1f}" if device else f"{name} events {np.median(events):.1f}")
+        events = float(np.median(harness.time_launches(run, buffers)))
+        device = harness.device_us(run, buffers, events)
+        line.append(f"{name} {device:.1f}" if device else f"{name} events {events:.1f}")
     return " | ".join(line)
 
 

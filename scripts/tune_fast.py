@@ -100,14 +100,6 @@ def median_us(launch_fn, buffers: int) -> float:
     return float(np.median(harness.time_launches(launch_fn, buffers)))
 
 
-def device_us(launch_fn, buffers: int, event_us: float, categories=devicetime.KERNELS) -> float | None:
-    """Device time per call from CUPTI kernel records (torch.profiler), or None without torch."""
-    found = devicetime.measure(
-        launch_fn, buffers, devicetime.calls_per_batch(event_us), cp.cuda.get_current_stream().synchronize, categories
-    )
-    return found["device_us"] if found else None
-
-
 def tune_shape(rows: int, cols: int, dtype: str, only: str = "all", device: bool = False) -> dict:
     bytes_in = rows * cols * DTYPES[dtype].itemsize
     buffers = max(2, min(32, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
@@ -122,7 +114,7 @@ def tune_shape(rows: int, cols: int, dtype: str, only: str = "all", device: bool
         ys[i].data.copy_from_device_async(xs[i].data, bytes_in)  # cudaMemcpyAsync
 
     copy_us = median_us(copy, buffers)
-    copy_device_us = device_us(copy, buffers, copy_us, devicetime.COPY) if device else None
+    copy_device_us = harness.device_us(copy, buffers, copy_us, devicetime.COPY) if device else None
     timed = []
     for launch in candidates(rows, cols, dtype, only):
         ys[0].fill(cuda.poison_value(DTYPES[dtype]))
@@ -138,7 +130,7 @@ def tune_shape(rows: int, cols: int, dtype: str, only: str = "all", device: bool
 
         us = median_us(run, buffers)
         row = {"launch": launch.describe(), "us": us, "pct_copy": 100 * copy_us / us, "max_rel": max_rel}
-        if copy_device_us and (dev := device_us(run, buffers, us)):
+        if copy_device_us and (dev := harness.device_us(run, buffers, us)):
             row |= {"device_us": dev, "pct_copy_device": 100 * copy_device_us / dev}
         timed.append(row)
     found = {"dtype": dtype, "rows": rows, "cols": cols, "copy_us": copy_us, "timed": timed}
