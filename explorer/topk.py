@@ -99,7 +99,7 @@ def topk_launch(
     least. 256-thread blocks while rows are no more than the SMs, and at k = 1; 128 for more rows at k > 1 (and
     for a handful of rows at k = 1, or in a cluster at k <= 8). Loads are 16-byte packs at any width (a row's
     loose head and tail elements go to its first threads), into registers one batch ahead; `per` packs a thread
-    a batch (16 elements). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
+    a batch (by default 16 elements). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
     per = per or max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list

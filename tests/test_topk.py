@@ -194,7 +194,7 @@ def test_gpu_fused_topk_keys_subnormal_logits_as_the_emulation(dtype):
     assert np.allclose(gpu.values.astype(np.float64), emu.values.astype(np.float64), rtol=tolerance(dtype))
 
 
-def test_packs_a_batch_set_by_the_tune_are_followed():
+def test_emulation_follows_a_tuned_batch_size():
     """topk_launch(per=...) (scripts/tune_topk.py --pers) sets the 16-byte packs a thread takes a batch: the
     chunks still hold a batch of the block each, and the emulation folds (m, d) in those batches."""
     from explorer.backends import fast_emulation
@@ -203,7 +203,8 @@ def test_packs_a_batch_set_by_the_tune_are_followed():
     rows, cols, k = 1, 32000, 8
     rule, wide = topk_launch(rows, cols, k, "float32"), topk_launch(rows, cols, k, "float32", per=8)
     assert (rule.template_args[1], wide.template_args[1]) == (4, 8)
-    assert wide.chunks <= cols // (wide.block * 8 * 4) < rule.chunks
+    vec, per = wide.template_args[:2]
+    assert wide.chunks <= cols // (wide.block * per * vec) < rule.chunks  # a batch of the block a chunk at least
     x = explorer.make_input("normal", rows, cols, "float32", seed=7)
     values, indices = fast_emulation.run_topk(True, wide, x, k)
     report = explorer.topk_errors(TopkResult(values, indices, "emulator", "topk_fused", k, wide), x)
