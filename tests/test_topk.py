@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.backends import cuda
-from explorer.topk import tie_within_rounding
+from explorer.backends import cuda, fast_emulation
+from explorer.topk import TopkResult, tie_within_rounding, topk_launch
 
 DTYPES = ("float32", "float16", "bfloat16")
 SHAPES = [(3, 1000), (2, 33), (1, 32000), (200, 2048), (1, 50257), (140, 4097)]  # rows >= 132: one block per row
@@ -197,9 +197,6 @@ def test_gpu_fused_topk_keys_subnormal_logits_as_the_emulation(dtype):
 def test_emulation_follows_a_tuned_batch_size():
     """topk_launch(per=...) (scripts/tune_topk.py --pers) sets the 16-byte packs a thread takes a batch: the
     chunks still hold a batch of the block each, and the emulation folds (m, d) in those batches."""
-    from explorer.backends import fast_emulation
-    from explorer.topk import TopkResult, topk_launch
-
     rows, cols, k = 1, 32000, 8
     rule, wide = topk_launch(rows, cols, k, "float32"), topk_launch(rows, cols, k, "float32", per=8)
     assert (rule.template_args[1], wide.template_args[1]) == (4, 8)
