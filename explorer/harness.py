@@ -114,6 +114,11 @@ def error_row(
     }
 
 
+def median_us(launch: Callable[[int], None], buffers: int) -> float:
+    """The median of time_launches: event time per call, in µs."""
+    return float(np.median(time_launches(launch, buffers)))
+
+
 def device_us(
     launch: Callable[[int], None], buffers: int, event_us: float, categories=devicetime.KERNELS
 ) -> float | None:

@@ -94,10 +94,10 @@ def topk_launch(
     (k = 1, whose merges are cheap: ~2048 in 128-thread blocks), a row of up to 16 such chunks as one
     cluster (merged in its leader's shared memory), a longer one merged by its last block through global
     memory; up to one row per SM, k > 1: chunks of at least 65536 elements, about four blocks an SM, k = 1:
-    SMs // rows chunks a row as one cluster (one wave; none from half as many rows as SMs); more rows, a
-    block per row (chunks only add merges once the grid fills the GPU). Chunks hold a batch of the block at
-    least. 256-thread blocks while rows are no more than the SMs, and at k = 1; 128 for more rows at k > 1 (and
-    for a handful of rows at k = 1, or in a cluster at k <= 8). Loads are 16-byte packs at any width (a row's
+    SMs // rows chunks a row as one cluster (one wave; none from half as many rows as SMs) of 512-thread blocks
+    where each gets a batch of 512 threads (256 otherwise); more rows, a block per row (chunks only add merges once the grid fills the GPU). Chunks hold a batch of the
+    block at least. Otherwise 256-thread blocks while rows are no more than the SMs, and at k = 1; 128 for more
+    rows at k > 1 (and for a handful of rows at k = 1, or in a cluster at k <= 8). Loads are 16-byte packs at any width (a row's
     loose head and tail elements go to its first threads), into registers one batch ahead; `per` packs a thread
     a batch (by default 16 elements). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
@@ -109,6 +109,8 @@ def topk_launch(
     if cluster is None:
         cluster = greedy_share or (latency and cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK)
     small_k = k == 1 or (cluster and k <= 8)
+    if not block and greedy_share:  # 512 threads a chunk (more bytes in flight) while each still gets a batch of them
+        block = 4 * TOPK_BLOCK if cols // (4 * TOPK_BLOCK * per * vec) >= sms // rows else 2 * TOPK_BLOCK
     block = block or (TOPK_BLOCK if (rows > sms and k > 1) or (latency and small_k) else 2 * TOPK_BLOCK)
     if chunks is None and greedy_share:
         chunks = sms // rows  # one wave of clusters (its merge costs less than the global one's)

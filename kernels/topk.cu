@@ -35,6 +35,33 @@
 
 template <bool B> struct Flag { static constexpr bool value = B; };  // a compile-time switch for a generic lambda
 
+// The largest of a thread's batch slots (those valid, -inf if none), as a pairwise tree: the same value
+// as folding them in order (fmaxf is exact and drops a NaN), in log2(N) dependent steps instead of N.
+template <bool FULL, int N> __device__ __forceinline__ float batch_max(const float (&v)[N], const bool (&valid)[N]) {
+    float level[N];
+#pragma unroll
+    for (int q = 0; q < N; ++q) level[q] = FULL || valid[q] ? v[q] : NEG_INF;
+#pragma unroll
+    for (int stride = 1; stride < N; stride *= 2) {
+#pragma unroll
+        for (int q = 0; q + stride < N; q += 2 * stride) level[q] = fmaxf(level[q], level[q + stride]);
+    }
+    return fmaxf(NEG_INF, level[0]);  // all NaN: -inf, as the fold from -inf gives
+}
+
+// v[q] for a q known only at run time, without local memory: a tree of selects, one bit of q a level.
+template <int N> __device__ __forceinline__ float slot_value(const float (&v)[N], int q) {
+    float level[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) level[i] = v[i];
+#pragma unroll
+    for (int stride = 1; stride < N; stride *= 2) {
+#pragma unroll
+        for (int i = 0; i + stride < N; i += 2 * stride) level[i] = q & stride ? level[i + stride] : level[i];
+    }
+    return level[0];
+}
+
 // The row's column of slot q of a thread's batch: pack k = q / VEC of the batch at pack `base` of the
 // aligned body, which starts at column `head`; or one loose element's column for every slot.
 template <int VEC> struct BatchColumns {
@@ -75,8 +102,8 @@ template <int R> __device__ __forceinline__ Key ranked_key(Key sorted, int t) {
 // them has k at or above it and no element below it is among the chunk's k best. Each warp's own list
 // bound has only its own elements behind it; the floor lets a warp drop what the others have beaten.
 // Read once after the block's first batch (every warp's seed is in) and whenever a warp flushes its buffer.
-// SHARED (the warps share it) only for 64-entry lists (k > 32): at k = 8 it cost up to 8 % where the grid
-// runs in several waves (scripts/tune_topk.py, docs/topk-notes.md); otherwise each warp keeps its own bound.
+// SHARED (the warps share it) only for 64-entry lists (k > 32): at k = 8 it won 2 % at 512×32000 but lost 2 %
+// at 4096×128256 and 6 % at batch 1 (docs/topk-notes.md); otherwise each warp keeps its own bound.
 template <bool SHARED> struct BlockFloor {
     volatile unsigned* bits;  // 16 words of shared memory, zeroed before the first batch
     unsigned mine = 0;        // what this warp has left there
@@ -97,8 +124,17 @@ template <bool SHARED> struct BlockFloor {
 };
 
 // Whether an element may still be among the k best: at or above the bound (ties go on, to be settled
-// by index when merged); with no bound yet (NaN), every element may.
-__device__ __forceinline__ bool reaches(float v, float bound) { return v >= bound || bound != bound; }
+// by index when merged); with no bound yet (NaN), every element may. One unordered compare: a NaN element
+// goes on too, which costs it a place in the buffer only (its key sorts below every number).
+__device__ __forceinline__ bool reaches(float v, float bound) { return !(v < bound); }
+
+// The slots of a thread's batch whose elements reach the bound, as a bit mask.
+template <bool FULL, int N> __device__ __forceinline__ unsigned reaching(const float (&v)[N], const bool (&valid)[N], float bound) {
+    unsigned left = 0;
+#pragma unroll
+    for (int q = 0; q < N; ++q) if ((FULL || valid[q]) && reaches(v[q], bound)) left |= 1u << q;
+    return left;
+}
 
 // Sort the n <= 32 keys of a warp's buffer and merge them into its list.
 template <int R> __device__ __forceinline__ void merge_buffer(Key (&list)[R], const Key* buffer, int n) {
@@ -124,17 +160,13 @@ __device__ __forceinline__ void flush_candidates(Key (&list)[R], const Key* buff
     bound = fmaxf(key_value(kth_key(list, k)), seed);  // NaN (list not full) gives the seed
 }
 
-// Append a thread's batch elements that reach the bound to the warp's buffer (one per lane per round,
-// a ballot placing them), flushing it whenever the next round would not fit; column(q) is the row's
-// column of slot q. Returns the new fill.
-template <bool FULL, int R, int N, typename Column, typename Floor>
-__device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool (&valid)[N], Column column, Key* buffer,
-                                                 int buffered, Key (&list)[R], int k, float& seed, float& bound,
-                                                 Floor& chunk_floor) {
+// Append a thread's batch elements in `left` (the slots that reach the bound) to the warp's buffer (one
+// per lane per round, a ballot placing them), flushing it whenever the next round would not fit; column(q)
+// is the row's column of slot q. Returns the new fill.
+template <int R, int N, typename Column, typename Floor>
+__device__ __forceinline__ int gather_candidates(const float (&v)[N], unsigned left, Column column, Key* buffer, int buffered,
+                                                 Key (&list)[R], int k, float& seed, float& bound, Floor& chunk_floor) {
     const int lane = threadIdx.x % 32;
-    unsigned left = 0;
-#pragma unroll
-    for (int q = 0; q < N; ++q) if ((FULL || valid[q]) && reaches(v[q], bound)) left |= 1u << q;
     for (unsigned offering = __ballot_sync(ALL_LANES, left != 0); offering;
          offering = __ballot_sync(ALL_LANES, left != 0)) {
         if (buffered + __popc(offering) > 32) {
@@ -147,10 +179,7 @@ __device__ __forceinline__ int gather_candidates(const float (&v)[N], const bool
         if (left != 0) {
             const int next = __ffs(left) - 1;
             left &= left - 1;
-            float value = 0.0f;
-#pragma unroll
-            for (int q = 0; q < N; ++q) if (q == next) value = v[q];
-            buffer[buffered + __popc(offering & ((1u << lane) - 1))] = make_key(value, column(next));
+            buffer[buffered + __popc(offering & ((1u << lane) - 1))] = make_key(slot_value(v, next), column(next));
         }
         buffered += __popc(offering);
     }
@@ -181,12 +210,12 @@ template <int K> __device__ __forceinline__ void tree_merge(Pool<K>& pool, Key (
     constexpr int R = K / 32;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     for (int stride = 1; stride < warps; stride *= 2) {
-        if (warp % (2 * stride) == stride) {
+        if ((warp & (2 * stride - 1)) == stride) {
 #pragma unroll
             for (int r = 0; r < R; ++r) pool.key[warp * K + r * 32 + lane] = list[r];
         }
         __syncthreads();
-        if (warp % (2 * stride) == 0 && warp + stride < warps) {
+        if ((warp & (2 * stride - 1)) == 0 && warp + stride < warps) {
             Key other[R];
 #pragma unroll
             for (int r = 0; r < R; ++r) other[r] = pool.key[(warp + stride) * K + r * 32 + lane];
@@ -380,16 +409,14 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     const int step = PER * blockDim.x;
     float v[N];
     bool valid[N];
-    // One batch, its slot q at column(q): select, then fold into (m, d) as exps_in_place does (the same
-    // bits: an all -inf thread shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0). A full batch
+    // One batch, its slot q at column(q): fold into (m, d) as exps_in_place does (the same bits: an all -inf
+    // thread shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0) and select. A full batch
     // (every thread's packs below end, Flag<true>) is compiled without the bounds checks. A batch of the
     // body is `ordered`: its columns follow every column the block has read, so an element equal to a
     // value already held loses the tie; the loose elements (head and tail) come last but are not.
     const auto work = [&](auto column, bool first, bool ordered, auto full) {
         constexpr bool FULL = decltype(full)::value;
-        float most = NEG_INF;
-#pragma unroll
-        for (int q = 0; q < N; ++q) if (FULL || valid[q]) most = fmaxf(most, v[q]);
+        const float most = batch_max<FULL, N>(v, valid);
         if constexpr (K == 1) {  // k = 1: the warp's best key in every lane; the bound is its value
             // each element on its own while there is no number yet (NaN takes every element), and for the loose ones
             const bool per_element = bound != bound || !ordered;  // the same in every lane
@@ -418,15 +445,18 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                     bound = seed = fmaxf(seed, chunk_floor.value());
                 }
             }
-            if (__any_sync(ALL_LANES, reaches(most, bound)))  // rare once the list holds large values
-                buffered = gather_candidates<FULL, R, N>(v, valid, column, buffer, buffered, list, k, seed, bound, chunk_floor);
         }
-        if (SOFTMAX) {
-            const float shift = most == NEG_INF ? 0.0f : most;
+        if (SOFTMAX) {  // before the selection's branch, so that its compares fill the exponentials' latency
+            const float shift = exp_shift(most);
             float d = 0.0f;
 #pragma unroll
             for (int q = 0; q < N; ++q) d = __fadd_rn(d, FULL || valid[q] ? exp_shifted(v[q], shift) : 0.0f);
             s = fast_merge(s, {most, d});
+        }
+        if constexpr (K > 1) {
+            const unsigned left = reaching<FULL, N>(v, valid, bound);
+            if (__any_sync(ALL_LANES, left != 0))  // rare once the list holds large values
+                buffered = gather_candidates<R, N>(v, left, column, buffer, buffered, list, k, seed, bound, chunk_floor);
         }
     };
     Pack<T, VEC> ahead[PER];  // this thread's packs of the next batch
@@ -502,9 +532,11 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
 }
 
 // One block per chunk of a row; several chunks merge through global memory (the last block to arrive).
-// Launch bounds of one 512-thread block an SM: no register cap below 128 (the lists need 79-95).
+// Launch bounds: the lists take up to 96 registers, so one 512-thread block an SM (no cap below 128);
+// k = 1 keeps to 64, two such blocks an SM (four of 256 hold 512 rows in one wave).
+constexpr int min_blocks(int K) { return K == 1 ? 2 : 1; }
 template <typename T, typename Acc, int VEC, int PER, int K, bool LOOSE, int SOFTMAX>
-__global__ void __launch_bounds__(512, 1) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
+__global__ void __launch_bounds__(512, min_blocks(K)) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
                                             float* __restrict__ partial, Key* __restrict__ partial_keys,
                                             unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
     topk_row_chunk<T, VEC, PER, K, LOOSE, 1, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols, chunks, k);
@@ -513,7 +545,7 @@ __global__ void __launch_bounds__(512, 1) topk(const T* __restrict__ x, T* __res
 // topk whose CLUSTER chunks of a row form a Hopper cluster: the chunks mail their (m, d) and list into the
 // leader's shared memory (no fence, counter or L2 round trip), and the leader merges them as the last block does.
 template <typename T, typename Acc, int VEC, int PER, int K, bool LOOSE, int CLUSTER, int SOFTMAX>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(512, 1)
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(512, min_blocks(K))
 topk_cluster(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices, float* __restrict__ partial,
              Key* __restrict__ partial_keys, unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
     topk_row_chunk<T, VEC, PER, K, LOOSE, CLUSTER, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols,

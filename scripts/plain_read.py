@@ -52,7 +52,7 @@ def measure(shape: str, row_max, torch) -> str:
         runs[f"row_max b{block}"] = lambda i, b=block: row_max((rows,), (b,), (xs[i], out, np.int32(cols // 4)))
     line = [shape]
     for name, run in runs.items():
-        events = float(np.median(harness.time_launches(run, buffers)))
+        events = harness.median_us(run, buffers)
         device = harness.device_us(run, buffers, events)
         line.append(f"{name} {device:.1f}" if device else f"{name} events {events:.1f}")
     return " | ".join(line)

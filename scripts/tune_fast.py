@@ -15,8 +15,6 @@ import itertools
 import json
 import math
 
-import numpy as np
-
 from explorer import bench, devicetime, harness
 from explorer.backends import cuda
 from explorer.fast_launch import fast_row_launch, fast_split_launch, fast_stream_launch, fast_vector, fast_warp_launch
@@ -96,10 +94,6 @@ def _several_rows(rows: int, cols: int, dtype: str) -> list[Launch]:
     return found
 
 
-def median_us(launch_fn, buffers: int) -> float:
-    return float(np.median(harness.time_launches(launch_fn, buffers)))
-
-
 def tune_shape(rows: int, cols: int, dtype: str, only: str = "all", device: bool = False) -> dict:
     bytes_in = rows * cols * DTYPES[dtype].itemsize
     buffers = max(2, min(32, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
@@ -113,7 +107,7 @@ def tune_shape(rows: int, cols: int, dtype: str, only: str = "all", device: bool
     def copy(i):
         ys[i].data.copy_from_device_async(xs[i].data, bytes_in)  # cudaMemcpyAsync
 
-    copy_us = median_us(copy, buffers)
+    copy_us = harness.median_us(copy, buffers)
     copy_device_us = harness.device_us(copy, buffers, copy_us, devicetime.COPY) if device else None
     timed = []
     for launch in candidates(rows, cols, dtype, only):
@@ -128,7 +122,7 @@ def tune_shape(rows: int, cols: int, dtype: str, only: str = "all", device: bool
         def run(i, g=launch):
             cuda.launch(FAST, g, xs[i], ys[i], rows, cols, dtype, "float32")
 
-        us = median_us(run, buffers)
+        us = harness.median_us(run, buffers)
         row = {"launch": launch.describe(), "us": us, "pct_copy": 100 * copy_us / us, "max_rel": max_rel}
         if copy_device_us and (dev := harness.device_us(run, buffers, us)):
             row |= {"device_us": dev, "pct_copy_device": 100 * copy_device_us / dev}

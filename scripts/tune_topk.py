@@ -15,7 +15,6 @@ import numpy as np
 
 from explorer import harness, peers
 from explorer.backends import cuda, cuda_topk
-from explorer.geometry import cdiv
 from explorer.numerics import DTYPES
 from explorer.registry import VARIANTS
 from explorer.topk import TopkResult, topk_errors, topk_launch
@@ -77,17 +76,16 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
     line = [f"{rows}x{cols} k={k}"]
     if torch is not None and dtype != "bfloat16":
         tx = [torch.from_dlpack(x) for x in xs]
-        t = harness.time_launches(lambda i: torch.topk(torch.softmax(tx[i], dim=1), k, dim=1), buffers)
-        line.append(f"torch {np.median(t):.1f}")
+        t = harness.median_us(lambda i: torch.topk(torch.softmax(tx[i], dim=1), k, dim=1), buffers)
+        line.append(f"torch {t:.1f}")
     seen = set()
     for requested in args.blocks:  # 0: the rule's block size
         rule_launch = topk_launch(rows, cols, k, dtype, requested or None)
         block, rule = rule_launch.block, rule_launch.chunks
         counts = args.counts or [round(rule * scale) for scale in args.chunks]
         for count, cluster, per in itertools.product(counts, args.clusters, args.pers):
-            chunks = max(1, min(count, cdiv(cols, block * 16)))
-            launch = topk_launch(
-                rows, cols, k, dtype, block, chunks, None if cluster < 0 else bool(cluster), per or None
+            launch = topk_launch(  # topk_launch caps the chunks at a batch of the block each
+                rows, cols, k, dtype, block, max(1, count), None if cluster < 0 else bool(cluster), per or None
             )
             if (launch.kernel, launch.block, launch.chunks, launch.template_args) in seen:
                 continue
@@ -106,7 +104,7 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
             def run(i, launch=launch):
                 cuda_topk.topk_on_device(True, launch, xs[i], rows, cols, dtype, k, fast, False)
 
-            events = float(np.median(harness.time_launches(run, buffers)))
+            events = harness.median_us(run, buffers)
             device = harness.device_us(run, buffers, events)
             bad = "" if report.index_mismatch == 0 else f" WRONG({report.index_mismatch})"
             shown = f"{device:.1f}" if device else f"events {events:.1f}"
