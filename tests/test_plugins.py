@@ -81,9 +81,10 @@ def test_launch_rules_size_grids_by_the_gpus_multiprocessors(monkeypatch, fresh_
         (4, 65536, 8, "topk_cluster", 128, 16),
         (1, 65537, 8, "topk", 256, 16),  # a longer row: merged by its last block, through global memory
         (1, 262144, 50, "topk", 256, 64),
-        (64, 32000, 1, "topk_cluster", 256, 2),  # k = 1, up to a row an SM: clusters sharing the SMs in one wave
-        (32, 262144, 1, "topk_cluster", 256, 4),
-        (100, 128256, 1, "topk", 256, 1),  # enough rows to fill the GPU in one block a row
+        (64, 32000, 1, "topk_cluster", 512, 2),  # k = 1, up to a row an SM: clusters sharing the SMs in one wave
+        (32, 262144, 1, "topk_cluster", 512, 4),
+        (16, 32000, 1, "topk_cluster", 256, 7),  # 512-thread chunks would be fewer than the wave holds: 256
+        (100, 128256, 1, "topk", 512, 1),  # enough rows to fill the GPU in one block a row
         (100, 128256, 8, "topk", 256, 2),  # k > 1: chunks of at least 65536 elements merged through global memory
         (512, 32000, 1, "topk", 256, 1),  # more rows than SMs: a block a row, 256 threads at k = 1 ...
         (512, 32000, 8, "topk", 128, 1),  # ... and 128 at k > 1
