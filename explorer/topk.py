@@ -29,7 +29,7 @@ from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
 from .registry import VARIANTS
 
 K_MAX = 64
-TOPK_BLOCK = 128  # threads a block where rows outnumber the SMs at k > 1; 256 where they do not, and at k = 1
+TOPK_BLOCK = 128  # threads a block, the smallest the rule takes (topk_launch says where it takes 256 and 512)
 TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: many small chunks a row
 TOPK_LATENCY_CHUNK = 4096  # elements a chunk then (k = 1, in 128-thread blocks: half as many)
 TOPK_CHUNK = 65536  # elements a chunk at least, once rows are not few
@@ -94,12 +94,15 @@ def topk_launch(
     (k = 1, whose merges are cheap: ~2048 in 128-thread blocks), a row of up to 16 such chunks as one
     cluster (merged in its leader's shared memory), a longer one merged by its last block through global
     memory; up to one row per SM, k > 1: chunks of at least 65536 elements, about four blocks an SM, k = 1:
-    SMs // rows chunks a row as one cluster (one wave; none from half as many rows as SMs) of 512-thread blocks
-    where each gets a batch of 512 threads (256 otherwise); more rows, a block per row (chunks only add merges once the grid fills the GPU). Chunks hold a batch of the
-    block at least. Otherwise 256-thread blocks while rows are no more than the SMs, and at k = 1; 128 for more
-    rows at k > 1 (and for a handful of rows at k = 1, or in a cluster at k <= 8). Loads are 16-byte packs at any width (a row's
-    loose head and tail elements go to its first threads), into registers one batch ahead; `per` packs a thread
-    a batch (by default 16 elements). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
+    SMs // rows chunks a row as one cluster (one wave; none from half as many rows as SMs); more rows, a
+    block per row (chunks only add merges once the grid fills the GPU). Chunks hold a batch of the block at
+    least.
+
+    Threads a block: 512 at k = 1 with up to a row an SM (more bytes in flight a row) where each chunk still
+    gets a batch of 512 threads; otherwise 128 for more rows than SMs at k > 1 and for a handful of rows at
+    k = 1, or at k <= 8 in a cluster; 256 elsewhere. Loads are 16-byte packs at any width (a row's loose
+    head and tail elements go to its first threads), into registers one batch ahead; `per` packs a thread a
+    batch (by default 16 elements). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
     per = per or max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
@@ -109,7 +112,7 @@ def topk_launch(
     if cluster is None:
         cluster = greedy_share or (latency and cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK)
     small_k = k == 1 or (cluster and k <= 8)
-    if not block and greedy_share:  # 512 threads a chunk (more bytes in flight) while each still gets a batch of them
+    if not block and greedy_share:  # 512 threads a chunk where each still gets a batch of them
         block = 4 * TOPK_BLOCK if cols // (4 * TOPK_BLOCK * per * vec) >= sms // rows else 2 * TOPK_BLOCK
     block = block or (TOPK_BLOCK if (rows > sms and k > 1) or (latency and small_k) else 2 * TOPK_BLOCK)
     if chunks is None and greedy_share:
