@@ -112,8 +112,8 @@ def topk_launch(
     if cluster is None:
         cluster = greedy_share or (latency and cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK)
     small_k = k == 1 or (cluster and k <= 8)
-    if not block and greedy_share:  # 512 threads a chunk where each still gets a batch of them
-        block = 4 * TOPK_BLOCK if cols // (4 * TOPK_BLOCK * per * vec) >= sms // rows else 2 * TOPK_BLOCK
+    if not block and greedy_share and cols // (4 * TOPK_BLOCK * per * vec) >= sms // rows:
+        block = 4 * TOPK_BLOCK  # 512 threads a chunk where each still gets a batch of them
     block = block or (TOPK_BLOCK if (rows > sms and k > 1) or (latency and small_k) else 2 * TOPK_BLOCK)
     if chunks is None and greedy_share:
         chunks = sms // rows  # one wave of clusters (its merge costs less than the global one's)
