@@ -31,7 +31,7 @@ from .registry import VARIANTS
 K_MAX = 64
 TOPK_BLOCK = 128  # threads a block, the smallest the rule takes (topk_launch says where it takes 256 and 512)
 TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: many small chunks a row
-TOPK_LATENCY_CHUNK = 4096  # elements a chunk then (k = 1, in 128-thread blocks: half as many)
+TOPK_LATENCY_CHUNK = 4096  # twice the elements of a k = 1 chunk then (128-thread blocks): 16 make a cluster
 TOPK_CHUNK = 65536  # elements a chunk at least, once rows are not few
 TOPK_CLUSTER_MAX = 16  # blocks a Hopper cluster may have (over 8 with the non-portable opt-in)
 VOCABS = (32000, 50257, 128256, 151936, 262144)  # LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma vocabularies
@@ -90,19 +90,20 @@ def topk_launch(
     cluster: bool | None = None,
     per: int | None = None,
 ) -> Launch:
-    """Several blocks per row when rows are few: a handful of rows (latency) in chunks of ~4096 elements
-    (k = 1, whose merges are cheap: ~2048 in 128-thread blocks), a row of up to 16 such chunks as one
-    cluster (merged in its leader's shared memory), a longer one merged by its last block through global
-    memory; up to one row per SM, k > 1: chunks of at least 65536 elements, about four blocks an SM, k = 1:
-    SMs // rows chunks a row as one cluster (one wave; none from half as many rows as SMs); more rows, a
-    block per row (chunks only add merges once the grid fills the GPU). Chunks hold a batch of the block at
-    least.
+    """Several blocks per row when rows are few: a handful of rows (latency) at k > 1 as one cluster of up to
+    16 chunks (merged in its leader's shared memory), each chunk one batch of the block where 16 reach (its k
+    best selected through the shared-memory pool, no sorting network), in the fewest threads a block that reach
+    (128 or 256 at k <= 8, 256 or 512 above), else 16 chunks of 256 threads; at k = 1 (whose merges are cheap)
+    chunks of ~2048 elements in 128-thread blocks, a row of up to 16 of them as one cluster, a longer one merged
+    by its last block through global memory. Up to one row per SM, k > 1: chunks of at least 65536 elements,
+    about four blocks an SM, k = 1: SMs // rows chunks a row as one cluster (one wave; none from half as many
+    rows as SMs). More rows: a block per row (chunks only add merges once the grid fills the GPU).
 
-    Threads a block: 512 at k = 1 with up to a row an SM (more bytes in flight a row) where each chunk still
-    gets a batch of 512 threads; otherwise 128 for more rows than SMs at k > 1 and for a handful of rows at
-    k = 1, or at k <= 8 in a cluster; 256 elsewhere. Loads are 16-byte packs at any width (a row's loose
-    head and tail elements go to its first threads), into registers one batch ahead; `per` packs a thread a
-    batch (by default 16 elements). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
+    Threads a block, beyond the latency rule: 512 at k = 1 with up to a row an SM (more bytes in flight a row)
+    where each chunk still gets a batch of 512 threads; 128 for more rows than SMs at k > 1; 256 elsewhere.
+    Loads are 16-byte packs at any width (a row's loose head and tail elements go to its first threads), into
+    registers one batch ahead; `per` packs a thread a batch (by default 16 elements). Defaults are what
+    scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
     per = per or max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
@@ -110,30 +111,34 @@ def topk_launch(
     latency = rows < TOPK_LATENCY_ROWS
     greedy_share = k == 1 and not latency and rows <= sms  # k = 1, up to a row an SM: rows share the SMs
     if cluster is None:
-        cluster = greedy_share or (latency and cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK)
-    small_k = k == 1 or (cluster and k <= 8)
+        cluster = greedy_share or (latency and (k > 1 or cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK))
+    if not block and latency and k > 1:  # the fewest threads a block that make 16 chunks of one batch
+        sizes = (TOPK_BLOCK, 2 * TOPK_BLOCK) if k <= 8 else (2 * TOPK_BLOCK, 4 * TOPK_BLOCK)
+        block = next((b for b in sizes if cdiv(cols, b * per * vec) <= TOPK_CLUSTER_MAX), 2 * TOPK_BLOCK)
     if not block and greedy_share and cols // (4 * TOPK_BLOCK * per * vec) >= sms // rows:
         block = 4 * TOPK_BLOCK  # 512 threads a chunk where each still gets a batch of them
-    block = block or (TOPK_BLOCK if (rows > sms and k > 1) or (latency and small_k) else 2 * TOPK_BLOCK)
+    block = block or (TOPK_BLOCK if (rows > sms and k > 1) or (latency and k == 1) else 2 * TOPK_BLOCK)
     if chunks is None and greedy_share:
         chunks = sms // rows  # one wave of clusters (its merge costs less than the global one's)
     elif chunks is None and cluster:
         chunks = TOPK_CLUSTER_MAX
     elif chunks is None:
-        latency_chunk = TOPK_LATENCY_CHUNK // 2 if k == 1 else TOPK_LATENCY_CHUNK
+        latency_chunk = TOPK_LATENCY_CHUNK // 2 if k == 1 else block * per * vec
         chunks = cdiv(cols, latency_chunk) if latency else min(cdiv(cols, TOPK_CHUNK), max(1, round(4 * sms / rows)))
-    chunks = max(1, min(chunks, cols // (block * per * vec)))  # at least one batch per thread
+    batch = block * per * vec  # elements a batch of the block
+    chunks = max(1, min(chunks, cols // batch if k == 1 else cdiv(cols, batch)))  # k = 1: a batch a chunk at least
     if cluster:
         chunks = min(chunks, TOPK_CLUSTER_MAX)
     cluster = cluster and chunks > 1
     mailbox = 8 + chunks * (8 + 8 * lists) if cluster else 0  # topk.cu's TopkMailbox
+    pooled = k > 1 and cdiv(cols, chunks) <= batch  # a chunk of one batch: selected through the pool
     return Launch(
         grid=rows * chunks,
         block=block,
         shared_bytes=8 * 16 * lists + 80 + mailbox,
         threads_per_row=chunks * block,
         kernel="topk_cluster" if cluster else "topk",
-        template_args=(vec, per, lists, int(cols % vec != 0)) + ((chunks,) if cluster else ()),
+        template_args=(vec, per, lists, int(cols % vec != 0), int(pooled)) + ((chunks,) if cluster else ()),
         chunks=chunks,
         protocol="cluster" if cluster else "rows",
     )

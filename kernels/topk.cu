@@ -49,6 +49,17 @@ template <bool FULL, int N> __device__ __forceinline__ float batch_max(const flo
     return fmaxf(NEG_INF, level[0]);  // all NaN: -inf, as the fold from -inf gives
 }
 
+// A thread's batch (slots `valid`, largest `most`) folded into (m, d) as exps_in_place does (the same bits:
+// an all -inf thread shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0).
+template <bool FULL, int N>
+__device__ __forceinline__ State<float> fold_batch(State<float> s, const float (&v)[N], const bool (&valid)[N], float most) {
+    const float shift = exp_shift(most);
+    float d = 0.0f;
+#pragma unroll
+    for (int q = 0; q < N; ++q) d = __fadd_rn(d, FULL || valid[q] ? exp_shifted(v[q], shift) : 0.0f);
+    return fast_merge(s, {most, d});
+}
+
 // v[q] for a q known only at run time, without local memory: a tree of selects, one bit of q a level.
 template <int N> __device__ __forceinline__ float slot_value(const float (&v)[N], int q) {
     float level[N];
@@ -125,11 +136,12 @@ template <bool SHARED> struct BlockFloor {
 
 // Whether an element may still be among the k best: at or above the bound (ties go on, to be settled
 // by index when merged); with no bound yet (NaN), every element may. One unordered compare: a NaN element
-// goes on too, which costs it a place in the buffer only (its key sorts below every number).
+// goes on too (its key sorts below every number, so it never displaces one; a row of many NaNs flushes more).
 __device__ __forceinline__ bool reaches(float v, float bound) { return !(v < bound); }
 
 // The slots of a thread's batch whose elements reach the bound, as a bit mask.
 template <bool FULL, int N> __device__ __forceinline__ unsigned reaching(const float (&v)[N], const bool (&valid)[N], float bound) {
+    static_assert(N <= 32, "a slot a bit");
     unsigned left = 0;
 #pragma unroll
     for (int q = 0; q < N; ++q) if ((FULL || valid[q]) && reaches(v[q], bound)) left |= 1u << q;
@@ -234,59 +246,131 @@ template <int K> __device__ __forceinline__ void block_best(Pool<K>& pool, Key k
     __syncthreads();  // the pool is free again
 }
 
-// Merge the sorted lists of a row's chunks (`lists` of K keys, key i read by lists_keys(i)) with the
-// whole block. Only a list's first k entries can be among the row's k best, and none below the
-// largest of the lists' entries k - 1 (that list has k entries at or above it). Warp w takes lists w, w + warps, ...: the entries
-// that reach its bound go through its candidate buffer, as elements do in the main loop, so a list
-// costs a load and a vote once the warp's list is full. Then the warps' lists merge into warp 0's
-// (tree_merge). `meanwhile` runs in every thread while the first loads are in flight.
+// The pool: a block's candidates gathered in shared memory (up to CAP of them, the last K entries of Pool
+// taking the answer) and placed by rank, with no sorting network: keys are distinct (value and index), so a
+// key's rank among the candidates is how many of them are larger, and those ranked below k are the answer.
+
+// How many of keys[0, n) are larger than `key`.
+__device__ __forceinline__ int rank_among(const Key* keys, int n, Key key) {
+    int above[4] = {0, 0, 0, 0};
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) above[u] += keys[j + u] > key;
+    }
+    for (; j < n; ++j) above[0] += keys[j] > key;
+    return above[0] + above[1] + above[2] + above[3];
+}
+
+// Append `key` where `take` (a lane offers at most one a call; the whole warp calls): one atomicAdd a warp.
+// A key past the pool's end is counted, not stored.
+template <int CAP> __device__ __forceinline__ void pool_append(Key* pool, unsigned* taken, bool take, Key key) {
+    const unsigned offered = __ballot_sync(ALL_LANES, take);
+    if (offered == 0) return;
+    const int lane = threadIdx.x % 32;
+    unsigned base = 0;
+    if (lane == 0) base = atomicAdd(taken, __popc(offered));
+    const unsigned slot = __shfl_sync(ALL_LANES, base, 0) + __popc(offered & ((1u << lane) - 1));
+    if (take && slot < CAP) pool[slot] = key;
+}
+
+// A bound no larger than the row's k-th key: the largest of every thread's `own` and of the keys[j] (j < n, in
+// shared memory, written before the block's last barrier) that have `need` of keys[0, n) at or above them.
+// Every thread gets it.
+__device__ __forceinline__ Key ranked_bound(const Key* keys, int n, int need, Key own) {
+    __shared__ Key warp_top[16];
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        const Key key = keys[j];
+        if (rank_among(keys, n, key) + 1 >= need) own = max(own, key);  // `need` at or above it (distinct keys)
+    }
+    own = warp_max(own);
+    if (threadIdx.x % 32 == 0) warp_top[threadIdx.x / 32] = own;
+    __syncthreads();
+    Key bound = NO_KEY;
+    for (int w = 0; w < blockDim.x / 32; ++w) bound = max(bound, warp_top[w]);
+    return bound;
+}
+
+// The k best of the keys that `gather(append, bound)` offers (append(take, key) in every lane of a warp at
+// once, taking those at or above `bound`, which has k of them at or above it), sorted into warp 0's list. If
+// more than fit the pool, the k-th of those that did raises the bound and they are offered again: each round
+// drops CAP - k of them at least (a row of ties; random logits fit at once).
+template <int K, typename Gather>
+__device__ __forceinline__ void select_pool(Pool<K>& pool, Key bound, int k, Key (&list)[K / 32], Gather gather) {
+    constexpr int R = K / 32, CAP = 15 * K;
+    __shared__ unsigned taken;
+    __shared__ Key raised;
+    Key* chosen = pool.key + CAP;
+    int n;
+    for (;;) {
+        if (threadIdx.x == 0) taken = 0;
+        __syncthreads();
+        gather([&](bool take, Key key) { pool_append<CAP>(pool.key, &taken, take, key); }, bound);
+        __syncthreads();
+        n = taken;
+        if (n <= CAP) break;
+        for (int i = threadIdx.x; i < CAP; i += blockDim.x) {
+            if (rank_among(pool.key, CAP, pool.key[i]) == k - 1) raised = pool.key[i];
+        }
+        __syncthreads();
+        bound = raised;
+    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const Key key = pool.key[i];
+        const int above = rank_among(pool.key, n, key);
+        if (above < k) chosen[above] = key;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const int e = r * 32 + threadIdx.x;
+            list[r] = e < min(n, k) ? chosen[e] : NO_KEY;
+        }
+    }
+    __syncthreads();  // the pool is free again
+}
+
+// A key that k elements of the block reach, from every thread's best key (`best`): the largest of the warps'
+// t-th best (t = ceil(k / warps)) that ceil(k / t) warps' t-th best reach.
+__device__ __forceinline__ Key chunk_bound(Key best, int k) {
+    __shared__ Key warp_tth[16];
+    const int warps = blockDim.x / 32, t = min(32, (k + warps - 1) / warps);
+    sort_lanes(best);
+    if (threadIdx.x % 32 == t - 1) warp_tth[threadIdx.x / 32] = best;
+    __syncthreads();
+    return ranked_bound(warp_tth, warps, (k + t - 1) / t, NO_KEY);
+}
+
+// Merge the sorted lists of a row's chunks (`lists` of K keys, key i read by lists_keys(i)) with the whole
+// block. Only a list's first k entries can be among the row's k best, and none below a bound that k of them
+// reach: the largest entry k - 1 of a list, or an entry t - 1 (t = ceil(k / lists)) that ceil(k / t) lists'
+// entries t - 1 reach. The entries at or above it go through the pool. `meanwhile` runs in every thread
+// while the bound's loads are in flight. The answer lands in warp 0's list.
 template <int K, typename Load, typename Meanwhile>
 __device__ __forceinline__ void merge_lists(Load lists_keys, int lists, int k, Pool<K>& pool, Key (&list)[K / 32],
                                             Meanwhile meanwhile) {
     constexpr int R = K / 32;
-    __shared__ Key warp_bound[16];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    Key next[R];
-    const auto load_list = [&](int l) {  // entries r·32 + lane below k of list l; the next list's load flies meanwhile
-#pragma unroll
-        for (int r = 0; r < R; ++r) next[r] = l < lists && r * 32 + lane < k ? lists_keys(l * K + r * 32 + lane) : NO_KEY;
-    };
-    load_list(warp);
-    Key bound = NO_KEY;
-    for (int l = threadIdx.x; l < lists; l += blockDim.x) bound = max(bound, lists_keys(l * K + k - 1));
-    meanwhile();
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) bound = max(bound, __shfl_xor_sync(ALL_LANES, bound, offset));
-    if (lane == 0) warp_bound[warp] = bound;
-    __syncthreads();
-    for (int w = 0; w < warps; ++w) bound = max(bound, warp_bound[w]);
-#pragma unroll
-    for (int r = 0; r < R; ++r) list[r] = NO_KEY;
-    Key* buffer = pool.key + warp * K;
-    int buffered = 0;
-    const auto flush = [&] {
-        merge_buffer(list, buffer, buffered);
-        bound = max(bound, kth_key(list, k));
-        buffered = 0;
-    };
-    for (int l = warp; l < lists; l += warps) {
-        Key keys[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) keys[r] = next[r];
-        load_list(l + warps);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            unsigned ballot = __ballot_sync(ALL_LANES, keys[r] >= bound && keys[r] != NO_KEY);
-            if (buffered + __popc(ballot) > 32) {
-                flush();
-                ballot = __ballot_sync(ALL_LANES, keys[r] >= bound && keys[r] != NO_KEY);
-            }
-            if (ballot >> lane & 1) buffer[buffered + __popc(ballot & ((1u << lane) - 1))] = keys[r];
-            buffered += __popc(ballot);
-        }
+    const int t = (k + lists - 1) / lists;
+    Key* entries_t = pool.key;  // entry t - 1 of each list, before the pool fills
+    Key own = NO_KEY;
+    for (int l = threadIdx.x; l < lists; l += blockDim.x) {
+        entries_t[l] = lists_keys(l * K + t - 1);
+        own = max(own, lists_keys(l * K + k - 1));
     }
-    if (buffered > 0) flush();
-    tree_merge(pool, list);  // a warp's list goes where its buffer was
+    meanwhile();
+    __syncthreads();
+    const Key bound = ranked_bound(entries_t, lists, (k + t - 1) / t, own);
+    select_pool(pool, bound, k, list, [&](auto append, Key bound) {
+        for (int l = warp; l < lists; l += warps) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const Key key = r * 32 + lane < k ? lists_keys(l * K + r * 32 + lane) : NO_KEY;
+                append(key != NO_KEY && key >= bound, key);
+            }
+        }
+    });
 }
 
 // This thread's packs of the batch at pack `base` (those below end) as floats.
@@ -378,7 +462,7 @@ template <int K, int CLUSTER> __device__ __forceinline__ void topk_mail_leader(S
 // and the row's last block to arrive (a counter per row, back to 0 after) merges them: one launch; or,
 // where the chunks form a cluster (CLUSTER > 1), they mail them to the leader, which merges them alike.
 // Each thread loads its packs of the next batch (16-byte loads into registers) before it works on this one.
-template <typename T, int VEC, int PER, int K, bool LOOSE, int CLUSTER, int SOFTMAX>
+template <typename T, int VEC, int PER, int K, bool LOOSE, bool POOLED, int CLUSTER, int SOFTMAX>
 __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
                                                float* __restrict__ partial, Key* __restrict__ partial_keys,
                                                unsigned* __restrict__ arrivals, int cols, int chunks, int k) {
@@ -409,8 +493,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     const int step = PER * blockDim.x;
     float v[N];
     bool valid[N];
-    // One batch, its slot q at column(q): fold into (m, d) as exps_in_place does (the same bits: an all -inf
-    // thread shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0) and select. A full batch
+    // One batch, its slot q at column(q): fold and select. A full batch
     // (every thread's packs below end, Flag<true>) is compiled without the bounds checks. A batch of the
     // body is `ordered`: its columns follow every column the block has read, so an element equal to a
     // value already held loses the tie; the loose elements (head and tail) come last but are not.
@@ -446,13 +529,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                 }
             }
         }
-        if (SOFTMAX) {  // before the selection's branch, so that its compares fill the exponentials' latency
-            const float shift = exp_shift(most);
-            float d = 0.0f;
-#pragma unroll
-            for (int q = 0; q < N; ++q) d = __fadd_rn(d, FULL || valid[q] ? exp_shifted(v[q], shift) : 0.0f);
-            s = fast_merge(s, {most, d});
-        }
+        if (SOFTMAX) s = fold_batch<FULL>(s, v, valid, most);  // k > 1: before the selection's branch, so that its compares fill the exponentials' latency
         if constexpr (K > 1) {
             const unsigned left = reaching<FULL, N>(v, valid, bound);
             if (__any_sync(ALL_LANES, left != 0))  // rare once the list holds large values
@@ -472,7 +549,45 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
         if (lane == 0) floor_bits[warp] = 0;
         __syncthreads();  // every warp's word is zero before any is read
     }
-    for (int base = begin; base < end; base += step) {
+    // POOLED (k > 1), a chunk of one batch (`ahead` holds it): folded, then its k best selected through the pool
+    // from a bound that k of its elements reach (chunk_bound), instead of the warps' lists and their merge.
+    bool pooled = false;
+    if constexpr (POOLED && K > 1) {
+        pooled = begin < end && end - begin <= step;
+        if (pooled) {
+            batch_floats<false, T, VEC, PER>(begin, end, ahead, v, valid);
+            const float most = batch_max<false, N>(v, valid);
+            if (SOFTMAX) s = fold_batch<false>(s, v, valid, most);
+            const Key loose_key = make_key(loose, loose_col);
+            if constexpr (LOOSE) {  // the loose elements as one more batch, as below
+                float lv[N];
+                bool lvalid[N];
+#pragma unroll
+                for (int q = 0; q < N; ++q) { lv[q] = q == 0 ? loose : 0.0f; lvalid[q] = q == 0 && holds_loose; }
+                if (SOFTMAX) s = fold_batch<false>(s, lv, lvalid, batch_max<false, N>(lv, lvalid));
+            }
+            const BatchColumns<VEC> column = {split.head, begin};
+            int at = 0;  // the thread's best key: its largest value at its lowest column (a NaN where it holds only NaN)
+#pragma unroll
+            for (int q = N - 1; q >= 0; --q) if (valid[q] && v[q] == most) at = q;
+            Key best = valid[0] ? make_key(slot_value(v, at), column(at)) : NO_KEY;  // valid slots come first
+            if (LOOSE && holds_loose) best = max(best, loose_key);
+            select_pool(pool, chunk_bound(best, k), k, list, [&](auto append, Key bound) {
+                unsigned left = reaching<false, N>(v, valid, key_value(bound));  // by value: ties and NaN settled by key
+                while (__any_sync(ALL_LANES, left != 0)) {
+                    Key key = NO_KEY;
+                    if (left != 0) {
+                        const int q = __ffs(left) - 1;
+                        left &= left - 1;
+                        key = make_key(slot_value(v, q), column(q));
+                    }
+                    append(key != NO_KEY && key >= bound, key);
+                }
+                if constexpr (LOOSE) append(holds_loose && loose_key >= bound, loose_key);
+            });
+        }
+    }
+    for (int base = begin; !pooled && base < end; base += step) {
         Pack<T, VEC> packs[PER];
 #pragma unroll
         for (int k = 0; k < PER; ++k) packs[k] = ahead[k];
@@ -486,7 +601,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             work(column, base == begin, true, Flag<false>());
         }
     }
-    if constexpr (LOOSE) {  // the loose elements as one more batch: slot 0 of the threads that hold one
+    if (LOOSE && !pooled) {  // the loose elements as one more batch: slot 0 of the threads that hold one
 #pragma unroll
         for (int q = 0; q < N; ++q) { v[q] = q == 0 ? loose : 0.0f; valid[q] = q == 0 && holds_loose; }
         work(LooseColumn{loose_col}, false, false, Flag<false>());
@@ -494,7 +609,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound, chunk_floor);
     if (SOFTMAX) s = fast_block_merge(s);
     if constexpr (K == 1) block_best(pool, list[0], list[0]);
-    else tree_merge(pool, list);  // a warp's list goes where its buffer was
+    else if (!pooled) tree_merge(pool, list);  // a warp's list goes where its buffer was
     if constexpr (CLUSTER > 1) {  // the chunks of a row are a cluster: its leader merges them from its mailbox
         topk_mail_leader<K, CLUSTER>(s, list);
         if (c != 0) return;
@@ -533,21 +648,22 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
 
 // One block per chunk of a row; several chunks merge through global memory (the last block to arrive).
 // Launch bounds: the lists take up to 96 registers, so one 512-thread block an SM (no cap below 128);
-// k = 1 keeps to 64, two such blocks an SM (four of 256 hold 512 rows in one wave).
-constexpr int min_blocks(int K) { return K == 1 ? 2 : 1; }
-template <typename T, typename Acc, int VEC, int PER, int K, bool LOOSE, int SOFTMAX>
-__global__ void __launch_bounds__(512, min_blocks(K)) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
+// k = 1 with the rule's batch of 16 elements a thread keeps to 64, two such blocks an SM (four of 256 hold
+// 512 rows in one wave); a wider batch (N = 32) would spill there.
+constexpr int min_blocks(int K, int N) { return K == 1 && N <= 16 ? 2 : 1; }
+template <typename T, typename Acc, int VEC, int PER, int K, bool LOOSE, bool POOLED, int SOFTMAX>
+__global__ void __launch_bounds__(512, min_blocks(K, PER * VEC)) topk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
                                             float* __restrict__ partial, Key* __restrict__ partial_keys,
                                             unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
-    topk_row_chunk<T, VEC, PER, K, LOOSE, 1, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols, chunks, k);
+    topk_row_chunk<T, VEC, PER, K, LOOSE, POOLED, 1, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols, chunks, k);
 }
 
 // topk whose CLUSTER chunks of a row form a Hopper cluster: the chunks mail their (m, d) and list into the
 // leader's shared memory (no fence, counter or L2 round trip), and the leader merges them as the last block does.
-template <typename T, typename Acc, int VEC, int PER, int K, bool LOOSE, int CLUSTER, int SOFTMAX>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(512, min_blocks(K))
+template <typename T, typename Acc, int VEC, int PER, int K, bool LOOSE, bool POOLED, int CLUSTER, int SOFTMAX>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(512, min_blocks(K, PER * VEC))
 topk_cluster(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices, float* __restrict__ partial,
              Key* __restrict__ partial_keys, unsigned* __restrict__ arrivals, int rows, int cols, int chunks, int k) {
-    topk_row_chunk<T, VEC, PER, K, LOOSE, CLUSTER, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols,
+    topk_row_chunk<T, VEC, PER, K, LOOSE, POOLED, CLUSTER, SOFTMAX>(x, values, indices, partial, partial_keys, arrivals, cols,
                                                                      CLUSTER, k);
 }

@@ -77,10 +77,12 @@ def test_launch_rules_size_grids_by_the_gpus_multiprocessors(monkeypatch, fresh_
     "rows, cols, k, kernel, block, chunks",
     [
         (1, 32000, 1, "topk_cluster", 128, 15),  # a short row at batch 1: a cluster of chunks, merged on chip
-        (1, 32000, 50, "topk_cluster", 256, 7),
-        (4, 65536, 8, "topk_cluster", 128, 16),
-        (1, 65537, 8, "topk", 256, 16),  # a longer row: merged by its last block, through global memory
-        (1, 262144, 50, "topk", 256, 64),
+        (1, 65537, 1, "topk", 128, 32),  # k = 1, a longer row: merged by its last block, through global memory
+        (1, 32000, 8, "topk_cluster", 128, 16),  # k > 1: a cluster of chunks of one batch, in the fewest threads
+        (1, 32000, 50, "topk_cluster", 256, 8),
+        (4, 65536, 8, "topk_cluster", 256, 16),
+        (1, 128256, 50, "topk_cluster", 512, 16),
+        (1, 262144, 50, "topk_cluster", 256, 16),  # longer than 16 batches of 512: 16 chunks of 256 threads
         (64, 32000, 1, "topk_cluster", 512, 2),  # k = 1, up to a row an SM: clusters sharing the SMs in one wave
         (32, 262144, 1, "topk_cluster", 512, 4),
         (16, 32000, 1, "topk_cluster", 256, 7),  # 512-thread chunks would be fewer than the wave holds: 256
@@ -94,6 +96,8 @@ def test_topk_launch_rule_forms_clusters_for_few_short_rows(rows, cols, k, kerne
     launch = topk_launch(rows, cols, k, "float32")
     assert (launch.kernel, launch.block, launch.chunks, launch.grid) == (kernel, block, chunks, rows * chunks)
     assert (launch.template_args[-1] == chunks) == (kernel == "topk_cluster")  # the cluster size is compiled in
+    pooled = k > 1 and cols <= chunks * block * 16  # chunks of one batch (16 elements a thread): the pool selects
+    assert launch.template_args[4] == pooled
 
 
 @pytest.mark.parametrize(

@@ -138,6 +138,33 @@ def test_gpu_fused_topk_on_ties_masks_and_nan(k, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("k", (7, 32, 33, 64))
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16"))
+def test_gpu_fused_topk_through_the_pool_on_ties_masks_and_nan(k, dtype):
+    """Chunks of one batch select through topk.cu's shared-memory pool, and their lists merge through it too, in
+    a cluster and through global memory: the special rows (all ties overflow the pool, which raises its
+    bound), odd widths (loose head and tail elements)."""
+    from explorer.backends import cuda_topk
+
+    for cols, block, chunks, clusters in [
+        (3001, 128, 2, (True, False)),
+        (40003, 512, 5, (True, False)),
+        (131000, 512, 16, (True, False)),
+        (150000, 256, 37, (False,)),
+    ]:
+        x = special_rows(cols, dtype)
+        for cluster in clusters:
+            launch = topk_launch(len(x), cols, k, dtype, block=block, chunks=chunks, cluster=cluster)
+            assert launch.template_args[4] == 1 and launch.chunks == chunks, launch  # pooled
+            values, indices = cuda_topk.run_topk(True, launch, x, dtype, k, None)
+            emu_values, emu_indices = fast_emulation.run_topk(True, launch, x, k)
+            assert np.array_equal(indices, emu_indices), (cols, cluster)
+            got, want = values.astype(np.float64), emu_values.astype(np.float64)
+            floor = explorer.FORMATS[dtype].smallest_normal * tolerance(dtype)
+            assert np.allclose(got, want, rtol=tolerance(dtype), atol=floor, equal_nan=True), (cols, cluster)
+
+
+@pytest.mark.gpu
 def test_gpu_topk_repeatable_bitwise():
     x = explorer.make_input("normal", 3, 128256, "bfloat16", 1)
     first = explorer.softmax_topk(x, 50, backend="cuda")
@@ -194,14 +221,17 @@ def test_gpu_fused_topk_keys_subnormal_logits_as_the_emulation(dtype):
     assert np.allclose(gpu.values.astype(np.float64), emu.values.astype(np.float64), rtol=tolerance(dtype))
 
 
-def test_emulation_follows_a_tuned_batch_size():
-    """topk_launch(per=...) (scripts/tune_topk.py --pers) sets the 16-byte packs a thread takes a batch: the
-    chunks still hold a batch of the block each, and the emulation folds (m, d) in those batches."""
-    rows, cols, k = 1, 32000, 8
+@pytest.mark.parametrize("k", (1, 8))
+def test_emulation_follows_a_tuned_batch_size(k):
+    """topk_launch(per=...) (scripts/tune_topk.py --pers) sets the 16-byte packs a thread takes a batch: at k = 1
+    the chunks still hold a batch of the block each, at k > 1 one batch at most (the pool's chunks), and the
+    emulation folds (m, d) in those batches."""
+    rows, cols = 1, 32000
     rule, wide = topk_launch(rows, cols, k, "float32"), topk_launch(rows, cols, k, "float32", per=8)
     assert (rule.template_args[1], wide.template_args[1]) == (4, 8)
     vec, per = wide.template_args[:2]
-    assert wide.chunks <= cols // (wide.block * per * vec) < rule.chunks  # a batch of the block a chunk at least
+    batches = cols / (wide.block * per * vec)  # batches of the block in a row
+    assert (wide.chunks <= batches if k == 1 else wide.chunks >= batches) and wide.chunks < rule.chunks
     x = explorer.make_input("normal", rows, cols, "float32", seed=7)
     values, indices = fast_emulation.run_topk(True, wide, x, k)
     report = explorer.topk_errors(TopkResult(values, indices, "emulator", "topk_fused", k, wide), x)
