@@ -14,7 +14,6 @@ same way, each row labelled with the peer's version; a peer that fails on a shap
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Iterable
 
@@ -147,8 +146,7 @@ class _ShapeBench:
         cp = cuda.cp
         self.rows, self.cols, self.dtype, self.acc = rows, cols, dtype, acc
         bytes_in = rows * cols * DTYPES[dtype].itemsize
-        l2 = cuda.device_info()["l2_bytes"]
-        self.buffers = max(1, min(64, math.ceil(4 * l2 / bytes_in)))  # the rotation covers 4x L2
+        self.buffers = harness.rotation_buffers(bytes_in, 64)
         rng = cp.random.default_rng(seed)
         self.xs = [
             harness.round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32), dtype)

@@ -4,7 +4,6 @@ at the copy's byte rate is the floor (half the copy's time), and every row is al
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -103,7 +102,7 @@ def _inputs(rows: int, cols: int, dtype: str, seed: int) -> _Shape:
     cp = cuda.cp
     x32 = cp.random.default_rng(seed).standard_normal((rows, cols), dtype=cp.float32) * 3
     bytes_in = rows * cols * DTYPES[dtype].itemsize
-    buffers = max(1, min(16, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
+    buffers = harness.rotation_buffers(bytes_in, 16)
     xs = [harness.round_on_device(cp.roll(x32, i, axis=1), dtype) for i in range(buffers)]
     return _Shape(rows, cols, dtype, xs, cuda.from_device(xs[0][: min(rows, 8)], DTYPES[dtype]))
 

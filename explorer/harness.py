@@ -4,6 +4,7 @@ over input buffers, device time for a shape's timed rows, rows for peers that fa
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -41,6 +42,12 @@ def meta() -> dict:
         "device_time": "torch.profiler (CUPTI kernel records)" if devicetime.profiler() else None,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def rotation_buffers(bytes_in: int, cap: int, least: int = 1) -> int:
+    """How many copies of an input a timing rotates over so that together they cover 4x this GPU's L2 (each
+    launch then reads DRAM, not what the launch before left in L2), from `least` to `cap` copies."""
+    return max(least, min(cap, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
 
 
 def sync() -> None:

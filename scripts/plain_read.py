@@ -6,7 +6,6 @@ logits), no top-k kernel that reads each row in one block gets there.
     PYTHONPATH=. python scripts/plain_read.py 512x32000 64x32000 64x128256 ...   (COLS a multiple of 4)
 """
 
-import math
 import sys
 
 import numpy as np
@@ -41,7 +40,7 @@ def measure(shape: str, row_max, torch) -> str:
     if cols % 4:
         sys.exit(f"{shape}: COLS must be a multiple of 4 (16-byte loads)")
     x = cp.random.default_rng(0).standard_normal((rows, cols), dtype=cp.float32)
-    buffers = max(1, min(16, math.ceil(4 * cuda.device_info()["l2_bytes"] / x.nbytes)))
+    buffers = harness.rotation_buffers(x.nbytes, 16)
     xs = [cp.roll(x, i, axis=1) for i in range(buffers)]
     out = cp.zeros(rows, cp.float32)
     runs = {}

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 
 from explorer import bench, devicetime, harness
 from explorer.backends import cuda
@@ -96,7 +95,7 @@ def _several_rows(rows: int, cols: int, dtype: str) -> list[Launch]:
 
 def tune_shape(rows: int, cols: int, dtype: str, only: str = "all", device: bool = False) -> dict:
     bytes_in = rows * cols * DTYPES[dtype].itemsize
-    buffers = max(2, min(32, math.ceil(4 * cuda.device_info()["l2_bytes"] / bytes_in)))
+    buffers = harness.rotation_buffers(bytes_in, 32, least=2)
     rng = cp.random.default_rng(cols)
     xs = [
         harness.round_on_device(rng.standard_normal((rows, cols), dtype=cp.float32) * 3, dtype) for _ in range(buffers)

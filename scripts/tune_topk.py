@@ -8,7 +8,6 @@ timed by device time (CUPTI, through torch.profiler; CUDA events where torch is 
 
 import argparse
 import itertools
-import math
 import time
 
 import numpy as np
@@ -61,7 +60,7 @@ def main() -> None:
     shapes = [tuple(int(n) for n in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
     for rows, cols in shapes:
         x32 = cp.random.default_rng(rows + cols).standard_normal((rows, cols), dtype=cp.float32) * 3
-        buffers = max(1, min(16, math.ceil(4 * cuda.device_info()["l2_bytes"] / x32.nbytes)))
+        buffers = harness.rotation_buffers(x32.nbytes, 16)
         xs = [harness.round_on_device(cp.roll(x32, i, axis=1), dtype) for i in range(buffers)]
         x_host = cuda.from_device(xs[0][:8], DTYPES[dtype])
         for k in args.ks:

@@ -32,6 +32,14 @@ TRACE = [
 ]
 
 
+def test_rotation_covers_four_l2s_within_its_bounds(monkeypatch):
+    monkeypatch.setattr(harness.cuda, "device_info", lambda: {"l2_bytes": 60 << 20})
+    assert harness.rotation_buffers(1 << 20, 64) == 64  # 240 wanted, capped
+    assert harness.rotation_buffers(16 << 20, 64) == 15  # ceil(240 / 16)
+    assert harness.rotation_buffers(1 << 30, 64) == 1  # one input larger than 4x L2
+    assert harness.rotation_buffers(1 << 30, 32, least=2) == 2
+
+
 def test_per_call_sums_kernels_only_and_divides_by_calls():
     assert devicetime.per_call_us(TRACE, 2) == pytest.approx(11.0)  # (10 + 12) / 2: no memset, memcpy, runtime
     assert devicetime.per_call_us(TRACE, 2, devicetime.COPY) == pytest.approx(26.0)  # the copy counts its memcpy
