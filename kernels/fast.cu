@@ -220,8 +220,7 @@ __device__ __forceinline__ State<float> fold_batch(State<float> s, int base, int
         const int p = base + k * blockDim.x + threadIdx.x;
         Pack<T, VEC> pack;
         if (p < end) pack = pack_of(p);
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = p < end; v[k * VEC + i] = p < end ? to_float(pack.v[i]) : 0.0f; }
+        widen_pack(pack, p < end, k, v, valid);
     }
     return fast_merge(s, exps_in_place(v, valid));
 }

@@ -347,6 +347,13 @@ template <int CLUSTER> __device__ __forceinline__ State<float> cluster_exchange(
     return {row_state[0], row_state[1]};
 }
 
+// Pack k of a thread's batch as floats, in slots k·VEC on: valid where the pack is `in` the batch, else 0.
+template <typename T, int VEC, int N>
+__device__ __forceinline__ void widen_pack(const Pack<T, VEC>& pack, bool in, int k, float (&v)[N], bool (&valid)[N]) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = in; v[k * VEC + i] = in ? to_float(pack.v[i]) : 0.0f; }
+}
+
 // A thread's state over the elements it holds in registers: max first (registers are free to
 // read twice), then e_i = e^{x_i - m} in place and their sum, so each element costs ONE exp.
 // As in online_step, a -inf element adds exactly 0 and a NaN makes d NaN.

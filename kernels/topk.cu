@@ -24,8 +24,10 @@
 // compare; the few that reach the bound (about k·ln(n/k) of n for random logits) wait in a 32-entry
 // buffer per warp in shared memory, and a full buffer is sorted and merged into the list in one go
 // (flush_candidates), where inserting each candidate into the list cost ~300 instructions.
-// A block's warps merge their lists pairwise (tree_merge); a row's chunks merge through the largest
-// of their entries k - 1 (merge_lists), so only the few entries above it are sorted.
+// A block's warps merge their lists pairwise (tree_merge). The pool (select_pool) replaces sorting where
+// all candidates are at hand: the keys at or above a bound that k of them reach gather in shared memory, and
+// each key's rank among them (how many are larger) places it. A row's chunks merge their lists that way
+// (merge_lists), and so does a chunk of one batch (POOLED: the launch sizes chunks so), with no warp lists.
 // k = 1 (K = 1, greedy decoding): no list; every lane holds its warp's best key, whose value is the
 // bound, so a batch costs a compare of each lane's largest and a vote, and the merges take maxima.
 #include "fast_common.cuh"
@@ -213,7 +215,7 @@ __device__ __forceinline__ void write_topk(const Key (&list)[R], State<float> s,
     }
 }
 
-// Shared memory of a block: warp w's 32-entry candidate buffer at w·K, then its list of K.
+// Shared memory of a block: warp w's 32-entry candidate buffer at w·K, then its list of K; or the pool.
 template <int K> struct Pool { Key key[16 * K]; };
 
 // Merge the warps' lists into warp 0's, pairwise in log2(warps) rounds: in round `stride`, warp
@@ -378,11 +380,7 @@ template <bool FULL, typename T, int VEC, int PER>
 __device__ __forceinline__ void batch_floats(int base, int end, const Pack<T, VEC> (&packs)[PER], float (&v)[PER * VEC],
                                              bool (&valid)[PER * VEC]) {
 #pragma unroll
-    for (int k = 0; k < PER; ++k) {
-        const bool in = FULL || base + k * blockDim.x + threadIdx.x < end;
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) { valid[k * VEC + i] = in; v[k * VEC + i] = in ? to_float(packs[k].v[i]) : 0.0f; }
-    }
+    for (int k = 0; k < PER; ++k) widen_pack(packs[k], FULL || base + k * blockDim.x + threadIdx.x < end, k, v, valid);
 }
 
 // A row's (m, d) and k best from its `chunks` chunks' states (state(j): chunk j's (m, d), a float2) and
@@ -457,7 +455,8 @@ template <int K, int CLUSTER> __device__ __forceinline__ void topk_mail_leader(S
 // Block c of a row folds chunk c of the row's aligned body (RowSplit: 16-byte packs at any width) as
 // fast_split_partial does, and each warp keeps the top-k of what its lanes read; where the width is not
 // a multiple of VEC (LOOSE), the first threads of chunk 0 then take the loose head and tail elements,
-// one each, as a last batch. The warps' lists merge in warp 0. With one chunk per row the block writes
+// one each, as a last batch. The warps' lists merge in warp 0 (POOLED, a chunk of one batch: the chunk's
+// elements go through the pool instead, into warp 0's list). With one chunk per row the block writes
 // the row's answer; with several (few rows: latency) it leaves the chunk's (m, d) and sorted list,
 // and the row's last block to arrive (a counter per row, back to 0 after) merges them: one launch; or,
 // where the chunks form a cluster (CLUSTER > 1), they mail them to the leader, which merges them alike.
