@@ -131,7 +131,7 @@ def topk_launch(
         chunks = min(chunks, TOPK_CLUSTER_MAX)
     cluster = cluster and chunks > 1
     mailbox = 8 + chunks * (8 + 8 * lists) if cluster else 0  # topk.cu's TopkMailbox
-    pooled = k > 1 and cdiv(cols, chunks) <= batch  # a chunk of one batch: selected through the pool
+    pooled = k > 1 and latency and cdiv(cols, chunks) <= batch  # a chunk of one batch: selected through the pool
     return Launch(
         grid=rows * chunks,
         block=block,

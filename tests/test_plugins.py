@@ -96,7 +96,7 @@ def test_topk_launch_rule_forms_clusters_for_few_short_rows(rows, cols, k, kerne
     launch = topk_launch(rows, cols, k, "float32")
     assert (launch.kernel, launch.block, launch.chunks, launch.grid) == (kernel, block, chunks, rows * chunks)
     assert (launch.template_args[-1] == chunks) == (kernel == "topk_cluster")  # the cluster size is compiled in
-    pooled = k > 1 and cols <= chunks * block * 16  # chunks of one batch (16 elements a thread): the pool selects
+    pooled = k > 1 and rows < 16 and cols <= chunks * block * 16  # latency, chunks of one batch: the pool selects
     assert launch.template_args[4] == pooled
 
 
