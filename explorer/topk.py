@@ -93,9 +93,9 @@ def topk_launch(
     """Several blocks per row when rows are few: a handful of rows (latency) at k > 1 as one cluster of up to
     16 chunks (merged in its leader's shared memory), each chunk one batch of the block where 16 reach (its k
     best selected through the shared-memory pool, no sorting network), in the fewest threads a block that reach
-    (128 or 256 at k <= 8, 256 or 512 above), else 16 chunks of 256 threads; at k = 1 (whose merges are cheap)
-    chunks of ~2048 elements in 128-thread blocks, a row of up to 16 of them as one cluster, a longer one merged
-    by its last block through global memory. Up to one row per SM, k > 1: chunks of at least 65536 elements,
+    (128 or 256 at k <= 8; 256, 512, or 512 of 32 elements a thread above), else 16 chunks of 256 threads; at
+    k = 1 (whose merges are cheap) chunks of ~2048 elements in 128-thread blocks, a row of up to 16 of them as
+    one cluster, a longer one merged by its last block through global memory. Up to one row per SM, k > 1: chunks of at least 65536 elements,
     about four blocks an SM, k = 1: SMs // rows chunks a row as one cluster (one wave; none from half as many
     rows as SMs). More rows: a block per row (chunks only add merges once the grid fills the GPU).
 
@@ -105,16 +105,19 @@ def topk_launch(
     registers one batch ahead; `per` packs a thread a batch (by default 16 elements). Defaults are what
     scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
-    per = per or max(1, 16 // vec)
+    tuned_per, per = per, per or max(1, 16 // vec)
     lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     sms = multiprocessors()
     latency = rows < TOPK_LATENCY_ROWS
     greedy_share = k == 1 and not latency and rows <= sms  # k = 1, up to a row an SM: rows share the SMs
     if cluster is None:
         cluster = greedy_share or (latency and (k > 1 or cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK))
-    if not block and latency and k > 1:  # the fewest threads a block that make 16 chunks of one batch
-        sizes = (TOPK_BLOCK, 2 * TOPK_BLOCK) if k <= 8 else (2 * TOPK_BLOCK, 4 * TOPK_BLOCK)
-        block = next((b for b in sizes if cdiv(cols, b * per * vec) <= TOPK_CLUSTER_MAX), 2 * TOPK_BLOCK)
+    if not block and latency and k > 1:  # the fewest threads (then, k > 8, twice the batch) for <= 16 chunks
+        sizes = [(TOPK_BLOCK, per), (2 * TOPK_BLOCK, per)] if k <= 8 else [(2 * TOPK_BLOCK, per), (4 * TOPK_BLOCK, per)]
+        sizes += [] if k <= 8 or tuned_per else [(4 * TOPK_BLOCK, 2 * per)]
+        block, per = next(
+            ((b, p) for b, p in sizes if cdiv(cols, b * p * vec) <= TOPK_CLUSTER_MAX), (2 * TOPK_BLOCK, per)
+        )
     if not block and greedy_share and cols // (4 * TOPK_BLOCK * per * vec) >= sms // rows:
         block = 4 * TOPK_BLOCK  # 512 threads a chunk where each still gets a batch of them
     block = block or (TOPK_BLOCK if (rows > sms and k > 1) or (latency and k == 1) else 2 * TOPK_BLOCK)

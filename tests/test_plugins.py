@@ -82,7 +82,8 @@ def test_launch_rules_size_grids_by_the_gpus_multiprocessors(monkeypatch, fresh_
         (1, 32000, 50, "topk_cluster", 256, 8),
         (4, 65536, 8, "topk_cluster", 256, 16),
         (1, 128256, 50, "topk_cluster", 512, 16),
-        (1, 262144, 50, "topk_cluster", 256, 16),  # longer than 16 batches of 512: 16 chunks of 256 threads
+        (1, 262144, 50, "topk_cluster", 512, 16),  # k > 8: 512 threads of 32 elements a thread
+        (1, 262144, 8, "topk_cluster", 256, 16),  # k <= 8, longer than 16 batches of 256: 16 chunks of 256 threads
         (64, 32000, 1, "topk_cluster", 512, 2),  # k = 1, up to a row an SM: clusters sharing the SMs in one wave
         (32, 262144, 1, "topk_cluster", 512, 4),
         (16, 32000, 1, "topk_cluster", 256, 7),  # 512-thread chunks would be fewer than the wave holds: 256
@@ -96,7 +97,8 @@ def test_topk_launch_rule_forms_clusters_for_few_short_rows(rows, cols, k, kerne
     launch = topk_launch(rows, cols, k, "float32")
     assert (launch.kernel, launch.block, launch.chunks, launch.grid) == (kernel, block, chunks, rows * chunks)
     assert (launch.template_args[-1] == chunks) == (kernel == "topk_cluster")  # the cluster size is compiled in
-    pooled = k > 1 and rows < 16 and cols <= chunks * block * 16  # latency, chunks of one batch: the pool selects
+    vec, per = launch.template_args[:2]
+    pooled = k > 1 and rows < 16 and cols <= chunks * block * per * vec  # latency, chunks of one batch: the pool
     assert launch.template_args[4] == pooled
 
 
