@@ -276,9 +276,9 @@ template <int CAP> __device__ __forceinline__ void pool_append(Key* pool, unsign
     if (take && slot < CAP) pool[slot] = key;
 }
 
-// A bound no larger than the row's k-th key: the largest of every thread's `own` and of the keys[j] (j < n, in
-// shared memory, written before the block's last barrier) that have `need` of keys[0, n) at or above them.
-// Every thread gets it.
+// The largest of every thread's `own` and of the keys[j] (j < n, in shared memory, written before the block's
+// last barrier) that have `need` of keys[0, n) at or above them, in every thread. Where each keys[j] has t
+// elements at or above it and need·t >= k, that is a bound k elements reach.
 __device__ __forceinline__ Key ranked_bound(const Key* keys, int n, int need, Key own) {
     __shared__ Key warp_top[16];
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
@@ -528,7 +528,8 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                 }
             }
         }
-        if (SOFTMAX) s = fold_batch<FULL>(s, v, valid, most);  // k > 1: before the selection's branch, so that its compares fill the exponentials' latency
+        // k > 1: the fold before the selection's branch, so that its compares fill the exponentials' latency
+        if (SOFTMAX) s = fold_batch<FULL>(s, v, valid, most);
         if constexpr (K > 1) {
             const unsigned left = reaching<FULL, N>(v, valid, bound);
             if (__any_sync(ALL_LANES, left != 0))  // rare once the list holds large values
