@@ -94,10 +94,12 @@ def topk_launch(
     16 chunks (merged in its leader's shared memory), each chunk one batch of the block where 16 reach (its k
     best selected through the shared-memory pool, no sorting network), in the fewest threads a block that reach
     (128 or 256 at k <= 8; 256, 512, or 512 of 32 elements a thread above), else 16 chunks of 256 threads; at
-    k = 1 (whose merges are cheap) chunks of ~2048 elements in 128-thread blocks, a row of up to 16 of them as
-    one cluster, a longer one merged by its last block through global memory. Up to one row per SM, k > 1: chunks of at least 65536 elements,
-    about four blocks an SM, k = 1: SMs // rows chunks a row as one cluster (one wave; none from half as many
-    rows as SMs). More rows: a block per row (chunks only add merges once the grid fills the GPU).
+    k = 1 (whose merges are cheap) chunks of ~2048 elements (a batch at least) in 128-thread blocks, a row of up
+    to 65536 columns as one cluster of up to 16, a longer one merged by its last block through global memory.
+    Up to one row per SM, k > 1: chunks of at least 65536 elements, about four blocks an SM, k = 1: SMs // rows
+    chunks a row as one cluster (one wave; none from half as many rows as SMs). More rows: a block per row
+    (chunks only add merges once the grid fills the GPU). At k > 1 a row has at most 16·lists chunks: the
+    merge keeps one entry of each list in the pool.
 
     Threads a block, beyond the latency rule: 512 at k = 1 with up to a row an SM (more bytes in flight a row)
     where each chunk still gets a batch of 512 threads; 128 for more rows than SMs at k > 1; 256 elsewhere.
@@ -130,6 +132,8 @@ def topk_launch(
         chunks = cdiv(cols, latency_chunk) if latency else min(cdiv(cols, TOPK_CHUNK), max(1, round(4 * sms / rows)))
     batch = block * per * vec  # elements a batch of the block
     chunks = max(1, min(chunks, cols // batch if k == 1 else cdiv(cols, batch)))  # k = 1: a batch a chunk at least
+    if k > 1:
+        chunks = min(chunks, 16 * lists)  # topk.cu's merge_lists: an entry of each chunk's list in the pool
     if cluster:
         chunks = min(chunks, TOPK_CLUSTER_MAX)
     cluster = cluster and chunks > 1

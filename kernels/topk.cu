@@ -54,7 +54,7 @@ template <bool FULL, int N> __device__ __forceinline__ float batch_max(const flo
 // A thread's batch (slots `valid`, largest `most`) folded into (m, d) as exps_in_place does (the same bits:
 // an all -inf thread shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0).
 template <bool FULL, int N>
-__device__ __forceinline__ State<float> fold_batch(State<float> s, const float (&v)[N], const bool (&valid)[N], float most) {
+__device__ __forceinline__ State<float> fold_slots(State<float> s, const float (&v)[N], const bool (&valid)[N], float most) {
     const float shift = exp_shift(most);
     float d = 0.0f;
 #pragma unroll
@@ -278,7 +278,8 @@ template <int CAP> __device__ __forceinline__ void pool_append(Key* pool, unsign
 
 // The largest of every thread's `own` and of the keys[j] (j < n, in shared memory, written before the block's
 // last barrier) that have `need` of keys[0, n) at or above them, in every thread. Where each keys[j] has t
-// elements at or above it and need·t >= k, that is a bound k elements reach.
+// elements at or above it and need·t >= k, that is a bound k elements reach. A second call needs a barrier
+// between (select_pool starts with one) before warp_top is written again.
 __device__ __forceinline__ Key ranked_bound(const Key* keys, int n, int need, Key own) {
     __shared__ Key warp_top[16];
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
@@ -294,7 +295,8 @@ __device__ __forceinline__ Key ranked_bound(const Key* keys, int n, int need, Ke
 }
 
 // The k best of the keys that `gather(append, bound)` offers (append(take, key) in every lane of a warp at
-// once, taking those at or above `bound`, which has k of them at or above it), sorted into warp 0's list. If
+// once, taking those at or above `bound`, which k of them reach, or NO_KEY where fewer are offered), sorted
+// into warp 0's list (NO_KEY past the last). If
 // more than fit the pool, the k-th of those that did raises the bound and they are offered again: each round
 // drops CAP - k of them at least (a row of ties; random logits fit at once).
 template <int K, typename Gather>
@@ -333,8 +335,8 @@ __device__ __forceinline__ void select_pool(Pool<K>& pool, Key bound, int k, Key
     __syncthreads();  // the pool is free again
 }
 
-// A key that k elements of the block reach, from every thread's best key (`best`): the largest of the warps'
-// t-th best (t = ceil(k / warps)) that ceil(k / t) warps' t-th best reach.
+// A key that k elements of the block reach (NO_KEY where it holds fewer), from every thread's best key
+// (`best`): the largest of the warps' t-th best (t = ceil(k / warps)) that ceil(k / t) warps' t-th best reach.
 __device__ __forceinline__ Key chunk_bound(Key best, int k) {
     __shared__ Key warp_tth[16];
     const int warps = blockDim.x / 32, t = min(32, (k + warps - 1) / warps);
@@ -529,7 +531,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             }
         }
         // k > 1: the fold before the selection's branch, so that its compares fill the exponentials' latency
-        if (SOFTMAX) s = fold_batch<FULL>(s, v, valid, most);
+        if (SOFTMAX) s = fold_slots<FULL>(s, v, valid, most);
         if constexpr (K > 1) {
             const unsigned left = reaching<FULL, N>(v, valid, bound);
             if (__any_sync(ALL_LANES, left != 0))  // rare once the list holds large values
@@ -557,14 +559,14 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
         if (pooled) {
             batch_floats<false, T, VEC, PER>(begin, end, ahead, v, valid);
             const float most = batch_max<false, N>(v, valid);
-            if (SOFTMAX) s = fold_batch<false>(s, v, valid, most);
+            if (SOFTMAX) s = fold_slots<false>(s, v, valid, most);
             const Key loose_key = make_key(loose, loose_col);
-            if constexpr (LOOSE) {  // the loose elements as one more batch, as below
+            if constexpr (LOOSE) {  // the loose elements folded as one more batch, as below (selected with the batch)
                 float lv[N];
                 bool lvalid[N];
 #pragma unroll
                 for (int q = 0; q < N; ++q) { lv[q] = q == 0 ? loose : 0.0f; lvalid[q] = q == 0 && holds_loose; }
-                if (SOFTMAX) s = fold_batch<false>(s, lv, lvalid, batch_max<false, N>(lv, lvalid));
+                if (SOFTMAX) s = fold_slots<false>(s, lv, lvalid, batch_max<false, N>(lv, lvalid));
             }
             const BatchColumns<VEC> column = {split.head, begin};
             int at = 0;  // the thread's best key: its largest value at its lowest column (a NaN where it holds only NaN)

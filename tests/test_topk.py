@@ -221,6 +221,14 @@ def test_gpu_fused_topk_keys_subnormal_logits_as_the_emulation(dtype):
     assert np.allclose(gpu.values.astype(np.float64), emu.values.astype(np.float64), rtol=tolerance(dtype))
 
 
+@pytest.mark.parametrize("k, lists", [(8, 32), (50, 64)])
+def test_chunk_lists_fit_the_pool_that_merges_them(k, lists):
+    """topk.cu's merge_lists keeps one entry of every chunk's list in the block's pool (16 lists of entries):
+    a row merged through global memory gets no more chunks than that, however long."""
+    launch = topk_launch(1, 50_000_000, k, "float32", cluster=False)
+    assert launch.template_args[2] == lists and launch.chunks == 16 * lists
+
+
 @pytest.mark.parametrize("k", (1, 8))
 def test_emulation_follows_a_tuned_batch_size(k):
     """topk_launch(per=...) (scripts/tune_topk.py --pers) sets the 16-byte packs a thread takes a batch: at k = 1
