@@ -123,14 +123,14 @@ def topk_launch(
     if not block and greedy_share and cols // (4 * TOPK_BLOCK * per * vec) >= sms // rows:
         block = 4 * TOPK_BLOCK  # 512 threads a chunk where each still gets a batch of them
     block = block or (TOPK_BLOCK if (rows > sms and k > 1) or (latency and k == 1) else 2 * TOPK_BLOCK)
+    batch = block * per * vec  # elements a batch of the block
     if chunks is None and greedy_share:
         chunks = sms // rows  # one wave of clusters (its merge costs less than the global one's)
     elif chunks is None and cluster:
         chunks = TOPK_CLUSTER_MAX
     elif chunks is None:
-        latency_chunk = TOPK_LATENCY_CHUNK // 2 if k == 1 else block * per * vec
+        latency_chunk = TOPK_LATENCY_CHUNK // 2 if k == 1 else batch
         chunks = cdiv(cols, latency_chunk) if latency else min(cdiv(cols, TOPK_CHUNK), max(1, round(4 * sms / rows)))
-    batch = block * per * vec  # elements a batch of the block
     chunks = max(1, min(chunks, cols // batch if k == 1 else cdiv(cols, batch)))  # k = 1: a batch a chunk at least
     if k > 1:
         chunks = min(chunks, 16 * lists)  # topk.cu's merge_lists: an entry of each chunk's list in the pool

@@ -62,6 +62,20 @@ __device__ __forceinline__ State<float> fold_slots(State<float> s, const float (
     return fast_merge(s, {most, d});
 }
 
+// The first of a thread's batch slots (valid ones) that holds `value`: its lowest column of it; 0 if none does.
+template <bool FULL, int N> __device__ __forceinline__ int first_slot(const float (&v)[N], const bool (&valid)[N], float value) {
+    int at = 0;
+#pragma unroll
+    for (int q = N - 1; q >= 0; --q) if ((FULL || valid[q]) && v[q] == value) at = q;
+    return at;
+}
+
+// The loose element of a thread (head or tail, where it holds one) as a batch: slot 0, the others empty.
+template <int N> __device__ __forceinline__ void loose_batch(float loose, bool holds_loose, float (&v)[N], bool (&valid)[N]) {
+#pragma unroll
+    for (int q = 0; q < N; ++q) { v[q] = q == 0 ? loose : 0.0f; valid[q] = q == 0 && holds_loose; }
+}
+
 // v[q] for a q known only at run time, without local memory: a tree of selects, one bit of q a level.
 template <int N> __device__ __forceinline__ float slot_value(const float (&v)[N], int q) {
     float level[N];
@@ -296,9 +310,9 @@ __device__ __forceinline__ Key ranked_bound(const Key* keys, int n, int need, Ke
 
 // The k best of the keys that `gather(append, bound)` offers (append(take, key) in every lane of a warp at
 // once, taking those at or above `bound`, which k of them reach, or NO_KEY where fewer are offered), sorted
-// into warp 0's list (NO_KEY past the last). If
-// more than fit the pool, the k-th of those that did raises the bound and they are offered again: each round
-// drops CAP - k of them at least (a row of ties; random logits fit at once).
+// into warp 0's list (NO_KEY past the last). If more than fit the pool, the k-th of those that did raises the
+// bound and they are offered again: each round drops CAP - k of them at least (a row of ties; random logits
+// fit at once).
 template <int K, typename Gather>
 __device__ __forceinline__ void select_pool(Pool<K>& pool, Key bound, int k, Key (&list)[K / 32], Gather gather) {
     constexpr int R = K / 32, CAP = 15 * K;
@@ -494,10 +508,10 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     const int step = PER * blockDim.x;
     float v[N];
     bool valid[N];
-    // One batch, its slot q at column(q): fold and select. A full batch
-    // (every thread's packs below end, Flag<true>) is compiled without the bounds checks. A batch of the
-    // body is `ordered`: its columns follow every column the block has read, so an element equal to a
-    // value already held loses the tie; the loose elements (head and tail) come last but are not.
+    // One batch, its slot q at column(q): fold and select. A full batch (every thread's packs below end,
+    // Flag<true>) is compiled without the bounds checks. A batch of the body is `ordered`: its columns follow
+    // every column the block has read, so an element equal to a value already held loses the tie; the loose
+    // elements (head and tail) come last but are not.
     const auto work = [&](auto column, bool first, bool ordered, auto full) {
         constexpr bool FULL = decltype(full)::value;
         const float most = batch_max<FULL, N>(v, valid);
@@ -511,10 +525,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                         if ((FULL || valid[q]) && reaches(v[q], bound)) list[0] = max(list[0], make_key(v[q], column(q)));
                     }
                 } else if (most > bound) {  // the first slot holding it: the lane's lowest column of that value
-                    int at = 0;
-#pragma unroll
-                    for (int q = N - 1; q >= 0; --q) if ((FULL || valid[q]) && v[q] == most) at = q;
-                    list[0] = make_key(most, column(at));
+                    list[0] = make_key(most, column(first_slot<FULL, N>(v, valid, most)));
                 }
                 list[0] = warp_max(list[0]);
                 bound = key_value(list[0]);
@@ -564,14 +575,12 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             if constexpr (LOOSE) {  // the loose elements folded as one more batch, as below (selected with the batch)
                 float lv[N];
                 bool lvalid[N];
-#pragma unroll
-                for (int q = 0; q < N; ++q) { lv[q] = q == 0 ? loose : 0.0f; lvalid[q] = q == 0 && holds_loose; }
+                loose_batch(loose, holds_loose, lv, lvalid);
                 if (SOFTMAX) s = fold_slots<false>(s, lv, lvalid, batch_max<false, N>(lv, lvalid));
             }
             const BatchColumns<VEC> column = {split.head, begin};
-            int at = 0;  // the thread's best key: its largest value at its lowest column (a NaN where it holds only NaN)
-#pragma unroll
-            for (int q = N - 1; q >= 0; --q) if (valid[q] && v[q] == most) at = q;
+            // the thread's best key: its largest value at its lowest column (a NaN where it holds only NaN)
+            const int at = first_slot<false, N>(v, valid, most);
             Key best = valid[0] ? make_key(slot_value(v, at), column(at)) : NO_KEY;  // valid slots come first
             if (LOOSE && holds_loose) best = max(best, loose_key);
             select_pool(pool, chunk_bound(best, k), k, list, [&](auto append, Key bound) {
@@ -603,9 +612,8 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             work(column, base == begin, true, Flag<false>());
         }
     }
-    if (LOOSE && !pooled) {  // the loose elements as one more batch: slot 0 of the threads that hold one
-#pragma unroll
-        for (int q = 0; q < N; ++q) { v[q] = q == 0 ? loose : 0.0f; valid[q] = q == 0 && holds_loose; }
+    if (LOOSE && !pooled) {  // the loose elements as one more batch
+        loose_batch(loose, holds_loose, v, valid);
         work(LooseColumn{loose_col}, false, false, Flag<false>());
     }
     if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound, chunk_floor);
