@@ -35,6 +35,12 @@
 
 #define NO_VALUE __int_as_float(0x7fc00000)  // NaN: no bound yet
 
+// TOPK_STAMP(stage): where a block has got to (after a barrier, in block-uniform code). Nothing here;
+// scripts/timeline_topk.py defines it to record the time of each stage, for a timeline of a launch.
+#ifndef TOPK_STAMP
+#define TOPK_STAMP(stage)
+#endif
+
 template <bool B> struct Flag { static constexpr bool value = B; };  // a compile-time switch for a generic lambda
 
 // The largest of a thread's batch slots (those valid, -inf if none), as a pairwise tree: the same value
@@ -482,6 +488,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                                                float* __restrict__ partial, Key* __restrict__ partial_keys,
                                                unsigned* __restrict__ arrivals, int cols, int chunks, int k) {
     constexpr int R = K == 1 ? 1 : K / 32, N = PER * VEC;
+    TOPK_STAMP(0);  // the block starts
     if constexpr (CLUSTER > 1) mailbox_open<CLUSTER, CLUSTER * mail_bytes(K)>(topk_mailbox<K, CLUSTER>().arrived);
     __shared__ Pool<K> pool;
     __shared__ bool last;
@@ -583,7 +590,10 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             const int at = first_slot<false, N>(v, valid, most);
             Key best = valid[0] ? make_key(slot_value(v, at), column(at)) : NO_KEY;  // valid slots come first
             if (LOOSE && holds_loose) best = max(best, loose_key);
-            select_pool(pool, chunk_bound(best, k), k, list, [&](auto append, Key bound) {
+            TOPK_STAMP(1);  // the batch loaded and folded
+            const Key bound = chunk_bound(best, k);
+            TOPK_STAMP(2);  // the chunk's bound
+            select_pool(pool, bound, k, list, [&](auto append, Key bound) {
                 unsigned left = reaching<false, N>(v, valid, key_value(bound));  // by value: ties and NaN settled by key
                 while (__any_sync(ALL_LANES, left != 0)) {
                     Key key = NO_KEY;
@@ -617,17 +627,23 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
         work(LooseColumn{loose_col}, false, false, Flag<false>());
     }
     if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound, chunk_floor);
+    TOPK_STAMP(3);  // the chunk's elements selected (the pool's k best, or the warps' lists)
     if (SOFTMAX) s = fast_block_merge(s);
     if constexpr (K == 1) block_best(pool, list[0], list[0]);
     else if (!pooled) tree_merge(pool, list);  // a warp's list goes where its buffer was
+    TOPK_STAMP(4);  // the chunk's (m, d) and list in warp 0
     if constexpr (CLUSTER > 1) {  // the chunks of a row are a cluster: its leader merges them from its mailbox
         topk_mail_leader<K, CLUSTER>(s, list);
+        TOPK_STAMP(5);  // mailed to the leader
         if (c != 0) return;
         const TopkMailbox<K, CLUSTER>& mailbox = topk_mailbox<K, CLUSTER>();
         mailbox_wait(mailbox.arrived);
+        TOPK_STAMP(6);  // the leader: every chunk's mail has landed
         merge_chunks<K>(
             pool, list, s, CLUSTER, k, [&](int j) { return mailbox.state[j]; }, [&](int i) { return mailbox.keys[i]; });
+        TOPK_STAMP(7);  // the leader: the row's (m, d) and k best
         if (warp == 0) write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);
+        TOPK_STAMP(8);  // the leader: written
         return;
     }
     if (warp == 0) {

@@ -15,21 +15,26 @@ from explorer.registry import VARIANTS
 from explorer.topk import topk_launch
 
 
+def parse_case(case: str):
+    """ROWSxCOLS:K[:bTHREADS][:cCHUNKS|:CCHUNKS] as (rows, cols, k, launch)."""
+    shape, k, *options = case.split(":")
+    rows, cols = (int(n) for n in shape.split("x"))
+    geometry = {"block": None, "chunks": None, "cluster": None}
+    for option in options:
+        if option[0] == "b":
+            geometry["block"] = int(option[1:])
+        else:
+            geometry["chunks"], geometry["cluster"] = int(option[1:]), option[0] == "C"
+    return rows, cols, int(k), topk_launch(rows, cols, int(k), "float32", **geometry)
+
+
 def main() -> None:
     for case in sys.argv[1:]:
-        shape, k, *options = case.split(":")
-        rows, cols = (int(n) for n in shape.split("x"))
+        rows, cols, k, launch = parse_case(case)
         x = cuda.cp.random.standard_normal((rows, cols), dtype=cuda.cp.float32) * 3
-        geometry = {"block": None, "chunks": None, "cluster": None}
-        for option in options:
-            if option[0] == "b":
-                geometry["block"] = int(option[1:])
-            else:
-                geometry["chunks"], geometry["cluster"] = int(option[1:]), option[0] == "C"
-        launch = topk_launch(rows, cols, int(k), "float32", **geometry)
         print(case, launch.describe(), flush=True)
         fast = VARIANTS["fast"].launch(rows, cols, None, "float32")
-        cuda_topk.topk_on_device(True, launch, x, rows, cols, "float32", int(k), fast)
+        cuda_topk.topk_on_device(True, launch, x, rows, cols, "float32", k, fast)
         cuda.cp.cuda.get_current_stream().synchronize()
 
 
