@@ -57,6 +57,13 @@ template <bool FULL, int N> __device__ __forceinline__ float batch_max(const flo
     return fmaxf(NEG_INF, level[0]);  // all NaN: -inf, as the fold from -inf gives
 }
 
+// The sum of the warp's x, in every lane: a butterfly, so every lane adds in the same order.
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) x = __fadd_rn(x, __shfl_xor_sync(ALL_LANES, x, offset));
+    return x;
+}
+
 // A thread's batch (slots `valid`, largest `most`) folded into (m, d) as exps_in_place does (the same bits:
 // an all -inf thread shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0).
 template <bool FULL, int N>
@@ -296,6 +303,16 @@ template <int CAP> __device__ __forceinline__ void pool_append(Key* pool, unsign
     if (take && slot < CAP) pool[slot] = key;
 }
 
+// The largest of the value bits (a key's high word: monotone, NaN 0) of the `count` first lanes that j of them
+// reach (repeats counted: the j-th largest), in every lane; 0 where fewer than j lanes hold any.
+__device__ __forceinline__ unsigned warp_jth(unsigned bits, int j, int count) {
+    const int lane = threadIdx.x % 32;
+    int reached = 0;  // how many of the lanes hold bits at or above this lane's
+#pragma unroll
+    for (int l = 0; l < 32; ++l) reached += l < count && __shfl_sync(ALL_LANES, bits, l) >= bits;
+    return __reduce_max_sync(ALL_LANES, lane < count && reached >= j ? bits : 0u);
+}
+
 // The largest of every thread's `own` and of the keys[j] (j < n, in shared memory, written before the block's
 // last barrier) that have `need` of keys[0, n) at or above them, in every thread. Where each keys[j] has t
 // elements at or above it and need·t >= k, that is a bound k elements reach. A second call needs a barrier
@@ -339,10 +356,19 @@ __device__ __forceinline__ void select_pool(Pool<K>& pool, Key bound, int k, Key
         __syncthreads();
         bound = raised;
     }
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const Key key = pool.key[i];
-        const int above = rank_among(pool.key, n, key);
-        if (above < k) chosen[above] = key;
+    // each key's rank counted by a group of G lanes (a power of two: as many as the block has for n keys), a
+    // G-th of the keys each, then summed across the group
+    int G = 32;
+    while (G > 1 && G * n > (int)blockDim.x) G /= 2;
+    const int sub = threadIdx.x % G, groups = blockDim.x / G;
+    for (int first = 0; first < n; first += groups) {  // the same trip count in every thread
+        const int i = first + threadIdx.x / G;
+        const Key key = i < n ? pool.key[i] : NO_KEY;
+        int above = 0;
+#pragma unroll 4
+        for (int j = sub; i < n && j < n; j += G) above += pool.key[j] > key;
+        for (int offset = G / 2; offset > 0; offset /= 2) above += __shfl_xor_sync(ALL_LANES, above, offset);
+        if (sub == 0 && i < n && above < k) chosen[above] = key;
     }
     __syncthreads();
     if (threadIdx.x < 32) {
@@ -355,37 +381,53 @@ __device__ __forceinline__ void select_pool(Pool<K>& pool, Key bound, int k, Key
     __syncthreads();  // the pool is free again
 }
 
-// A key that k elements of the block reach (NO_KEY where it holds fewer), from every thread's best key
-// (`best`): the largest of the warps' t-th best (t = ceil(k / warps)) that ceil(k / t) warps' t-th best reach.
-__device__ __forceinline__ Key chunk_bound(Key best, int k) {
-    __shared__ Key warp_tth[16];
-    const int warps = blockDim.x / 32, t = min(32, (k + warps - 1) / warps);
-    sort_lanes(best);
-    if (threadIdx.x % 32 == t - 1) warp_tth[threadIdx.x / 32] = best;
+// A key that k elements of the block reach (NO_KEY where it holds fewer), from every thread's best key (`best`):
+// each warp's t-th largest value (t = ceil(k / warps)), then, in every warp, the ceil(k / t)-th largest of those,
+// as the smallest key of that value. `most`: the block's largest value (-inf where it holds no number).
+__device__ __forceinline__ Key chunk_bound(Key best, int k, float& most) {
+    __shared__ unsigned warp_tth[16], warp_top[16];
+    const int lane = threadIdx.x % 32, warps = blockDim.x / 32, t = min(32, (k + warps - 1) / warps);
+    const unsigned bits = (unsigned)(best >> 32);
+    const unsigned tth = warp_jth(bits, t, 32), top = __reduce_max_sync(ALL_LANES, bits);
+    if (lane == 0) {
+        warp_tth[threadIdx.x / 32] = tth;
+        warp_top[threadIdx.x / 32] = top;
+    }
     __syncthreads();
-    return ranked_bound(warp_tth, warps, (k + t - 1) / t, NO_KEY);
+    const bool held = lane < warps;
+    most = fmaxf(NEG_INF, key_value((Key)__reduce_max_sync(ALL_LANES, held ? warp_top[lane] : 0u) << 32));
+    return (Key)warp_jth(held ? warp_tth[lane] : 0u, (k + t - 1) / t, warps) << 32;
 }
 
 // Merge the sorted lists of a row's chunks (`lists` of K keys, key i read by lists_keys(i)) with the whole
 // block. Only a list's first k entries can be among the row's k best, and none below a bound that k of them
 // reach: the largest entry k - 1 of a list, or an entry t - 1 (t = ceil(k / lists)) that ceil(k / t) lists'
-// entries t - 1 reach. The entries at or above it go through the pool. `meanwhile` runs in every thread
-// while the bound's loads are in flight. The answer lands in warp 0's list.
+// entries t - 1 reach (up to 32 lists: by value, each warp on its own). The entries at or above it go through
+// the pool. `meanwhile` runs in every thread while the bound's loads are in flight. The answer lands in warp 0's list.
 template <int K, typename Load, typename Meanwhile>
 __device__ __forceinline__ void merge_lists(Load lists_keys, int lists, int k, Pool<K>& pool, Key (&list)[K / 32],
                                             Meanwhile meanwhile) {
     constexpr int R = K / 32;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     const int t = (k + lists - 1) / lists;
-    Key* entries_t = pool.key;  // entry t - 1 of each list, before the pool fills
-    Key own = NO_KEY;
-    for (int l = threadIdx.x; l < lists; l += blockDim.x) {
-        entries_t[l] = lists_keys(l * K + t - 1);
-        own = max(own, lists_keys(l * K + k - 1));
+    Key bound;
+    if (lists <= 32) {  // every warp takes the bound from the lists' entries itself: no barrier
+        const bool held = lane < lists;
+        const unsigned entry_t = held ? (unsigned)(lists_keys(lane * K + t - 1) >> 32) : 0u;
+        const unsigned entry_k = held ? (unsigned)(lists_keys(lane * K + k - 1) >> 32) : 0u;
+        meanwhile();
+        bound = (Key)max(warp_jth(entry_t, (k + t - 1) / t, lists), __reduce_max_sync(ALL_LANES, entry_k)) << 32;
+    } else {
+        Key* entries_t = pool.key;  // entry t - 1 of each list, before the pool fills
+        Key own = NO_KEY;
+        for (int l = threadIdx.x; l < lists; l += blockDim.x) {
+            entries_t[l] = lists_keys(l * K + t - 1);
+            own = max(own, lists_keys(l * K + k - 1));
+        }
+        meanwhile();
+        __syncthreads();
+        bound = ranked_bound(entries_t, lists, (k + t - 1) / t, own);
     }
-    meanwhile();
-    __syncthreads();
-    const Key bound = ranked_bound(entries_t, lists, (k + t - 1) / t, own);
     select_pool(pool, bound, k, list, [&](auto append, Key bound) {
         for (int l = warp; l < lists; l += warps) {
 #pragma unroll
@@ -570,20 +612,22 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
         __syncthreads();  // every warp's word is zero before any is read
     }
     // POOLED (k > 1), a chunk of one batch (`ahead` holds it): folded, then its k best selected through the pool
-    // from a bound that k of its elements reach (chunk_bound), instead of the warps' lists and their merge.
+    // from a bound that k of its elements reach (chunk_bound), instead of the warps' lists and their merge; its
+    // (m, d) is the sum of its threads' d on its largest value (no block merge of states).
     bool pooled = false;
     if constexpr (POOLED && K > 1) {
         pooled = begin < end && end - begin <= step;
         if (pooled) {
             batch_floats<false, T, VEC, PER>(begin, end, ahead, v, valid);
             const float most = batch_max<false, N>(v, valid);
-            if (SOFTMAX) s = fold_slots<false>(s, v, valid, most);
+            State<float> mine = {NEG_INF, 0.0f};  // this thread's (m, d)
+            if (SOFTMAX) mine = fold_slots<false>(mine, v, valid, most);
             const Key loose_key = make_key(loose, loose_col);
             if constexpr (LOOSE) {  // the loose elements folded as one more batch, as below (selected with the batch)
                 float lv[N];
                 bool lvalid[N];
                 loose_batch(loose, holds_loose, lv, lvalid);
-                if (SOFTMAX) s = fold_slots<false>(s, lv, lvalid, batch_max<false, N>(lv, lvalid));
+                if (SOFTMAX) mine = fold_slots<false>(mine, lv, lvalid, batch_max<false, N>(lv, lvalid));
             }
             const BatchColumns<VEC> column = {split.head, begin};
             // the thread's best key: its largest value at its lowest column (a NaN where it holds only NaN)
@@ -591,7 +635,15 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             Key best = valid[0] ? make_key(slot_value(v, at), column(at)) : NO_KEY;  // valid slots come first
             if (LOOSE && holds_loose) best = max(best, loose_key);
             TOPK_STAMP(1);  // the batch loaded and folded
-            const Key bound = chunk_bound(best, k);
+            float chunk_most;
+            const Key bound = chunk_bound(best, k, chunk_most);
+            // the chunk's d on its largest value: each thread's rescaled once, summed over the warp, then (after the
+            // pool's barriers) over the warps by warp 0; no merges of states
+            __shared__ float warp_d[16];
+            if (SOFTMAX) {
+                const float d = warp_sum(__fmul_rn(mine.d, fast_rescale(mine.m, chunk_most)));
+                if (lane == 0) warp_d[warp] = d;
+            }
             TOPK_STAMP(2);  // the chunk's bound
             select_pool(pool, bound, k, list, [&](auto append, Key bound) {
                 unsigned left = reaching<false, N>(v, valid, key_value(bound));  // by value: ties and NaN settled by key
@@ -606,6 +658,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                 }
                 if constexpr (LOOSE) append(holds_loose && loose_key >= bound, loose_key);
             });
+            if (SOFTMAX) s = {chunk_most, warp_sum(lane < blockDim.x / 32 ? warp_d[lane] : 0.0f)};
         }
     }
     for (int base = begin; !pooled && base < end; base += step) {
@@ -628,7 +681,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     }
     if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound, chunk_floor);
     TOPK_STAMP(3);  // the chunk's elements selected (the pool's k best, or the warps' lists)
-    if (SOFTMAX) s = fast_block_merge(s);
+    if (SOFTMAX && !pooled) s = fast_block_merge(s);
     if constexpr (K == 1) block_best(pool, list[0], list[0]);
     else if (!pooled) tree_merge(pool, list);  // a warp's list goes where its buffer was
     TOPK_STAMP(4);  // the chunk's (m, d) and list in warp 0

@@ -295,10 +295,31 @@ def _merge_chunks(m: np.ndarray, d: np.ndarray):
     return _fold_chunks(cm.reshape(rows, chunks), cd.reshape(rows, chunks))
 
 
+def _warp_sum(a: np.ndarray) -> np.ndarray:
+    """topk.cu's warp_sum over the last axis (32 lanes): the butterfly's adds, lane i + h into lane i."""
+    while a.shape[-1] > 1:
+        half = a.shape[-1] // 2
+        a = a[..., :half] + a[..., half:]
+    return a[..., 0]
+
+
+def _pooled_chunks(m: np.ndarray, d: np.ndarray):
+    """Thread states (rows, chunks, threads) -> the row's (m, d) as a chunk of one batch (POOLED) gets it: each
+    thread's d rescaled to the chunk's largest value, summed over each warp, then over the warps; then the fold."""
+    rows, chunks, threads = m.shape
+    most = m.max(axis=2, keepdims=True)
+    with np.errstate(invalid="ignore", over="ignore"):
+        lanes = (d * _fast_rescale(m, most)).reshape(rows, chunks, threads // 32, 32)
+    warps = np.zeros((rows, chunks, 32), F32)
+    warps[..., : threads // 32] = _warp_sum(lanes)
+    return _fold_chunks(most[..., 0], _warp_sum(warps))
+
+
 def _topk_state(x32: np.ndarray, launch: Launch):
     """The row's (m, d) as topk.cu gets it: fast_split_partial's batches over the row's aligned body
     (RowSplit; rows grouped by where their first 16-byte boundary falls), then chunk 0's first threads
-    fold the loose head and tail elements, one each, as a last batch."""
+    fold the loose head and tail elements, one each, as a last batch; chunks merged as a block does, or,
+    a chunk of one batch, summed on its largest value."""
     vec, per = launch.template_args[:2]
     rows, cols = x32.shape
     row_m, row_d = np.empty((rows, 1), F32), np.empty((rows, 1), F32)
@@ -312,7 +333,7 @@ def _topk_state(x32: np.ndarray, launch: Launch):
             m[:, 0, : loose.size], d[:, 0, : loose.size] = _fast_merge(
                 m[:, 0, : loose.size], d[:, 0, : loose.size], lm, ld
             )
-        row_m[group], row_d[group] = _merge_chunks(m, d)
+        row_m[group], row_d[group] = (_pooled_chunks if launch.template_args[4] else _merge_chunks)(m, d)
     return row_m, row_d
 
 
