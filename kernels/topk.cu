@@ -279,15 +279,15 @@ template <int K> __device__ __forceinline__ void block_best(Pool<K>& pool, Key k
 // taking the answer) and placed by rank, with no sorting network: keys are distinct (value and index), so a
 // key's rank among the candidates is how many of them are larger, and those ranked below k are the answer.
 
-// How many of keys[0, n) are larger than `key`.
-__device__ __forceinline__ int rank_among(const Key* keys, int n, Key key) {
+// How many of keys[0, n) are larger than `key`; with a stride, of keys[from], keys[from + stride], ... below n.
+__device__ __forceinline__ int rank_among(const Key* keys, int n, Key key, int from = 0, int stride = 1) {
     int above[4] = {0, 0, 0, 0};
-    int j = 0;
-    for (; j + 4 <= n; j += 4) {
+    int j = from;
+    for (; j + 3 * stride < n; j += 4 * stride) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) above[u] += keys[j + u] > key;
+        for (int u = 0; u < 4; ++u) above[u] += keys[j + u * stride] > key;
     }
-    for (; j < n; ++j) above[0] += keys[j] > key;
+    for (; j < n; j += stride) above[0] += keys[j] > key;
     return above[0] + above[1] + above[2] + above[3];
 }
 
@@ -348,6 +348,7 @@ __device__ __forceinline__ void select_pool(Pool<K>& pool, Key bound, int k, Key
         __syncthreads();
         gather([&](bool take, Key key) { pool_append<CAP>(pool.key, &taken, take, key); }, bound);
         __syncthreads();
+        TOPK_STAMP(9);  // the pool gathered
         n = taken;
         if (n <= CAP) break;
         for (int i = threadIdx.x; i < CAP; i += blockDim.x) {
@@ -364,13 +365,12 @@ __device__ __forceinline__ void select_pool(Pool<K>& pool, Key bound, int k, Key
     for (int first = 0; first < n; first += groups) {  // the same trip count in every thread
         const int i = first + threadIdx.x / G;
         const Key key = i < n ? pool.key[i] : NO_KEY;
-        int above = 0;
-#pragma unroll 4
-        for (int j = sub; i < n && j < n; j += G) above += pool.key[j] > key;
+        int above = i < n ? rank_among(pool.key, n, key, sub, G) : 0;
         for (int offset = G / 2; offset > 0; offset /= 2) above += __shfl_xor_sync(ALL_LANES, above, offset);
         if (sub == 0 && i < n && above < k) chosen[above] = key;
     }
     __syncthreads();
+    TOPK_STAMP(10);  // the pool ranked
     if (threadIdx.x < 32) {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -428,6 +428,7 @@ __device__ __forceinline__ void merge_lists(Load lists_keys, int lists, int k, P
         __syncthreads();
         bound = ranked_bound(entries_t, lists, (k + t - 1) / t, own);
     }
+    TOPK_STAMP(11);  // the lists' bound
     select_pool(pool, bound, k, list, [&](auto append, Key bound) {
         for (int l = warp; l < lists; l += warps) {
 #pragma unroll

@@ -28,6 +28,9 @@ STAGES = (
     "leader: every chunk's mail landed",
     "leader: row's (m, d) and k best",
     "leader: written",
+    "pool: gathered (the block's last select_pool)",
+    "pool: ranked (the block's last select_pool)",
+    "merge: the lists' bound",
 )
 STAMPS = f"""
 __device__ unsigned long long* topk_stamp_out;  // [block][stage][globaltimer, clock64], set before each launch
@@ -120,6 +123,17 @@ def report(stamps: np.ndarray, chunks: int) -> None:
         spent = np.median((cycles[:, :, s] - cycles[:, :, previous])[both]) if s and both.any() else 0
         print(f"  {s} {title:42s} {first:7.0f} {median:7.0f} {last:7.0f}  {spent:10.0f}")
         previous = s
+    block_zero(ns[:, 0] - start, cycles[:, 0], passed[:, 0])
+
+
+def block_zero(ns: np.ndarray, cycles: np.ndarray, passed: np.ndarray) -> None:
+    """Block 0 (a cluster's leader) alone, its stages in the order it passed them: ns[launch, stage]."""
+    stages = sorted((s for s in range(len(STAGES)) if passed[:, s].all()), key=lambda s: np.median(ns[:, s]))
+    print("  block 0, in order:", end="")
+    for before, s in zip([None, *stages], stages, strict=False):
+        spent = np.median(cycles[:, s] - cycles[:, before]) if before is not None else 0
+        print(f" | {s}: {np.median(ns[:, s]):.0f} ns (+{spent:.0f} cyc)", end="")
+    print()
 
 
 def main() -> None:

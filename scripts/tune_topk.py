@@ -84,7 +84,14 @@ def tune(rows: int, cols: int, k: int, dtype: str, xs: list, x_host: np.ndarray,
         counts = args.counts or [round(rule * scale) for scale in args.chunks]
         for count, cluster, per in itertools.product(counts, args.clusters, args.pers):
             launch = topk_launch(  # topk_launch caps the chunks (k = 1: a batch each at least; k > 1: at most one)
-                rows, cols, k, dtype, block, max(1, count), None if cluster < 0 else bool(cluster), per or None
+                rows,
+                cols,
+                k,
+                dtype,
+                block,
+                max(1, count),
+                None if cluster < 0 else bool(cluster),
+                per or rule_launch.template_args[1],
             )
             if (launch.kernel, launch.block, launch.chunks, launch.template_args) in seen:
                 continue

@@ -82,8 +82,9 @@ def test_launch_rules_size_grids_by_the_gpus_multiprocessors(monkeypatch, fresh_
         (1, 32000, 50, "topk_cluster", 256, 8),
         (4, 65536, 8, "topk_cluster", 256, 16),
         (1, 128256, 50, "topk_cluster", 512, 16),
-        (1, 262144, 50, "topk_cluster", 512, 16),  # k > 8: 512 threads of 32 elements a thread
-        (1, 262144, 8, "topk_cluster", 256, 16),  # k <= 8, longer than 16 batches of 256: 16 chunks of 256 threads
+        (1, 262144, 50, "topk_cluster", 512, 16),  # longer than 16 batches of 512: 512 threads of 32 elements
+        (1, 262144, 8, "topk_cluster", 512, 16),
+        (1, 300000, 8, "topk_cluster", 256, 16),  # longer than 16 of those: 16 chunks of 256 threads
         (64, 32000, 1, "topk_cluster", 512, 2),  # k = 1, up to a row an SM: clusters sharing the SMs in one wave
         (32, 262144, 1, "topk_cluster", 512, 4),
         (16, 32000, 1, "topk_cluster", 256, 7),  # 512-thread chunks would be fewer than the wave holds: 256
