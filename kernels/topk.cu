@@ -303,14 +303,21 @@ template <int CAP> __device__ __forceinline__ void pool_append(Key* pool, unsign
     if (take && slot < CAP) pool[slot] = key;
 }
 
-// The largest of the value bits (a key's high word: monotone, NaN 0) of the `count` first lanes that j of them
-// reach (repeats counted: the j-th largest), in every lane; 0 where fewer than j lanes hold any.
+// The j-th largest (repeats counted) of the value bits (a key's high word: monotone, NaN 0) of the `count` first
+// lanes, in every lane; 0 where j > count. A REDUX a step, from the top or from the bottom, whichever is shorter.
 __device__ __forceinline__ unsigned warp_jth(unsigned bits, int j, int count) {
-    const int lane = threadIdx.x % 32;
-    int reached = 0;  // how many of the lanes hold bits at or above this lane's
-#pragma unroll
-    for (int l = 0; l < 32; ++l) reached += l < count && __shfl_sync(ALL_LANES, bits, l) >= bits;
-    return __reduce_max_sync(ALL_LANES, lane < count && reached >= j ? bits : 0u);
+    if (j > count) return 0u;
+    const bool from_top = 2 * j <= count + 1;
+    int left = from_top ? j : count - j + 1;  // values still to pass
+    bool in = (int)(threadIdx.x % 32) < count;
+    for (;;) {
+        const unsigned next = from_top ? __reduce_max_sync(ALL_LANES, in ? bits : 0u)
+                                       : __reduce_min_sync(ALL_LANES, in ? bits : 0xffffffffu);
+        const int there = __popc(__ballot_sync(ALL_LANES, in && bits == next));
+        if (there >= left) return next;
+        left -= there;
+        in = in && bits != next;
+    }
 }
 
 // The largest of every thread's `own` and of the keys[j] (j < n, in shared memory, written before the block's
