@@ -93,7 +93,7 @@ def topk_launch(
     """Several blocks per row when rows are few: a handful of rows (latency) at k > 1 as one cluster of up to
     16 chunks (merged in its leader's shared memory), each chunk one batch of the block where 16 reach (its k
     best selected through the shared-memory pool, no sorting network), in the fewest threads a block that reach
-    (128 or 256 at k <= 8, 256 or 512 above; then 512 of 32 elements a thread), else 16 chunks of 256 threads; at
+    (128 or 256 at k <= 8, 512 above; then 512 of 32 elements a thread), else 16 chunks of 256 threads; at
     k = 1 (whose merges are cheap) chunks of ~2048 elements (a batch at least) in 128-thread blocks, a row of up
     to 65536 columns as one cluster of up to 16, a longer one merged by its last block through global memory.
     Up to one row per SM, k > 1: chunks of at least 65536 elements, about four blocks an SM, k = 1: SMs // rows
@@ -115,7 +115,7 @@ def topk_launch(
     if cluster is None:
         cluster = greedy_share or (latency and (k > 1 or cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK))
     if not block and latency and k > 1:  # the fewest threads (then, k > 8, twice the batch) for <= 16 chunks
-        sizes = [(TOPK_BLOCK, per), (2 * TOPK_BLOCK, per)] if k <= 8 else [(2 * TOPK_BLOCK, per), (4 * TOPK_BLOCK, per)]
+        sizes = [(TOPK_BLOCK, per), (2 * TOPK_BLOCK, per)] if k <= 8 else [(4 * TOPK_BLOCK, per)]
         sizes += [] if tuned_per else [(4 * TOPK_BLOCK, 2 * per)]
         block, per = next(
             ((b, p) for b, p in sizes if cdiv(cols, b * p * vec) <= TOPK_CLUSTER_MAX), (2 * TOPK_BLOCK, per)

@@ -79,7 +79,7 @@ def test_launch_rules_size_grids_by_the_gpus_multiprocessors(monkeypatch, fresh_
         (1, 32000, 1, "topk_cluster", 128, 15),  # a short row at batch 1: a cluster of chunks, merged on chip
         (1, 65537, 1, "topk", 128, 32),  # k = 1, a longer row: merged by its last block, through global memory
         (1, 32000, 8, "topk_cluster", 128, 16),  # k > 1: a cluster of chunks of one batch, in the fewest threads
-        (1, 32000, 50, "topk_cluster", 256, 8),
+        (1, 32000, 50, "topk_cluster", 512, 4),  # k > 8: 512 threads
         (4, 65536, 8, "topk_cluster", 256, 16),
         (1, 128256, 50, "topk_cluster", 512, 16),
         (1, 262144, 50, "topk_cluster", 512, 16),  # longer than 16 batches of 512: 512 threads of 32 elements
