@@ -66,3 +66,21 @@ def test_every_launched_instantiation_compiles(filename, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert ptx.read_text().count(".entry ") == len(names)
+
+
+def test_the_stamped_topk_build_compiles(tmp_path):
+    """scripts/timeline_topk.py's build: topk.cu with TOPK_STAMP recording (empty in every other build)."""
+    from scripts.timeline_topk import STAMPS
+
+    name = cuda_topk.topk_kernel_name(topk_launch(1, 50257, 50, "float32"), "float32", True)
+    source = STAMPS + cuda.kernel_source("topk.cu") + f"\nvoid instantiate() {{ (void)&{name}; }}\n"
+    (tmp_path / "stamped.cu").write_text(source)
+    ptx = tmp_path / "out.ptx"
+    result = subprocess.run(
+        [NVCC, "-std=c++17", "-arch=sm_90", "-ptx", "-Xcicc", "-O0", "-o", str(ptx), str(tmp_path / "stamped.cu")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "globaltimer" in ptx.read_text()
