@@ -35,8 +35,9 @@
 
 #define NO_VALUE __int_as_float(0x7fc00000)  // NaN: no bound yet
 
-// TOPK_STAMP(stage): where a block has got to (after a barrier, in block-uniform code). Nothing here;
-// scripts/timeline_topk.py defines it to record the time of each stage, for a timeline of a launch.
+// TOPK_STAMP(stage): where a block has got to (block-uniform code). Nothing here; scripts/timeline_topk.py
+// defines it as a barrier and a record of the time, for a timeline of a launch. A stage passed more than once
+// (the pool's, 9 and 10) keeps its last time.
 #ifndef TOPK_STAMP
 #define TOPK_STAMP(stage)
 #endif
@@ -57,7 +58,8 @@ template <bool FULL, int N> __device__ __forceinline__ float batch_max(const flo
     return fmaxf(NEG_INF, level[0]);  // all NaN: -inf, as the fold from -inf gives
 }
 
-// The sum of the warp's x, in every lane: a butterfly, so every lane adds in the same order.
+// The sum of the warp's x, in every lane: a butterfly, so every lane gets the same sum (each pair adds the same
+// two numbers).
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) x = __fadd_rn(x, __shfl_xor_sync(ALL_LANES, x, offset));
@@ -388,7 +390,8 @@ __device__ __forceinline__ void select_pool(Pool<K>& pool, Key bound, int k, Key
     __syncthreads();  // the pool is free again
 }
 
-// A key that k elements of the block reach (NO_KEY where it holds fewer), from every thread's best key (`best`):
+// A key that k elements of the block reach (NO_KEY where fewer of its threads' best keys are numbers), from every
+// thread's best key (`best`):
 // each warp's t-th largest value (t = ceil(k / warps)), then, in every warp, the ceil(k / t)-th largest of those,
 // as the smallest key of that value. `most`: the block's largest value (-inf where it holds no number).
 __device__ __forceinline__ Key chunk_bound(Key best, int k, float& most) {
@@ -646,7 +649,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             float chunk_most;
             const Key bound = chunk_bound(best, k, chunk_most);
             // the chunk's d on its largest value: each thread's rescaled once, summed over the warp, then (after the
-            // pool's barriers) over the warps by warp 0; no merges of states
+            // pool's barriers) over the warps (warp 0's sum is the one mailed); no merges of states
             __shared__ float warp_d[16];
             if (SOFTMAX) {
                 const float d = warp_sum(__fmul_rn(mine.d, fast_rescale(mine.m, chunk_most)));

@@ -1,6 +1,8 @@
 """Softmax + top-k: indices against the float64 reference (ties to the lower index), probabilities
 within the dtype's tolerance, every path of the launch (one block per row, several, any k)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -244,3 +246,16 @@ def test_emulation_follows_a_tuned_batch_size(k):
     values, indices = fast_emulation.run_topk(True, wide, x, k)
     report = explorer.topk_errors(TopkResult(values, indices, "emulator", "topk_fused", k, wide), x)
     assert report.index_mismatch == 0 and report.max_rel <= tolerance("float32"), report
+
+
+def test_emulated_pooled_launch_folds_a_row_without_packs_as_the_kernel_does():
+    """A row with no 16-byte pack (1×3 fp32) leaves chunk 0's loose elements to the batch loop and the block
+    merge, pooled launch or not (topk.cu pools a chunk only where it holds packs): the emulation's (m, d) is the
+    same, bit for bit, whichever flag the launch carries. The row sums differently in the two orders."""
+    x = np.array([[-5.1107206, 2.521646, 2.3246632]], np.float32)
+    launch = topk_launch(1, 3, 2, "float32")
+    assert launch.template_args[4] == 1
+    unpooled = dataclasses.replace(launch, template_args=(*launch.template_args[:4], 0, *launch.template_args[5:]))
+    pooled_values, pooled_indices = fast_emulation.run_topk(True, launch, x, 2)
+    values, indices = fast_emulation.run_topk(True, unpooled, x, 2)
+    assert pooled_values.tobytes() == values.tobytes() and np.array_equal(pooled_indices, indices)

@@ -333,7 +333,8 @@ def _topk_state(x32: np.ndarray, launch: Launch):
             m[:, 0, : loose.size], d[:, 0, : loose.size] = _fast_merge(
                 m[:, 0, : loose.size], d[:, 0, : loose.size], lm, ld
             )
-        row_m[group], row_d[group] = (_pooled_chunks if launch.template_args[4] else _merge_chunks)(m, d)
+        pooled = launch.template_args[4] and packs > 0  # with no pack, chunk 0's loose elements take the batch loop
+        row_m[group], row_d[group] = (_pooled_chunks if pooled else _merge_chunks)(m, d)
     return row_m, row_d
 
 
