@@ -158,17 +158,22 @@ template <typename Acc> __device__ __forceinline__ Acc block_reduce_max(Acc v) {
     return result;
 }
 
+// The sum of the warp's v, in every lane: a butterfly (each pair adds the same two numbers, so every lane
+// gets the same sum).
+template <typename Acc> __device__ __forceinline__ Acc warp_sum(Acc v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = acc_add(v, from_float<Acc>(__shfl_xor_sync(0xffffffffu, to_float(v), o)));
+    return v;
+}
+
 template <typename Acc> __device__ __forceinline__ Acc block_reduce_sum(Acc v) {
     __shared__ float shared[32];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = acc_add(v, from_float<Acc>(__shfl_xor_sync(0xffffffffu, to_float(v), o)));
+    v = warp_sum(v);
     if (lane == 0) shared[warp] = to_float(v);
     __syncthreads();
     if (warp == 0) {
-        Acc w = lane < warps ? from_float<Acc>(shared[lane]) : from_float<Acc>(0.0f);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) w = acc_add(w, from_float<Acc>(__shfl_xor_sync(0xffffffffu, to_float(w), o)));
+        const Acc w = warp_sum(lane < warps ? from_float<Acc>(shared[lane]) : from_float<Acc>(0.0f));
         if (lane == 0) shared[0] = to_float(w);
     }
     __syncthreads();

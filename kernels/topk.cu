@@ -58,14 +58,6 @@ template <bool FULL, int N> __device__ __forceinline__ float batch_max(const flo
     return fmaxf(NEG_INF, level[0]);  // all NaN: -inf, as the fold from -inf gives
 }
 
-// The sum of the warp's x, in every lane: a butterfly, so every lane gets the same sum (each pair adds the same
-// two numbers).
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) x = __fadd_rn(x, __shfl_xor_sync(ALL_LANES, x, offset));
-    return x;
-}
-
 // A thread's batch (slots `valid`, largest `most`) folded into (m, d) as exps_in_place does (the same bits:
 // an all -inf thread shifts by 0, so every e^{x - m} of -inf is exp2(-inf) = 0).
 template <bool FULL, int N>
@@ -405,8 +397,8 @@ __device__ __forceinline__ Key chunk_bound(Key best, int k, float& most) {
     }
     __syncthreads();
     const bool held = lane < warps;
-    most = fmaxf(NEG_INF, key_value((Key)__reduce_max_sync(ALL_LANES, held ? warp_top[lane] : 0u) << 32));
-    return (Key)warp_jth(held ? warp_tth[lane] : 0u, (k + t - 1) / t, warps) << 32;
+    most = fmaxf(NEG_INF, key_value(lowest_key(__reduce_max_sync(ALL_LANES, held ? warp_top[lane] : 0u))));
+    return lowest_key(warp_jth(held ? warp_tth[lane] : 0u, (k + t - 1) / t, warps));
 }
 
 // Merge the sorted lists of a row's chunks (`lists` of K keys, key i read by lists_keys(i)) with the whole
@@ -426,7 +418,7 @@ __device__ __forceinline__ void merge_lists(Load lists_keys, int lists, int k, P
         const unsigned entry_t = held ? (unsigned)(lists_keys(lane * K + t - 1) >> 32) : 0u;
         const unsigned entry_k = held ? (unsigned)(lists_keys(lane * K + k - 1) >> 32) : 0u;
         meanwhile();
-        bound = (Key)max(warp_jth(entry_t, (k + t - 1) / t, lists), __reduce_max_sync(ALL_LANES, entry_k)) << 32;
+        bound = lowest_key(max(warp_jth(entry_t, (k + t - 1) / t, lists), __reduce_max_sync(ALL_LANES, entry_k)));
     } else {
         Key* entries_t = pool.key;  // entry t - 1 of each list, before the pool fills
         Key own = NO_KEY;

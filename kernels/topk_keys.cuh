@@ -22,6 +22,9 @@ __device__ __forceinline__ float key_value(Key key) {
 }
 __device__ __forceinline__ int key_index(Key key) { return (int)(0xffffffffu - (unsigned)key); }
 
+// The smallest key whose high word is `value_bits`: every element of that value or above is at or above it.
+__device__ __forceinline__ Key lowest_key(unsigned value_bits) { return (Key)value_bits << 32; }
+
 // Entry k - 1 of a list (entry r·32 + lane in register r of that lane), in every lane.
 template <int R> __device__ __forceinline__ Key kth_key(const Key (&list)[R], int k) {
     return __shfl_sync(ALL_LANES, k <= 32 ? list[0] : list[R - 1], (k - 1) % 32);

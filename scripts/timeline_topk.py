@@ -96,10 +96,10 @@ def timeline(case: str, torch) -> None:
     for i in range(LAUNCHES):
         stamped(i)
     harness.sync()
-    report(cp.asnumpy(stamps).astype(np.int64), launch.chunks)
+    report(cp.asnumpy(stamps).astype(np.int64))
 
 
-def report(stamps: np.ndarray, chunks: int) -> None:
+def report(stamps: np.ndarray) -> None:
     """stamps[launch, block, stage, (ns, cycles)]; zero where a block did not pass a stage."""
     ns, cycles = stamps[..., 0], stamps[..., 1]
     passed = ns > 0

@@ -15,7 +15,7 @@ def test_the_timeline_lists_block_zeros_stages_in_the_order_it_passed_them(capsy
             for step, stage in enumerate(chunk + (leader if block == 0 else [])):
                 ns = 1000 + 100 * step + 10 * block
                 stamps[launch, block, stage] = ns, 2 * ns  # a 2 GHz clock
-    report(stamps, blocks)
+    report(stamps)
     out = capsys.readouterr().out
     order = out.split("block 0, in order:")[1]
     positions = [order.index(f"| {stage}:") for stage in (0, 1, 2, 3, 4, 5, 6, 11, 9, 10, 7, 8)]
