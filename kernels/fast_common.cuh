@@ -294,8 +294,8 @@ __device__ __forceinline__ ClusterMailbox& cluster_mailbox() {
 // A mailbox in this block's shared memory that blocks of its cluster fill with st.async: at the kernel's
 // start, its mbarrier (`arrived`) expects BYTES, and a relaxed cluster arrive says it is open (the
 // senders' barrier.cluster.wait comes before their first st.async). mailbox_wait: until they have landed.
-template <int CLUSTER, int BYTES> __device__ __forceinline__ void mailbox_open(unsigned long long& arrived) {
-    static_assert(CLUSTER <= 16, "a Hopper cluster has at most 16 blocks");
+// mailbox_expect alone (thread 0) readies one more mailbox before the block's mailbox_open.
+template <int BYTES> __device__ __forceinline__ void mailbox_expect(unsigned long long& arrived) {
     if (threadIdx.x == 0) {
         const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&arrived));
         asm volatile(
@@ -303,8 +303,15 @@ template <int CLUSTER, int BYTES> __device__ __forceinline__ void mailbox_open(u
             "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
             "fence.mbarrier_init.release.cluster;\n" ::"r"(bar), "n"(BYTES) : "memory");
     }
+}
+template <int CLUSTER, int BYTES> __device__ __forceinline__ void mailbox_open(unsigned long long& arrived) {
+    static_assert(CLUSTER <= 16, "a Hopper cluster has at most 16 blocks");
+    mailbox_expect<BYTES>(arrived);
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }
+
+// Until every mailbox of the cluster is open (each block's mailbox_open arrived): before a block's first st.async.
+__device__ __forceinline__ void cluster_mailboxes_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
 __device__ __forceinline__ void mailbox_wait(const unsigned long long& arrived) {
     const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&arrived));
@@ -322,7 +329,7 @@ template <int CLUSTER> __device__ __forceinline__ void cluster_mailbox_open() {
 template <int CLUSTER> __device__ __forceinline__ State<float> cluster_exchange(State<float> s) {
     __shared__ float row_state[2];
     ClusterMailbox& mailbox = cluster_mailbox();
-    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // every mailbox of the cluster is open
+    cluster_mailboxes_wait();
     if (threadIdx.x < CLUSTER) {  // thread r mails this block's state to block r
         unsigned rank, to, bar;
         asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));

@@ -336,8 +336,8 @@ __device__ __forceinline__ Key ranked_bound(const Key* keys, int n, int need, Ke
 // once, taking those at or above `bound`, which k of them reach, or NO_KEY where fewer are offered), sorted
 // into warp 0's list (NO_KEY past the last). If more than fit the pool, the k-th of those that did raises the
 // bound and they are offered again: each round drops CAP - k of them at least (a row of ties; random logits
-// fit at once).
-template <int K, typename Gather>
+// fit at once). ANY_ORDER: where at most K are offered, all of them go to the list as gathered, unranked.
+template <int K, bool ANY_ORDER = false, typename Gather>
 __device__ __forceinline__ void select_pool(Pool<K>& pool, Key bound, int k, Key (&list)[K / 32], Gather gather) {
     constexpr int R = K / 32, CAP = 15 * K;
     __shared__ unsigned taken;
@@ -357,6 +357,14 @@ __device__ __forceinline__ void select_pool(Pool<K>& pool, Key bound, int k, Key
         }
         __syncthreads();
         bound = raised;
+    }
+    if (ANY_ORDER && n <= K) {
+        if (threadIdx.x < 32) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) list[r] = r * 32 + threadIdx.x < n ? pool.key[r * 32 + threadIdx.x] : NO_KEY;
+        }
+        __syncthreads();  // the pool is free again
+        return;
     }
     // each key's rank counted by a group of G lanes (a power of two: as many as the block has for n keys), a
     // G-th of the keys each, then summed across the group
@@ -450,30 +458,33 @@ __device__ __forceinline__ void batch_floats(int base, int end, const Pack<T, VE
     for (int k = 0; k < PER; ++k) widen_pack(packs[k], FULL || base + k * blockDim.x + threadIdx.x < end, k, v, valid);
 }
 
+// A row's (m, d) in warp 0 from its `chunks` chunks' states (state(j): chunk j's (m, d), a float2): lane l folds
+// chunks l, l + 32, ..., then a butterfly, as fast_split_finish does.
+template <typename LoadState> __device__ __forceinline__ void fold_states(State<float>& s, int chunks, LoadState state) {
+    if (threadIdx.x >= 32) return;
+    s = {NEG_INF, 0.0f};
+#pragma unroll 4
+    for (int j = threadIdx.x; j < chunks; j += 32) {
+        const float2 chunk = state(j);
+        s = fast_merge(s, {chunk.x, chunk.y});
+    }
+    s = group_merge<32>(s);
+}
+
 // A row's (m, d) and k best from its `chunks` chunks' states (state(j): chunk j's (m, d), a float2) and
 // sorted lists (key(i): entry i of the lists laid end to end, K entries a list), with the whole block;
 // the answer lands in warp 0's s and list.
 template <int K, typename LoadState, typename LoadKey>
 __device__ __forceinline__ void merge_chunks(Pool<K>& pool, Key (&list)[K == 1 ? 1 : K / 32], State<float>& s, int chunks, int k,
                                              LoadState state, LoadKey key) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const auto fold_states = [&] {  // warp 0: lane l folds chunks l, l + 32, ..., then a butterfly, as fast_split_finish does
-        if (warp != 0) return;
-        s = {NEG_INF, 0.0f};
-#pragma unroll 4
-        for (int j = lane; j < chunks; j += 32) {
-            const float2 chunk = state(j);
-            s = fast_merge(s, {chunk.x, chunk.y});
-        }
-        s = group_merge<32>(s);
-    };
+    const auto fold = [&] { fold_states(s, chunks, state); };
     if constexpr (K == 1) {
         Key best = NO_KEY;
         for (int j = threadIdx.x; j < chunks; j += blockDim.x) best = max(best, key(j));
-        fold_states();
+        fold();
         block_best(pool, warp_max(best), list[0]);
     } else {
-        merge_lists<K>(key, chunks, k, pool, list, fold_states);
+        merge_lists<K>(key, chunks, k, pool, list, fold);
     }
 }
 
@@ -498,11 +509,41 @@ __device__ __forceinline__ unsigned in_leader(const void* local) {
     return to;
 }
 
-// Warp 0 mails this chunk's (m, d) and list (every lane's K / 32 keys; k = 1: lane 0's best) to the leader.
+// Every block's mailbox for the row's bound in a cluster of pooled chunks (CANDIDATES below): a word from each chunk.
+template <int CLUSTER> struct BoundMailbox {
+    unsigned long long arrived;  // mbarrier
+    unsigned bits[CLUSTER];      // chunk r's bound (a key's high word)
+};
+template <int CLUSTER> __device__ __forceinline__ BoundMailbox<CLUSTER>& bound_mailbox() {
+    __shared__ BoundMailbox<CLUSTER> mailbox;
+    return mailbox;
+}
+
+// The row's bound from every chunk's `bits` (the value bits of a bound that t of its elements reach), in every
+// thread: the `need`-th largest of them (with need·t >= k, k elements of the row reach it). Thread r mails this
+// block's bits to block r; the cluster's mailboxes are open (cluster_mailboxes_wait) before.
+template <int CLUSTER> __device__ __forceinline__ Key row_bound(unsigned bits, int need) {
+    BoundMailbox<CLUSTER>& mailbox = bound_mailbox<CLUSTER>();
+    if (threadIdx.x < CLUSTER) {
+        unsigned rank, to, bar;
+        asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+        const unsigned slot = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.bits[rank]));
+        const unsigned own_bar = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.arrived));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(to) : "r"(slot), "r"(threadIdx.x));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(own_bar), "r"(threadIdx.x));
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(to), "r"(bits), "r"(bar)
+                     : "memory");
+    }
+    mailbox_wait(mailbox.arrived);
+    const int lane = threadIdx.x % 32;
+    return lowest_key(warp_jth(lane < CLUSTER ? mailbox.bits[lane] : 0u, need, CLUSTER));
+}
+
+// Warp 0 mails this chunk's (m, d) and list (every lane's K / 32 keys; k = 1: lane 0's best) to the leader, whose
+// mailbox is open (cluster_mailboxes_wait) before.
 template <int K, int CLUSTER> __device__ __forceinline__ void topk_mail_leader(State<float> s, const Key (&list)[K == 1 ? 1 : K / 32]) {
     constexpr int R = K == 1 ? 1 : K / 32;
     TopkMailbox<K, CLUSTER>& mailbox = topk_mailbox<K, CLUSTER>();
-    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // the leader's mailbox is open
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
     unsigned rank;
@@ -533,7 +574,12 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                                                float* __restrict__ partial, Key* __restrict__ partial_keys,
                                                unsigned* __restrict__ arrivals, int cols, int chunks, int k) {
     constexpr int R = K == 1 ? 1 : K / 32, N = PER * VEC;
+    // CANDIDATES: a cluster of pooled chunks agrees on a bound for the row first (row_bound), and each chunk mails
+    // what reaches it, in any order (a few per chunk for random logits), or its k best where more than K do
+    constexpr bool CANDIDATES = CLUSTER > 1 && POOLED && K > 1;
+    const int t = (k + CLUSTER - 1) / CLUSTER;  // CANDIDATES: each chunk's share of k
     TOPK_STAMP(0);  // the block starts
+    if constexpr (CANDIDATES) mailbox_expect<CLUSTER * 4>(bound_mailbox<CLUSTER>().arrived);
     if constexpr (CLUSTER > 1) mailbox_open<CLUSTER, CLUSTER * mail_bytes(K)>(topk_mailbox<K, CLUSTER>().arrived);
     __shared__ Pool<K> pool;
     __shared__ bool last;
@@ -615,9 +661,10 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
         __syncthreads();  // every warp's word is zero before any is read
     }
     // POOLED (k > 1), a chunk of one batch (`ahead` holds it): folded, then its k best selected through the pool
-    // from a bound that k of its elements reach (chunk_bound), instead of the warps' lists and their merge; its
-    // (m, d) is the sum of its threads' d on its largest value (no block merge of states).
+    // from a bound that k of its elements reach (chunk_bound), or, CANDIDATES, the row's bound, instead of the warps'
+    // lists and their merge; its (m, d) is the sum of its threads' d on its largest value (no block merge of states).
     bool pooled = false;
+    Key bound_of_row = NO_KEY;  // CANDIDATES
     if constexpr (POOLED && K > 1) {
         pooled = begin < end && end - begin <= step;
         if (pooled) {
@@ -639,7 +686,14 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             if (LOOSE && holds_loose) best = max(best, loose_key);
             TOPK_STAMP(1);  // the batch loaded and folded
             float chunk_most;
-            const Key bound = chunk_bound(best, k, chunk_most);
+            Key bound;
+            if constexpr (CANDIDATES) {
+                const unsigned bits = (unsigned)(chunk_bound(best, t, chunk_most) >> 32);
+                cluster_mailboxes_wait();
+                bound = bound_of_row = row_bound<CLUSTER>(bits, (k + t - 1) / t);
+            } else {
+                bound = chunk_bound(best, k, chunk_most);
+            }
             // the chunk's d on its largest value: each thread's rescaled once, summed over the warp, then (after the
             // pool's barriers) over the warps (warp 0's sum is the one mailed); no merges of states
             __shared__ float warp_d[16];
@@ -647,8 +701,8 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                 const float d = warp_sum(__fmul_rn(mine.d, fast_rescale(mine.m, chunk_most)));
                 if (lane == 0) warp_d[warp] = d;
             }
-            TOPK_STAMP(2);  // the chunk's bound
-            select_pool(pool, bound, k, list, [&](auto append, Key bound) {
+            TOPK_STAMP(2);  // the chunk's bound (CANDIDATES: the row's)
+            select_pool<K, CANDIDATES>(pool, bound, k, list, [&](auto append, Key bound) {
                 unsigned left = reaching<false, N>(v, valid, key_value(bound));  // by value: ties and NaN settled by key
                 while (__any_sync(ALL_LANES, left != 0)) {
                     Key key = NO_KEY;
@@ -689,14 +743,26 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     else if (!pooled) tree_merge(pool, list);  // a warp's list goes where its buffer was
     TOPK_STAMP(4);  // the chunk's (m, d) and list in warp 0
     if constexpr (CLUSTER > 1) {  // the chunks of a row are a cluster: its leader merges them from its mailbox
+        if (!CANDIDATES || !pooled) cluster_mailboxes_wait();
+        if (CANDIDATES && !pooled) bound_of_row = row_bound<CLUSTER>(0u, (k + t - 1) / t);  // an empty chunk: no bound
         topk_mail_leader<K, CLUSTER>(s, list);
         TOPK_STAMP(5);  // mailed to the leader
         if (c != 0) return;
         const TopkMailbox<K, CLUSTER>& mailbox = topk_mailbox<K, CLUSTER>();
         mailbox_wait(mailbox.arrived);
         TOPK_STAMP(6);  // the leader: every chunk's mail has landed
-        merge_chunks<K>(
-            pool, list, s, CLUSTER, k, [&](int j) { return mailbox.state[j]; }, [&](int i) { return mailbox.keys[i]; });
+        const auto state = [&](int j) { return mailbox.state[j]; };
+        if constexpr (CANDIDATES) {  // the chunks' keys at or above the row's bound, through the pool
+            fold_states(s, CLUSTER, state);
+            select_pool(pool, bound_of_row, k, list, [&](auto append, Key bound) {
+                for (int i = threadIdx.x; i < CLUSTER * K; i += blockDim.x) {  // the same trip count in a warp
+                    const Key key = mailbox.keys[i];
+                    append(key != NO_KEY && key >= bound, key);
+                }
+            });
+        } else {
+            merge_chunks<K>(pool, list, s, CLUSTER, k, state, [&](int i) { return mailbox.keys[i]; });
+        }
         TOPK_STAMP(7);  // the leader: the row's (m, d) and k best
         if (warp == 0) write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);
         TOPK_STAMP(8);  // the leader: written

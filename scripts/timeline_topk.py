@@ -21,7 +21,7 @@ from scripts.profile_topk import parse_case
 STAGES = (
     "block starts",
     "batch loaded and folded (one-batch chunks)",
-    "chunk's bound (one-batch chunks)",
+    "chunk's bound (one-batch chunks; a cluster: the row's)",
     "chunk's elements selected",
     "chunk's (m, d) and list in warp 0",
     "mailed to the cluster's leader",

@@ -167,6 +167,32 @@ def test_gpu_fused_topk_through_the_pool_on_ties_masks_and_nan(k, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("k", (7, 50))
+def test_gpu_fused_topk_cluster_of_pooled_chunks_with_empty_chunks(k):
+    """A cluster of pooled chunks agrees on the row's bound first (topk.cu's row_bound); a chunk with no pack (more
+    chunks than a short row fills, a geometry the launch rule never picks) mails no bound and its loose elements'
+    list, and the row is still exact: 16 chunks over rows of 100 and 103 columns (loose tails)."""
+    from explorer.backends import cuda_topk
+
+    for cols in (100, 103):
+        x = special_rows(cols, "float32")
+        rule = topk_launch(len(x), 3001, k, "float32", block=128, chunks=2, cluster=True)
+        vec, per, lists, _, pooled, _ = rule.template_args
+        launch = dataclasses.replace(
+            rule,
+            grid=len(x) * 16,
+            chunks=16,
+            threads_per_row=16 * rule.block,
+            template_args=(vec, per, lists, int(cols % vec != 0), pooled, 16),
+        )
+        values, indices = cuda_topk.run_topk(True, launch, x, "float32", k, None)
+        emu_values, emu_indices = fast_emulation.run_topk(True, launch, x, k)
+        assert np.array_equal(indices, emu_indices), cols
+        got, want = values.astype(np.float64), emu_values.astype(np.float64)
+        assert np.allclose(got, want, rtol=tolerance("float32"), atol=0, equal_nan=True), cols
+
+
+@pytest.mark.gpu
 def test_gpu_topk_repeatable_bitwise():
     x = explorer.make_input("normal", 3, 128256, "bfloat16", 1)
     first = explorer.softmax_topk(x, 50, backend="cuda")
