@@ -104,12 +104,13 @@ def topk_launch(
     Threads a block, beyond the latency rule: 512 at k = 1 with up to a row an SM (more bytes in flight a row)
     where each chunk still gets a batch of 512 threads; 128 for more rows than SMs at k > 1; 256 elsewhere.
     Loads are 16-byte packs at any width (a row's loose head and tail elements go to its first threads), into
-    registers one batch ahead; `per` packs a thread a batch (by default 16 elements). Defaults are what
-    scripts/tune_topk.py measured fastest on the H200."""
+    registers one batch ahead; `per` packs a thread a batch (by default 16 elements; 32 for more rows than SMs at
+    k > 1, twice the bytes in flight). Defaults are what scripts/tune_topk.py measured fastest on the H200."""
     vec = 16 // ITEMSIZE[dtype]
-    tuned_per, per = per, per or max(1, 16 // vec)
-    lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     sms = multiprocessors()
+    elements = 32 if rows > sms and k > 1 else 16  # a thread's elements a batch
+    tuned_per, per = per, per or max(1, elements // vec)
+    lists = 1 if k == 1 else 32 if k <= 32 else 64  # k = 1: a best key per lane; else the warp's list
     latency = rows < TOPK_LATENCY_ROWS
     greedy_share = k == 1 and not latency and rows <= sms  # k = 1, up to a row an SM: rows share the SMs
     if cluster is None:
@@ -137,8 +138,9 @@ def topk_launch(
     if cluster:
         chunks = min(chunks, TOPK_CLUSTER_MAX)
     cluster = cluster and chunks > 1
-    mailbox = 8 + chunks * (8 + 8 * lists) if cluster else 0  # topk.cu's TopkMailbox
     pooled = k > 1 and latency and cdiv(cols, chunks) <= batch  # a chunk of one batch: selected through the pool
+    mailbox = 8 + chunks * (8 + 8 * lists) if cluster else 0  # topk.cu's TopkMailbox
+    mailbox += 8 + 4 * chunks if cluster and pooled else 0  # and its BoundMailbox (the row's bound)
     return Launch(
         grid=rows * chunks,
         block=block,
