@@ -313,6 +313,14 @@ template <int CLUSTER, int BYTES> __device__ __forceinline__ void mailbox_open(u
 // Until every mailbox of the cluster is open (each block's mailbox_open arrived): before a block's first st.async.
 __device__ __forceinline__ void cluster_mailboxes_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
+// The address in block `block`'s shared memory (of the cluster) of what sits at `local` in this block's.
+__device__ __forceinline__ unsigned in_block(const void* local, unsigned block) {
+    unsigned to;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(to) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(local))), "r"(block));
+    return to;
+}
+
 __device__ __forceinline__ void mailbox_wait(const unsigned long long& arrived) {
     const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&arrived));
     unsigned done = 0;
@@ -331,12 +339,9 @@ template <int CLUSTER> __device__ __forceinline__ State<float> cluster_exchange(
     ClusterMailbox& mailbox = cluster_mailbox();
     cluster_mailboxes_wait();
     if (threadIdx.x < CLUSTER) {  // thread r mails this block's state to block r
-        unsigned rank, to, bar;
+        unsigned rank;
         asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-        const unsigned slot = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.state[rank]));
-        const unsigned own_bar = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.arrived));
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(to) : "r"(slot), "r"(threadIdx.x));
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(own_bar), "r"(threadIdx.x));
+        const unsigned to = in_block(&mailbox.state[rank], threadIdx.x), bar = in_block(&mailbox.arrived, threadIdx.x);
         asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(to),
                      "f"(s.m), "f"(s.d), "r"(bar) : "memory");
     }

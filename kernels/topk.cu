@@ -525,12 +525,9 @@ template <int CLUSTER> __device__ __forceinline__ BoundMailbox<CLUSTER>& bound_m
 template <int CLUSTER> __device__ __forceinline__ Key row_bound(unsigned bits, int need) {
     BoundMailbox<CLUSTER>& mailbox = bound_mailbox<CLUSTER>();
     if (threadIdx.x < CLUSTER) {
-        unsigned rank, to, bar;
+        unsigned rank;
         asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-        const unsigned slot = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.bits[rank]));
-        const unsigned own_bar = static_cast<unsigned>(__cvta_generic_to_shared(&mailbox.arrived));
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(to) : "r"(slot), "r"(threadIdx.x));
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(own_bar), "r"(threadIdx.x));
+        const unsigned to = in_block(&mailbox.bits[rank], threadIdx.x), bar = in_block(&mailbox.arrived, threadIdx.x);
         asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(to), "r"(bits), "r"(bar)
                      : "memory");
     }

@@ -15,30 +15,12 @@ from explorer import devicetime, harness, peers
 from explorer.backends import cuda
 
 KERNELS = r"""
-extern "C" __global__ void row_max(const float4* __restrict__ x, float* __restrict__ out, int packs) {
-    const float4* row = x + (long long)blockIdx.x * packs;
+// The largest of packs from, from + blockDim.x, ... below end (a thread's share), four 16-byte loads issued before
+// any is used; then the block's largest, by its warps' atomicMax, into *out.
+template <typename I> __device__ void block_max(const float4* __restrict__ x, I from, I end, float* out) {
     const int stride = blockDim.x;
     float m = __int_as_float(0xff800000);
-    int p = threadIdx.x;
-    for (; p + 3 * stride < packs; p += 4 * stride) {  // four loads issued before any is used
-        const float4 a = __ldg(row + p), b = __ldg(row + p + stride), c = __ldg(row + p + 2 * stride), d = __ldg(row + p + 3 * stride);
-        m = fmaxf(m, fmaxf(fmaxf(fmaxf(a.x, a.y), fmaxf(a.z, a.w)), fmaxf(fmaxf(b.x, b.y), fmaxf(b.z, b.w))));
-        m = fmaxf(m, fmaxf(fmaxf(fmaxf(c.x, c.y), fmaxf(c.z, c.w)), fmaxf(fmaxf(d.x, d.y), fmaxf(d.z, d.w))));
-    }
-    for (; p < packs; p += stride) {
-        const float4 a = __ldg(row + p);
-        m = fmaxf(m, fmaxf(fmaxf(a.x, a.y), fmaxf(a.z, a.w)));
-    }
-    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-    if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<int*>(out) + blockIdx.x, __float_as_int(m));
-}
-
-extern "C" __global__ void grid_max(const float4* __restrict__ x, float* __restrict__ out, long long packs) {
-    const long long per_block = (packs + gridDim.x - 1) / gridDim.x;
-    const long long begin = blockIdx.x * per_block, end = min(packs, begin + per_block);
-    const int stride = blockDim.x;
-    float m = __int_as_float(0xff800000);
-    long long p = begin + threadIdx.x;
+    I p = from;
     for (; p + 3 * stride < end; p += 4 * stride) {
         const float4 a = __ldg(x + p), b = __ldg(x + p + stride), c = __ldg(x + p + 2 * stride), d = __ldg(x + p + 3 * stride);
         m = fmaxf(m, fmaxf(fmaxf(fmaxf(a.x, a.y), fmaxf(a.z, a.w)), fmaxf(fmaxf(b.x, b.y), fmaxf(b.z, b.w))));
@@ -50,6 +32,18 @@ extern "C" __global__ void grid_max(const float4* __restrict__ x, float* __restr
     }
     for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
     if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<int*>(out), __float_as_int(m));
+}
+
+// A block a row.
+extern "C" __global__ void row_max(const float4* __restrict__ x, float* __restrict__ out, int packs) {
+    block_max<int>(x + (long long)blockIdx.x * packs, threadIdx.x, packs, out + blockIdx.x);
+}
+
+// The logits as one array, an equal span a block.
+extern "C" __global__ void grid_max(const float4* __restrict__ x, float* __restrict__ out, long long packs) {
+    const long long per_block = (packs + gridDim.x - 1) / gridDim.x;
+    const long long begin = blockIdx.x * per_block, end = min(packs, begin + per_block);
+    block_max<long long>(x, begin + threadIdx.x, end, out);
 }
 """
 GRID_BLOCKS_PER_SM = (1, 2, 4, 8)
