@@ -140,7 +140,7 @@ def topk_launch(
     cluster = cluster and chunks > 1
     pooled = k > 1 and latency and cdiv(cols, chunks) <= batch  # a chunk of one batch: selected through the pool
     mailbox = 8 + chunks * (8 + 8 * lists) if cluster else 0  # topk.cu's TopkMailbox
-    mailbox += 8 + 4 * chunks if cluster and pooled else 0  # and its BoundMailbox (the row's bound)
+    mailbox += 8 * (1 + cdiv(chunks, 2)) if cluster and pooled else 0  # and its BoundMailbox (8-byte aligned)
     return Launch(
         grid=rows * chunks,
         block=block,

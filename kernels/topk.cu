@@ -28,6 +28,8 @@
 // all candidates are at hand: the keys at or above a bound that k of them reach gather in shared memory, and
 // each key's rank among them (how many are larger) places it. A row's chunks merge their lists that way
 // (merge_lists), and so does a chunk of one batch (POOLED: the launch sizes chunks so), with no warp lists.
+// A cluster of such chunks agrees on a bound for the whole row first (row_bound): each chunk hands its leader
+// only the few elements that reach it, unranked, and the leader ranks them once.
 // k = 1 (K = 1, greedy decoding): no list; every lane holds its warp's best key, whose value is the
 // bound, so a batch costs a compare of each lane's largest and a vote, and the merges take maxima.
 #include "fast_common.cuh"
@@ -333,7 +335,7 @@ __device__ __forceinline__ Key ranked_bound(const Key* keys, int n, int need, Ke
 }
 
 // The k best of the keys that `gather(append, bound)` offers (append(take, key) in every lane of a warp at
-// once, taking those at or above `bound`, which k of them reach, or NO_KEY where fewer are offered), sorted
+// once, taking those at or above `bound`, which k of the row's elements reach, or NO_KEY), sorted
 // into warp 0's list (NO_KEY past the last). If more than fit the pool, the k-th of those that did raises the
 // bound and they are offered again: each round drops CAP - k of them at least (a row of ties; random logits
 // fit at once). ANY_ORDER: where at most K are offered, all of them go to the list as gathered, unranked.
@@ -564,7 +566,8 @@ template <int K, int CLUSTER> __device__ __forceinline__ void topk_mail_leader(S
 // elements go through the pool instead, into warp 0's list). With one chunk per row the block writes
 // the row's answer; with several (few rows: latency) it leaves the chunk's (m, d) and sorted list,
 // and the row's last block to arrive (a counter per row, back to 0 after) merges them: one launch; or,
-// where the chunks form a cluster (CLUSTER > 1), they mail them to the leader, which merges them alike.
+// where the chunks form a cluster (CLUSTER > 1), they mail them to the leader, which merges them alike
+// (CANDIDATES: the chunks' elements that reach the row's bound, through the pool).
 // Each thread loads its packs of the next batch (16-byte loads into registers) before it works on this one.
 template <typename T, int VEC, int PER, int K, bool LOOSE, bool POOLED, int CLUSTER, int SOFTMAX>
 __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __restrict__ values, int* __restrict__ indices,
@@ -658,8 +661,9 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
         __syncthreads();  // every warp's word is zero before any is read
     }
     // POOLED (k > 1), a chunk of one batch (`ahead` holds it): folded, then its k best selected through the pool
-    // from a bound that k of its elements reach (chunk_bound), or, CANDIDATES, the row's bound, instead of the warps'
-    // lists and their merge; its (m, d) is the sum of its threads' d on its largest value (no block merge of states).
+    // from a bound that k of its elements reach (chunk_bound), or, CANDIDATES, its elements that reach the row's
+    // bound (unranked where at most K do), instead of the warps' lists and their merge; its (m, d) is the sum of its
+    // threads' d on its largest value (no block merge of states).
     bool pooled = false;
     Key bound_of_row = NO_KEY;  // CANDIDATES
     if constexpr (POOLED && K > 1) {
@@ -741,7 +745,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     TOPK_STAMP(4);  // the chunk's (m, d) and list in warp 0
     if constexpr (CLUSTER > 1) {  // the chunks of a row are a cluster: its leader merges them from its mailbox
         if (!CANDIDATES || !pooled) cluster_mailboxes_wait();
-        if (CANDIDATES && !pooled) bound_of_row = row_bound<CLUSTER>(0u, (k + t - 1) / t);  // an empty chunk: no bound
+        if (CANDIDATES && !pooled) bound_of_row = row_bound<CLUSTER>(0u, (k + t - 1) / t);  // a chunk with no pack: no bound
         topk_mail_leader<K, CLUSTER>(s, list);
         TOPK_STAMP(5);  // mailed to the leader
         if (c != 0) return;
