@@ -504,13 +504,6 @@ template <int K, int CLUSTER> __device__ __forceinline__ TopkMailbox<K, CLUSTER>
 }
 __host__ __device__ constexpr int mail_bytes(int K) { return 8 + 8 * K; }  // a chunk's state and its K keys
 
-// The address in the leader's shared memory of what sits at `local` in this block's.
-__device__ __forceinline__ unsigned in_leader(const void* local) {
-    unsigned to;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(to) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(local))));
-    return to;
-}
-
 // Every block's mailbox for the row's bound in a cluster of pooled chunks (CANDIDATES below): a word from each chunk.
 template <int CLUSTER> struct BoundMailbox {
     unsigned long long arrived;  // mbarrier
@@ -547,15 +540,15 @@ template <int K, int CLUSTER> __device__ __forceinline__ void topk_mail_leader(S
     const int lane = threadIdx.x;
     unsigned rank;
     asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    const unsigned bar = in_leader(&mailbox.arrived);
+    const unsigned bar = in_block(&mailbox.arrived, 0);
     if (lane == 0)
         asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(
-                         in_leader(&mailbox.state[rank])), "f"(s.m), "f"(s.d), "r"(bar) : "memory");
+                         in_block(&mailbox.state[rank], 0)), "f"(s.m), "f"(s.d), "r"(bar) : "memory");
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         if (K > 1 || lane == 0)
             asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(
-                             in_leader(&mailbox.keys[rank * K + r * 32 + lane])), "l"(list[r]), "r"(bar) : "memory");
+                             in_block(&mailbox.keys[rank * K + r * 32 + lane], 0)), "l"(list[r]), "r"(bar) : "memory");
     }
 }
 
