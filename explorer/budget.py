@@ -127,7 +127,7 @@ def unwritten_count_bytes(elements: int) -> int:
 
 
 def exchange_bytes(launch: Launch, rows: int) -> int:
-    """fast_row's (and fast_stream's) slice states and counters (cuda._row_exchange) where its slices exchange (m, d)
+    """fast_row's (and fast_stream's) slice states and counters (cuda.row_exchange) where its slices exchange (m, d)
     through global memory (several blocks a row, not a cluster): kept per stream and grown, never shrunk, so the first
     launch on a stream allocates them and a later one reuses them; counted in every run (the conservative case)."""
     if launch.protocol != "slices" or launch.chunks == 1:

@@ -187,7 +187,7 @@ def fast_stream_launch(
     """fast_stream: fast_split's chunks (the same arithmetic) in one launch, each block holding the first `held`
     batches of its chunk in shared memory (default: as many as fit blocks_per_sm blocks an SM; none where the
     loads are narrower than 16 bytes) and reading the rest twice; a row's chunks exchange (m, d) through global
-    memory, so they must all be resident (cuda._row_exchange checks)."""
+    memory, so they must all be resident (cuda.row_exchange checks)."""
     split = fast_split_launch(rows, cols, dtype, blocks_per_sm)
     vec, per = split.template_args[:2]
     batch_bytes = SPLIT_BLOCK * per * 16

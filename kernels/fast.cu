@@ -76,6 +76,7 @@ template <typename T, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE, int R
 __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                               unsigned* __restrict__ sync, int rows, int cols, int slices, int resident) {
     const int threads = blockDim.x / ROWS, t = threadIdx.x % threads;  // the row's threads, this one's index
+    FAST_STAMP(0);  // the block starts
     const long long block = slices > CLUSTER && !resident ? start_ticket(sync) : blockIdx.x;
     const long long row = ROWS == 1 ? block / slices : block * ROWS + threadIdx.x / threads;
     const bool live = ROWS == 1 || row < rows;  // a last block's missing rows still take part in its barriers
@@ -103,9 +104,12 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
             else return staged_pack<T, VEC>(k);
         };
         const State<float> mine = held_state<T, VEC, PER>(pack_of, begin, end, t, threads, loose, holds_loose);
+        FAST_STAMP(1);  // the slice loaded and folded
         State<float> s = fast_block_merge<ROWS>(mine);
+        FAST_STAMP(2);  // the block's (m, d)
         if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
         else if (slices > 1) s = exchange_row<0>(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+        FAST_STAMP(3);  // the row's (m, d)
         if (prescaled<T>(s.m)) {
             const float b = fmaf(s.m, LOG2E, fast_log2(s.d));
 #pragma unroll
@@ -114,6 +118,7 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
                 if (p < end) yr[p] = normalised_less<T, VEC>(pack_of(k), b);
             }
             if (holds_loose) y[loose_at] = from_float<T>(exp2_less(loose, b));
+            FAST_STAMP(4);  // the slice written
             return;
         }
         const float inv_d = 1.0f / s.d;
@@ -123,6 +128,7 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
             if (p < end) yr[p] = normalised<T, VEC>(pack_of(k), s.m, inv_d);
         }
         if (holds_loose) y[loose_at] = from_float<T>(__fmul_rn(exp_shifted(loose, s.m), inv_d));
+        FAST_STAMP(4);
         return;
     }
     constexpr int N = PER * VEC;
@@ -140,9 +146,12 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
     }
     v[N] = holds_loose ? loose : NEG_INF;
     const State<float> mine = exps_in_place(v);
+    FAST_STAMP(1);
     State<float> s = fast_block_merge<ROWS>(mine);
+    FAST_STAMP(2);
     if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
     else if (slices > 1) s = exchange_row<0>(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+    FAST_STAMP(3);
     const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
@@ -150,6 +159,7 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
         if (p < end) yr[p] = scaled<T, VEC>(v + k * VEC, c);
     }
     if (holds_loose) y[loose_at] = from_float<T>(__fmul_rn(v[N], c));
+    FAST_STAMP(4);
 }
 
 // Threads a fast_row block may have: 1024, or fewer where each holds more than 32 elements in registers
@@ -348,6 +358,7 @@ __global__ void split_finish(const T* __restrict__ x, T* __restrict__ y, const f
 template <typename T, typename Acc, int VEC, int PER, int BLOCKS, int HELD>
 __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                                            unsigned* __restrict__ sync, int rows, int cols, int chunks, int resident) {
+    FAST_STAMP(0);
     const long long block = chunks > 1 && !resident ? start_ticket(sync) : blockIdx.x;
     const long long row = block / chunks;
     const int c = block % chunks;
@@ -375,9 +386,12 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__
     State<float> s = {NEG_INF, 0.0f};
     for (int base = begin; base < held_end; base += batch) s = fold_batch<T, VEC, PER>(s, base, held_end, held);
     for (int base = held_end; base < end; base += batch) s = fold_batch<T, VEC, PER>(s, base, end, [&](int p) { return xr[p]; });
+    FAST_STAMP(1);
     s = fast_block_merge(s);
+    FAST_STAMP(2);
     if (chunks > 1) s = exchange_row<256>(s, partial + 2 * row * chunks, sync + 1 + 2 * row, c, chunks);
     else s = group_merge<32>(threadIdx.x % 32 == 0 ? fast_merge({NEG_INF, 0.0f}, s) : State<float>{NEG_INF, 0.0f});  // the fold of one state
+    FAST_STAMP(3);
     const float inv_d = 1.0f / s.d;
     normalise_back_to_front<T, VEC, PER>(xr, yr, held_end, end, s.m, inv_d);
 #pragma unroll 1
@@ -385,4 +399,5 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__
         const int p = begin + k * blockDim.x + threadIdx.x;
         if (p < held_end) store_streaming(yr + p, normalised<T, VEC>(held(p), s.m, inv_d));
     }
+    FAST_STAMP(4);
 }

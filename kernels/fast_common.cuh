@@ -5,6 +5,12 @@
 
 #define LOG2E 1.4426950408889634f
 
+// FAST_STAMP(stage): where a block of fast_row or fast_stream has got to (block-uniform code). Nothing here;
+// scripts/timeline_fast.py defines it as a barrier and a record of the time, for a timeline of a launch.
+#ifndef FAST_STAMP
+#define FAST_STAMP(stage)
+#endif
+
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
 
 // 2^t as the bare MUFU.EX2 (within 2 ulp; subnormal results flush to 0, as the emulation's -ftz
@@ -240,6 +246,7 @@ __device__ __forceinline__ State<float> exchange_row(State<float> s, float* row_
         while (load_acquire(counters) < (unsigned)slices) __nanosleep(20);
     }
     __syncthreads();
+    FAST_STAMP(5);  // every slice of the row has published its state
     State<float> r = {NEG_INF, 0.0f};
     if constexpr (STAGED == 0) {
         constexpr int AHEAD = 2;

@@ -162,7 +162,7 @@ STREAMS: list = []  # every stream these tests made, kept alive: CUDA may hand a
 
 
 def first_run_on_a_fresh_stream(call, made_its_own) -> int:
-    """device_peak(call()) as the first run on a new stream. fast_row's exchange (cuda._row_exchange) and the top-k
+    """device_peak(call()) as the first run on a new stream. fast_row's exchange (cuda.row_exchange) and the top-k
     kernel's scratch (cuda_topk._topk_scratch) are kept per stream and reused by later launches on it; the first run
     on a stream allocates them, the case the model counts (in every run: the conservative one), and a later run
     takes less. (Scratch grown for a larger launch is taken beside the smaller one it replaces, which the stream held

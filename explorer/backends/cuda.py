@@ -225,7 +225,7 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
     if geometry.protocol == "cluster" and geometry.chunks > PORTABLE_CLUSTER:
         allow_large_clusters(kernels[0])
-    partial, sync, resident = _row_exchange(kernels[0], geometry, int(shape[0]), staging)
+    partial, sync, resident = row_exchange(kernels[0], geometry, int(shape[0]), staging)
     kernels[0](
         (geometry.grid,),
         (geometry.block,),
@@ -251,7 +251,7 @@ _exchanges: dict[int, tuple] = {}
 EXCHANGE_FLOOR = 2**16  # elements of the slice states and counters at least: grown rarely
 
 
-def _row_exchange(kernel, geometry: Launch, rows: int, staging: int):
+def row_exchange(kernel, geometry: Launch, rows: int, staging: int):
     """The slice states and counters of fast_row and fast_stream (a ticket, then two per row), kept per stream and zero
     between launches (the kernel resets them), and whether the whole grid is resident at once (then
     the blocks need no tickets). A row's slices wait for each other, so all of them must fit on the

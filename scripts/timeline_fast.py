@@ -1,0 +1,126 @@
+"""Where a `fast` launch of fast_row or fast_stream spends its time (run on a GPU machine): kernels/fast.cu built
+with FAST_STAMP recording when each block passes each stage (%globaltimer, ns), over many back-to-back launches
+on rotated inputs. Printed per stage: when the first, the median and the last block passed it, from the launch's
+first block start (medians over the launches). Beside it, the device time (CUPTI) of the kernel as the explorer
+builds it and as stamped: each stamp adds a block barrier. The launch is the rule's, or the fast_row geometry
+given after @ (as scripts/profile_fast.py takes it).
+
+    PYTHONPATH=. python scripts/timeline_fast.py float32:1x1048576 float32:4x1048576 bfloat16:1x16777216
+"""
+
+import sys
+
+import numpy as np
+
+from explorer import harness, peers
+from explorer.backends import cuda
+from explorer.fast_launch import fast_row_launch
+from explorer.numerics import DTYPES
+from explorer.registry import VARIANTS
+
+STAGES = (
+    "block starts",
+    "slice loaded and folded (fast_stream: its chunk)",
+    "block's (m, d)",
+    "row's (m, d)",
+    "written (stores issued)",
+    "every slice of the row published (global exchange)",
+)
+STAMPS = f"""
+__device__ unsigned long long* fast_stamp_out;  // [block][stage] globaltimer, set before each launch
+#define FAST_STAMP(stage) do {{ \\
+    __syncthreads(); \\
+    if (threadIdx.x == 0) {{ \\
+        unsigned long long now; \\
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); \\
+        fast_stamp_out[(unsigned long long)blockIdx.x * {len(STAGES)} + (stage)] = now; \\
+    }} \\
+}} while (0)
+"""
+LAUNCHES = 200
+
+
+def parse_case(case: str):
+    case, _, given = case.partition("@")
+    dtype, _, shape = case.rpartition(":")
+    dtype = dtype or "float32"
+    rows, cols = (int(n) for n in shape.split("x"))
+    if given:
+        launch = fast_row_launch(rows, cols, dtype, *(int(n) for n in given.split(",")))
+    else:
+        launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
+    return dtype, rows, cols, launch
+
+
+def timeline(case: str, torch) -> None:
+    cp = cuda.cp
+    dtype, rows, cols, launch = parse_case(case)
+    print(f"\n{case}: {launch.describe()}", flush=True)
+    if launch.protocol not in ("slices", "cluster"):
+        print("  not fast_row or fast_stream: nothing stamped")
+        return
+    variant = VARIANTS["fast"]
+    (name,) = cuda.kernel_names(variant, launch, dtype, "float32")
+    module = cp.RawModule(code=STAMPS + cuda.kernel_source("fast.cu"), options=("-std=c++17",), name_expressions=[name])
+    kernel = module.get_function(name)
+    staging = launch.staging_bytes
+    if staging > kernel.max_dynamic_shared_size_bytes:
+        kernel.max_dynamic_shared_size_bytes = staging
+    if launch.protocol == "cluster" and launch.chunks > cuda.PORTABLE_CLUSTER:
+        cuda.allow_large_clusters(kernel)
+    rng = np.random.default_rng(rows + cols)
+    x = cuda.to_device((rng.standard_normal((rows, cols), np.float32) * 3).astype(DTYPES[dtype]))
+    buffers = harness.rotation_buffers(x.nbytes, 16)
+    xs = [cp.roll(x, i, axis=1) for i in range(buffers)]
+    y = cp.empty_like(x)
+    partial, sync, resident = cuda.row_exchange(kernel, launch, rows, staging)
+    stamps = cp.zeros((LAUNCHES, launch.grid, len(STAGES)), cp.uint64)
+    targets = cp.asarray([stamps[i].data.ptr for i in range(LAUNCHES)], cp.uint64)
+    symbol = module.get_global("fast_stamp_out")
+    stream = cp.cuda.get_current_stream()
+    tail = (partial, sync, np.int32(rows), np.int32(cols), np.int32(launch.chunks), np.int32(resident))
+
+    def stamped(i: int) -> None:
+        cp.cuda.runtime.memcpyAsync(symbol.ptr, targets.data.ptr + 8 * (i % LAUNCHES), 8, 3, stream.ptr)
+        kernel((launch.grid,), (launch.block,), (xs[i % buffers], y, *tail), shared_mem=staging)
+
+    def plain(i: int) -> None:
+        cuda.launch(variant, launch, xs[i % buffers], y, rows, cols, dtype, "float32")
+
+    stamped(0)
+    stamped_y = cuda.from_device(y, DTYPES[dtype]).copy()
+    plain(0)
+    if not np.array_equal(stamped_y.view(np.uint8), cuda.from_device(y, DTYPES[dtype]).view(np.uint8)):
+        sys.exit(f"{case}: the stamped kernel's output differs from the explorer's")
+    for label, run in (("as built", plain), ("stamped", stamped)):
+        events = harness.median_us(run, buffers)
+        device = harness.device_us(run, buffers, events) if torch is not None else None
+        print(f"  {label}: device {device:.2f} µs" if device else f"  {label}: events {events:.2f} µs")
+    stamps.fill(0)
+    for i in range(LAUNCHES):
+        stamped(i)
+    harness.sync()
+    report(cp.asnumpy(stamps).astype(np.int64))
+
+
+def report(ns: np.ndarray) -> None:
+    """ns[launch, block, stage]; zero where a block did not pass a stage."""
+    passed = ns > 0
+    start = ns[:, :, 0].min(axis=1)[:, None]
+    print(f"  {'stage':52s} {'first':>7s} {'median':>7s} {'last':>7s}  (ns from the first start)")
+    for s, title in enumerate(STAGES):
+        if not passed[:, :, s].any():
+            continue
+        rel = np.where(passed[:, :, s], ns[:, :, s] - start, np.nan)
+        first, median, last = (np.median(f(rel, axis=1)) for f in (np.nanmin, np.nanmedian, np.nanmax))
+        print(f"  {s} {title:50s} {first:7.0f} {median:7.0f} {last:7.0f}")
+
+
+def main() -> None:
+    torch = peers.torch_module()
+    for case in sys.argv[1:]:
+        timeline(case, torch)
+
+
+if __name__ == "__main__":
+    main()
