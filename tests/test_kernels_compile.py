@@ -84,3 +84,32 @@ def test_the_stamped_topk_build_compiles(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert "globaltimer" in ptx.read_text()
+
+
+def test_the_stamped_fast_build_compiles(tmp_path):
+    """scripts/timeline_fast.py's build: fast.cu with FAST_STAMP recording (empty in every other build), in a
+    fast_row launch whose slices exchange through global memory and in a fast_stream launch."""
+    from scripts.timeline_fast import STAMPS, parse_case
+
+    names = [
+        cuda.kernel_names(VARIANTS["fast"], parse_case(case)[3], dtype, "float32")[0]
+        for case, dtype in (("float32:4x1048576", "float32"), ("bfloat16:1x16777216", "bfloat16"))
+    ]
+    source = (
+        STAMPS
+        + cuda.kernel_source("fast.cu")
+        + "\nvoid instantiate() {"
+        + "".join(f" (void)&{n};" for n in names)
+        + " }\n"
+    )
+    (tmp_path / "stamped.cu").write_text(source)
+    ptx = tmp_path / "out.ptx"
+    result = subprocess.run(
+        [NVCC, "-std=c++17", "-arch=sm_90", "-ptx", "-Xcicc", "-O0", "-o", str(ptx), str(tmp_path / "stamped.cu")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    text = ptx.read_text()
+    assert text.count(".entry ") == 2 and "globaltimer" in text

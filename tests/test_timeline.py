@@ -1,7 +1,8 @@
-"""scripts/timeline_topk.py's report, on made-up stamps (the stamps themselves need a GPU)."""
+"""scripts/timeline_topk.py's and timeline_fast.py's reports, on made-up stamps (the stamps themselves need a GPU)."""
 
 import numpy as np
 
+from scripts import timeline_fast
 from scripts.timeline_topk import STAGES, report
 
 
@@ -22,3 +23,27 @@ def test_the_timeline_lists_block_zeros_stages_in_the_order_it_passed_them(capsy
     assert positions == sorted(positions)
     assert "2.00 GHz" in out  # block 0's cycles over its nanoseconds, first stamp to last
     assert "+200 cyc" in order  # 100 ns between consecutive stamps
+
+
+def test_the_fast_timeline_gives_each_stage_its_first_median_and_last_block(capsys):
+    launches, blocks = 3, 5
+    stamps = np.zeros((launches, blocks, len(timeline_fast.STAGES)), np.int64)
+    for block in range(blocks):
+        for stage in (0, 1, 2, 5, 3, 4):  # stage 5 (inside the exchange) comes between 2 and 3
+            stamps[:, block, stage] = 1000 + 100 * stage + 10 * block
+    stamps[:, 0, 0] = 990  # the first start: times are from it
+    timeline_fast.report(stamps)
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[-3:] for line in out.splitlines()[1:]}
+    assert rows["0"] == ["0", "30", "50"]
+    assert rows["5"] == ["510", "530", "550"]  # 1000 + 500 + 10·block, less 990
+    assert rows["4"] == ["410", "430", "450"]
+
+
+def test_the_fast_timeline_leaves_out_stages_no_block_passed(capsys):
+    stamps = np.zeros((2, 3, len(timeline_fast.STAGES)), np.int64)
+    for stage in (0, 1, 2, 3, 4):  # a cluster's launch: no global exchange, no stage 5
+        stamps[:, :, stage] = 1000 + 100 * stage
+    timeline_fast.report(stamps)
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["0", "1", "2", "3", "4"]
