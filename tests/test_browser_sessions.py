@@ -201,7 +201,10 @@ def test_four_large_emulations_at_once_all_finish_while_a_fifth_session_is_serve
 # server's limit (explorer.budget.RUNS_AT_ONCE), and the limit is set to one such trace's bytes. A fifth session's
 # Outputs page, opened meanwhile, must wait: it says so, and runs once the traces give their memory
 # back (their tabs closed by then, as a user leaving does: a trace runs to its end and gives its memory back anyway).
-HOLD_COLS = 20_000  # about 1 s a trace alone, several seconds for four at once
+# The traces must still hold when the fifth run reaches its reservation, which shares the interpreter with them: its
+# run is a short row (milliseconds of emulation) and theirs last seconds each, a ratio the machine's speed leaves alone.
+HOLD_COLS = 80_000  # about 4 s a trace alone on a 2-core box, four at once several times that
+WAITER_COLS = 1_000  # the pool is full: a run of any size waits
 HOLD = "/step?rows=1&cols={cols}&variants=online_thread&seed={seed}"
 WAITER = "/?rows=1&cols={cols}&variants=online_warp&seed=99"
 
@@ -214,7 +217,7 @@ def test_a_run_that_must_wait_for_memory_says_so_and_then_runs():
         holders, waiter = [c.new_page() for c in contexts[:SESSIONS]], contexts[SESSIONS].new_page()
         try:
             # the fifth session first, on a page that runs nothing, with the shape it will run
-            waiter.goto(f"{url}/kernels{WAITER.format(cols=HOLD_COLS)[1:]}")
+            waiter.goto(f"{url}/kernels{WAITER.format(cols=WAITER_COLS)[1:]}")
             settle(waiter)
             for seed, pg in enumerate(holders, start=1):
                 pg.goto(f"{url}{HOLD.format(cols=HOLD_COLS, seed=seed)}", wait_until="commit")
