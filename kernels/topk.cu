@@ -262,13 +262,23 @@ template <int K> __device__ __forceinline__ void tree_merge(Pool<K>& pool, Key (
     __syncthreads();  // the pool is free again
 }
 
-// k = 1: the largest of the warps' best keys (`key`: its warp's best, in every lane) lands in warp 0's `best`.
-template <int K> __device__ __forceinline__ void block_best(Pool<K>& pool, Key key, Key& best) {
+// k = 1: the chunk's best key and (m, d), in warp 0's `best` and `s`, from each warp's best key (`key`, in every
+// lane) and each thread's (m, d): the largest of the warps' keys, whose value is the chunk's largest (-inf where
+// it holds no number); each thread's d rescaled to it once, summed over the warp, then over the warps (as a
+// pooled chunk's): two barriers and no merges of states.
+template <int K, int SOFTMAX> __device__ __forceinline__ void block_best(Pool<K>& pool, Key key, State<float>& s, Key& best) {
+    __shared__ float warp_d[16];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     if (lane == 0) pool.key[warp] = key;
     __syncthreads();
-    if (warp == 0) best = warp_max(lane < warps ? pool.key[lane] : NO_KEY);
+    best = warp_max(lane < warps ? pool.key[lane] : NO_KEY);
+    const float most = fmaxf(NEG_INF, key_value(best));
+    if (SOFTMAX) {
+        const float d = warp_sum(__fmul_rn(s.d, fast_rescale(s.m, most)));
+        if (lane == 0) warp_d[warp] = d;
+    }
     __syncthreads();  // the pool is free again
+    if (SOFTMAX) s = {most, warp_sum(lane < warps ? warp_d[lane] : 0.0f)};
 }
 
 // The pool: a block's candidates gathered in shared memory (up to CAP of them, the last K entries of Pool
@@ -461,8 +471,10 @@ __device__ __forceinline__ void batch_floats(int base, int end, const Pack<T, VE
 }
 
 // A row's (m, d) in warp 0 from its `chunks` chunks' states (state(j): chunk j's (m, d), a float2): lane l folds
-// chunks l, l + 32, ..., then a butterfly, as fast_split_finish does.
-template <typename LoadState> __device__ __forceinline__ void fold_states(State<float>& s, int chunks, LoadState state) {
+// chunks l, l + 32, ..., then a butterfly, as fast_split_finish does. Where chunks <= LANES (a power of two), the
+// butterfly over the first LANES lanes alone, then broadcast: the same bits, as the lanes past the chunks hold
+// (-inf, 0), which a merge leaves unchanged.
+template <int LANES = 32, typename LoadState> __device__ __forceinline__ void fold_states(State<float>& s, int chunks, LoadState state) {
     if (threadIdx.x >= 32) return;
     s = {NEG_INF, 0.0f};
 #pragma unroll 4
@@ -470,21 +482,25 @@ template <typename LoadState> __device__ __forceinline__ void fold_states(State<
         const float2 chunk = state(j);
         s = fast_merge(s, {chunk.x, chunk.y});
     }
-    s = group_merge<32>(s);
+    s = group_merge<LANES>(s);
+    if (LANES < 32) s = {__shfl_sync(ALL_LANES, s.m, 0), __shfl_sync(ALL_LANES, s.d, 0)};
 }
+// The fewest lanes, a power of two, that hold n chunk states one a lane (n <= 32).
+__host__ __device__ constexpr int state_lanes(int n) { return n <= 1 ? 1 : 2 * state_lanes((n + 1) / 2); }
 
 // A row's (m, d) and k best from its `chunks` chunks' states (state(j): chunk j's (m, d), a float2) and
-// sorted lists (key(i): entry i of the lists laid end to end, K entries a list), with the whole block;
-// the answer lands in warp 0's s and list.
-template <int K, typename LoadState, typename LoadKey>
+// sorted lists (key(i): entry i of the lists laid end to end, K entries a list), with the whole block
+// (k = 1: warp 0 alone); the answer lands in warp 0's s and list.
+template <int K, int LANES = 32, typename LoadState, typename LoadKey>
 __device__ __forceinline__ void merge_chunks(Pool<K>& pool, Key (&list)[K == 1 ? 1 : K / 32], State<float>& s, int chunks, int k,
                                              LoadState state, LoadKey key) {
-    const auto fold = [&] { fold_states(s, chunks, state); };
-    if constexpr (K == 1) {
+    const auto fold = [&] { fold_states<LANES>(s, chunks, state); };
+    if constexpr (K == 1) {  // warp 0 alone: lane l takes the best of chunks l, l + 32, ...
+        if (threadIdx.x >= 32) return;
         Key best = NO_KEY;
-        for (int j = threadIdx.x; j < chunks; j += blockDim.x) best = max(best, key(j));
+        for (int j = threadIdx.x; j < chunks; j += 32) best = max(best, key(j));
+        list[0] = warp_max(best);
         fold();
-        block_best(pool, warp_max(best), list[0]);
     } else {
         merge_lists<K>(key, chunks, k, pool, list, fold);
     }
@@ -732,9 +748,12 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     }
     if (K > 1 && buffered > 0) flush_candidates(list, buffer, buffered, k, seed, bound, chunk_floor);
     TOPK_STAMP(3);  // the chunk's elements selected (the pool's k best, or the warps' lists)
-    if (SOFTMAX && !pooled) s = fast_block_merge(s);
-    if constexpr (K == 1) block_best(pool, list[0], list[0]);
-    else if (!pooled) tree_merge(pool, list);  // a warp's list goes where its buffer was
+    if constexpr (K == 1) {
+        block_best<K, SOFTMAX>(pool, list[0], s, list[0]);
+    } else if (!pooled) {
+        if (SOFTMAX) s = fast_block_merge(s);
+        tree_merge(pool, list);  // a warp's list goes where its buffer was
+    }
     TOPK_STAMP(4);  // the chunk's (m, d) and list in warp 0
     if constexpr (CLUSTER > 1) {  // the chunks of a row are a cluster: its leader merges them from its mailbox
         if (!CANDIDATES || !pooled) cluster_mailboxes_wait();
@@ -747,7 +766,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
         TOPK_STAMP(6);  // the leader: every chunk's mail has landed
         const auto state = [&](int j) { return mailbox.state[j]; };
         if constexpr (CANDIDATES) {  // the chunks' keys at or above the row's bound, through the pool
-            fold_states(s, CLUSTER, state);
+            fold_states<state_lanes(CLUSTER)>(s, CLUSTER, state);
             select_pool(pool, bound_of_row, k, list, [&](auto append, Key bound) {
                 for (int i = threadIdx.x; i < CLUSTER * K; i += blockDim.x) {  // the same trip count in a warp
                     const Key key = mailbox.keys[i];
@@ -755,7 +774,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
                 }
             });
         } else {
-            merge_chunks<K>(pool, list, s, CLUSTER, k, state, [&](int i) { return mailbox.keys[i]; });
+            merge_chunks<K, state_lanes(CLUSTER)>(pool, list, s, CLUSTER, k, state, [&](int i) { return mailbox.keys[i]; });
         }
         TOPK_STAMP(7);  // the leader: the row's (m, d) and k best
         if (warp == 0) write_topk<T, R, SOFTMAX>(list, s, k, values + row * k, indices + row * k);

@@ -30,11 +30,12 @@ template <int R> __device__ __forceinline__ Key kth_key(const Key (&list)[R], in
     return __shfl_sync(ALL_LANES, k <= 32 ? list[0] : list[R - 1], (k - 1) % 32);
 }
 
-// The largest key of the warp, in every lane.
+// The largest key of the warp, in every lane: the largest high word, then the largest low word among the
+// keys that hold it (two REDUX instructions).
 __device__ __forceinline__ Key warp_max(Key key) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) key = max(key, __shfl_xor_sync(ALL_LANES, key, offset));
-    return key;
+    const unsigned high = __reduce_max_sync(ALL_LANES, (unsigned)(key >> 32));
+    const unsigned low = __reduce_max_sync(ALL_LANES, (unsigned)(key >> 32) == high ? (unsigned)key : 0u);
+    return (Key)high << 32 | low;
 }
 
 // One step of a bitonic network between lanes lane and lane ^ stride: the lower lane keeps the

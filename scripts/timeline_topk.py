@@ -61,12 +61,7 @@ def timeline(case: str, torch) -> None:
     buffers = harness.rotation_buffers(x.nbytes, 16)
     xs = [cp.roll(x, i, axis=1) for i in range(buffers)]
     values, indices = cp.empty((rows, k), cp.float32), cp.empty((rows, k), cp.int32)
-    chunk_states = rows * launch.chunks
-    scratch = (
-        cp.empty(2 * chunk_states, cp.float32),
-        cp.empty(chunk_states * 64, cp.uint64),
-        cp.zeros(rows, cp.uint32),
-    )
+    scratch = cuda_topk.topk_scratch(rows, launch.chunks)
     blocks = launch.grid
     stamps = cp.zeros((LAUNCHES, blocks, len(STAGES), 2), cp.uint64)
     targets = cp.asarray([stamps[i].data.ptr for i in range(LAUNCHES)], cp.uint64)

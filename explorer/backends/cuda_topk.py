@@ -173,3 +173,10 @@ def _topk_scratch(rows: int, chunks: int, lists: int):
             _launchers.pop(key, None)
     _topk_scratch_of[stream] = states, keys, arrivals
     return states, keys, arrivals
+
+
+def topk_scratch(rows: int, chunks: int):
+    """The stream's top-k scratch for a launch made outside this module (scripts/timeline_topk.py's stamped build),
+    under the launchers' lock; lists of the longest kind, so any k fits."""
+    with _launchers_lock:
+        return _topk_scratch(rows, chunks, TOPK_MAX_LIST)

@@ -319,7 +319,7 @@ def _topk_state(x32: np.ndarray, launch: Launch):
     """The row's (m, d) as topk.cu gets it: fast_split_partial's batches over the row's aligned body
     (RowSplit; rows grouped by where their first 16-byte boundary falls), then chunk 0's first threads
     fold the loose head and tail elements, one each, as a last batch; chunks merged as a block does, or,
-    a chunk of one batch, summed on its largest value."""
+    a chunk of one batch and every chunk at k = 1, summed on its largest value."""
     vec, per = launch.template_args[:2]
     rows, cols = x32.shape
     row_m, row_d = np.empty((rows, 1), F32), np.empty((rows, 1), F32)
@@ -333,8 +333,10 @@ def _topk_state(x32: np.ndarray, launch: Launch):
             m[:, 0, : loose.size], d[:, 0, : loose.size] = _fast_merge(
                 m[:, 0, : loose.size], d[:, 0, : loose.size], lm, ld
             )
-        pooled = launch.template_args[4] and packs > 0  # with no pack, chunk 0's loose elements take the batch loop
-        row_m[group], row_d[group] = (_pooled_chunks if pooled else _merge_chunks)(m, d)
+        # k = 1 (one key a list) sums its chunk's states as a pooled chunk does; a pooled chunk with no pack (chunk
+        # 0's loose elements take the batch loop) merges them as a block
+        summed = launch.template_args[2] == 1 or (launch.template_args[4] and packs > 0)
+        row_m[group], row_d[group] = (_pooled_chunks if summed else _merge_chunks)(m, d)
     return row_m, row_d
 
 
