@@ -31,7 +31,8 @@
 // A cluster of such chunks agrees on a bound for the whole row first (row_bound): each chunk hands its leader
 // only the few elements that reach it, unranked, and the leader ranks them once.
 // k = 1 (K = 1, greedy decoding): no list; every lane holds its warp's best key, whose value is the
-// bound, so a batch costs a compare of each lane's largest and a vote, and the merges take maxima.
+// bound, so a batch costs a compare of each lane's largest and a vote, and the merges take maxima; a chunk's
+// (m, d) is then its threads' d summed on its best value, as a pooled chunk's (no merges of states).
 #include "fast_common.cuh"
 #include "topk_keys.cuh"
 
