@@ -12,11 +12,12 @@ import sys
 
 import numpy as np
 
-from explorer import harness, peers
+from explorer import harness
 from explorer.backends import cuda
 from explorer.fast_launch import fast_row_launch
 from explorer.numerics import DTYPES
 from explorer.registry import VARIANTS
+from scripts.stamps import collect, each_case, time_as_built_and_stamped
 
 STAGES = (
     "block starts",
@@ -92,15 +93,8 @@ def timeline(case: str, torch) -> None:
     plain(0)
     if not np.array_equal(stamped_y.view(np.uint8), cuda.from_device(y, DTYPES[dtype]).view(np.uint8)):
         sys.exit(f"{case}: the stamped kernel's output differs from the explorer's")
-    for label, run in (("as built", plain), ("stamped", stamped)):
-        events = harness.median_us(run, buffers)
-        device = harness.device_us(run, buffers, events) if torch is not None else None
-        print(f"  {label}: device {device:.2f} µs" if device else f"  {label}: events {events:.2f} µs")
-    stamps.fill(0)
-    for i in range(LAUNCHES):
-        stamped(i)
-    harness.sync()
-    report(cp.asnumpy(stamps).astype(np.int64))
+    time_as_built_and_stamped(plain, stamped, buffers, torch)
+    report(collect(stamped, LAUNCHES, stamps))
 
 
 def report(ns: np.ndarray) -> None:
@@ -116,11 +110,5 @@ def report(ns: np.ndarray) -> None:
         print(f"  {s} {title:50s} {first:7.0f} {median:7.0f} {last:7.0f}")
 
 
-def main() -> None:
-    torch = peers.torch_module()
-    for case in sys.argv[1:]:
-        timeline(case, torch)
-
-
 if __name__ == "__main__":
-    main()
+    each_case(timeline)

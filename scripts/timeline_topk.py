@@ -12,11 +12,12 @@ import sys
 
 import numpy as np
 
-from explorer import harness, peers
+from explorer import harness
 from explorer.backends import cuda, cuda_topk
 from explorer.registry import VARIANTS
 from explorer.topk import reference_topk
 from scripts.profile_topk import parse_case
+from scripts.stamps import collect, each_case, time_as_built_and_stamped
 
 STAGES = (
     "block starts",
@@ -83,15 +84,8 @@ def timeline(case: str, torch) -> None:
     def plain(i: int) -> None:
         cuda_topk.topk_on_device(True, launch, xs[i], rows, cols, "float32", k, fast, poison=False, out=out)
 
-    for label, run in (("as built", plain), ("stamped", stamped)):
-        events = harness.median_us(run, buffers)
-        device = harness.device_us(run, buffers, events) if torch is not None else None
-        print(f"  {label}: device {device:.2f} µs" if device else f"  {label}: events {events:.2f} µs")
-    stamps.fill(0)
-    for i in range(LAUNCHES):
-        stamped(i)
-    harness.sync()
-    report(cp.asnumpy(stamps).astype(np.int64))
+    time_as_built_and_stamped(plain, stamped, buffers, torch)
+    report(collect(stamped, LAUNCHES, stamps))
 
 
 def report(stamps: np.ndarray) -> None:
@@ -131,11 +125,5 @@ def block_zero(ns: np.ndarray, cycles: np.ndarray, passed: np.ndarray) -> None:
     print()
 
 
-def main() -> None:
-    torch = peers.torch_module()
-    for case in sys.argv[1:]:
-        timeline(case, torch)
-
-
 if __name__ == "__main__":
-    main()
+    each_case(timeline)

@@ -73,17 +73,7 @@ def test_the_stamped_topk_build_compiles(tmp_path):
     from scripts.timeline_topk import STAMPS
 
     name = cuda_topk.topk_kernel_name(topk_launch(1, 50257, 50, "float32"), "float32", True)
-    source = STAMPS + cuda.kernel_source("topk.cu") + f"\nvoid instantiate() {{ (void)&{name}; }}\n"
-    (tmp_path / "stamped.cu").write_text(source)
-    ptx = tmp_path / "out.ptx"
-    result = subprocess.run(
-        [NVCC, "-std=c++17", "-arch=sm_90", "-ptx", "-Xcicc", "-O0", "-o", str(ptx), str(tmp_path / "stamped.cu")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert "globaltimer" in ptx.read_text()
+    assert "globaltimer" in _stamped_ptx(tmp_path, STAMPS, "topk.cu", [name])
 
 
 def test_the_stamped_fast_build_compiles(tmp_path):
@@ -95,13 +85,14 @@ def test_the_stamped_fast_build_compiles(tmp_path):
         cuda.kernel_names(VARIANTS["fast"], parse_case(case)[3], dtype, "float32")[0]
         for case, dtype in (("float32:4x1048576", "float32"), ("bfloat16:1x16777216", "bfloat16"))
     ]
-    source = (
-        STAMPS
-        + cuda.kernel_source("fast.cu")
-        + "\nvoid instantiate() {"
-        + "".join(f" (void)&{n};" for n in names)
-        + " }\n"
-    )
+    text = _stamped_ptx(tmp_path, STAMPS, "fast.cu", names)
+    assert text.count(".entry ") == 2 and "globaltimer" in text
+
+
+def _stamped_ptx(tmp_path, stamps: str, filename: str, names: list[str]) -> str:
+    """The PTX of kernels/<filename> built with a timeline script's stamps, instantiating `names`."""
+    instantiate = "".join(f" (void)&{n};" for n in names)
+    source = stamps + cuda.kernel_source(filename) + f"\nvoid instantiate() {{{instantiate} }}\n"
     (tmp_path / "stamped.cu").write_text(source)
     ptx = tmp_path / "out.ptx"
     result = subprocess.run(
@@ -111,5 +102,4 @@ def test_the_stamped_fast_build_compiles(tmp_path):
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    text = ptx.read_text()
-    assert text.count(".entry ") == 2 and "globaltimer" in text
+    return ptx.read_text()
