@@ -752,8 +752,20 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
     if constexpr (K == 1) {
         block_best<K, SOFTMAX>(pool, list[0], s, list[0]);
     } else if (!pooled) {
-        if (SOFTMAX) s = fast_block_merge(s);
+        // each warp's (m, d) on its best value (its list's entry 0: the largest element reaches every bound), then
+        // the chunk's on the largest of those, in warp 0 once the tree merge's barriers have published them
+        __shared__ float warp_m[16], warp_d[16];
+        if (SOFTMAX) {
+            const float most = fmaxf(NEG_INF, key_value(__shfl_sync(ALL_LANES, list[0], 0)));
+            const float d = warp_sum(__fmul_rn(s.d, fast_rescale(s.m, most)));
+            if (lane == 0) { warp_m[warp] = most; warp_d[warp] = d; }
+        }
         tree_merge(pool, list);  // a warp's list goes where its buffer was
+        if (SOFTMAX && warp == 0) {
+            const int warps = blockDim.x / 32;
+            const float most = fmaxf(NEG_INF, key_value(__shfl_sync(ALL_LANES, list[0], 0)));
+            s = {most, warp_sum(lane < warps ? __fmul_rn(warp_d[lane], fast_rescale(warp_m[lane], most)) : 0.0f)};
+        }
     }
     TOPK_STAMP(4);  // the chunk's (m, d) and list in warp 0
     if constexpr (CLUSTER > 1) {  // the chunks of a row are a cluster: its leader merges them from its mailbox

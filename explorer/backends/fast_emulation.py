@@ -315,11 +315,26 @@ def _pooled_chunks(m: np.ndarray, d: np.ndarray):
     return _fold_chunks(most[..., 0], _warp_sum(warps))
 
 
+def _warp_summed_chunks(m: np.ndarray, d: np.ndarray):
+    """Thread states (rows, chunks, threads) -> the row's (m, d) as a chunk with warp lists (k > 1) gets it: each
+    warp's d rescaled to the warp's largest value and summed over the warp, then each warp's rescaled to the chunk's
+    largest and summed over the warps; then the fold."""
+    rows, chunks, threads = m.shape
+    lanes_m, lanes_d = m.reshape(rows, chunks, threads // 32, 32), d.reshape(rows, chunks, threads // 32, 32)
+    warp_m = lanes_m.max(axis=3)
+    most = warp_m.max(axis=2, keepdims=True)
+    with np.errstate(invalid="ignore", over="ignore"):
+        warp_d = _warp_sum(lanes_d * _fast_rescale(lanes_m, warp_m[..., None]))
+        warps = np.zeros((rows, chunks, 32), F32)
+        warps[..., : threads // 32] = warp_d * _fast_rescale(warp_m, most)
+    return _fold_chunks(most[..., 0], _warp_sum(warps))
+
+
 def _topk_state(x32: np.ndarray, launch: Launch):
     """The row's (m, d) as topk.cu gets it: fast_split_partial's batches over the row's aligned body
     (RowSplit; rows grouped by where their first 16-byte boundary falls), then chunk 0's first threads
-    fold the loose head and tail elements, one each, as a last batch; chunks merged as a block does, or,
-    a chunk of one batch and every chunk at k = 1, summed on its largest value."""
+    fold the loose head and tail elements, one each, as a last batch; each chunk's states summed on its largest
+    value (k = 1 and chunks of one batch) or warp by warp, then over the warps (k > 1)."""
     vec, per = launch.template_args[:2]
     rows, cols = x32.shape
     row_m, row_d = np.empty((rows, 1), F32), np.empty((rows, 1), F32)
@@ -333,10 +348,10 @@ def _topk_state(x32: np.ndarray, launch: Launch):
             m[:, 0, : loose.size], d[:, 0, : loose.size] = _fast_merge(
                 m[:, 0, : loose.size], d[:, 0, : loose.size], lm, ld
             )
-        # k = 1 (one key a list) sums its chunk's states as a pooled chunk does; a pooled chunk with no pack (chunk
-        # 0's loose elements take the batch loop) merges them as a block
+        # k = 1 (one key a list) sums its chunk's states as a pooled chunk does; k > 1 warp by warp, then the warps (a
+        # pooled chunk with no pack too: chunk 0's loose elements take the batch loop)
         summed = launch.template_args[2] == 1 or (launch.template_args[4] and packs > 0)
-        row_m[group], row_d[group] = (_pooled_chunks if summed else _merge_chunks)(m, d)
+        row_m[group], row_d[group] = (_pooled_chunks if summed else _warp_summed_chunks)(m, d)
     return row_m, row_d
 
 
