@@ -263,6 +263,12 @@ template <int K> __device__ __forceinline__ void tree_merge(Pool<K>& pool, Key (
     __syncthreads();  // the pool is free again
 }
 
+// A chunk's largest value from its best key: -inf where the key holds no number (NO_KEY, or a NaN element's).
+__device__ __forceinline__ float best_value(Key best) { return fmaxf(NEG_INF, key_value(best)); }
+
+// The warp's d on `most`: each lane's d rescaled once from its m to `most`, summed over the warp (in every lane).
+__device__ __forceinline__ float warp_d_on(State<float> s, float most) { return warp_sum(__fmul_rn(s.d, fast_rescale(s.m, most))); }
+
 // k = 1: the chunk's best key and (m, d), in warp 0's `best` and `s`, from each warp's best key (`key`, in every
 // lane) and each thread's (m, d): the largest of the warps' keys, whose value is the chunk's largest (-inf where
 // it holds no number); each thread's d rescaled to it once, summed over the warp, then over the warps (as a
@@ -273,9 +279,9 @@ template <int K, int SOFTMAX> __device__ __forceinline__ void block_best(Pool<K>
     if (lane == 0) pool.key[warp] = key;
     __syncthreads();
     best = warp_max(lane < warps ? pool.key[lane] : NO_KEY);
-    const float most = fmaxf(NEG_INF, key_value(best));
+    const float most = best_value(best);
     if (SOFTMAX) {
-        const float d = warp_sum(__fmul_rn(s.d, fast_rescale(s.m, most)));
+        const float d = warp_d_on(s, most);
         if (lane == 0) warp_d[warp] = d;
     }
     __syncthreads();  // the pool is free again
@@ -418,7 +424,7 @@ __device__ __forceinline__ Key chunk_bound(Key best, int k, float& most) {
     }
     __syncthreads();
     const bool held = lane < warps;
-    most = fmaxf(NEG_INF, key_value(lowest_key(__reduce_max_sync(ALL_LANES, held ? warp_top[lane] : 0u))));
+    most = best_value(lowest_key(__reduce_max_sync(ALL_LANES, held ? warp_top[lane] : 0u)));
     return lowest_key(warp_jth(held ? warp_tth[lane] : 0u, (k + t - 1) / t, warps));
 }
 
@@ -709,7 +715,7 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
             // pool's barriers) over the warps (warp 0's sum is the one mailed); no merges of states
             __shared__ float warp_d[16];
             if (SOFTMAX) {
-                const float d = warp_sum(__fmul_rn(mine.d, fast_rescale(mine.m, chunk_most)));
+                const float d = warp_d_on(mine, chunk_most);
                 if (lane == 0) warp_d[warp] = d;
             }
             TOPK_STAMP(2);  // the chunk's bound (CANDIDATES: the row's)
@@ -756,14 +762,14 @@ __device__ __forceinline__ void topk_row_chunk(const T* __restrict__ x, T* __res
         // the chunk's on the largest of those, in warp 0 once the tree merge's barriers have published them
         __shared__ float warp_m[16], warp_d[16];
         if (SOFTMAX) {
-            const float most = fmaxf(NEG_INF, key_value(__shfl_sync(ALL_LANES, list[0], 0)));
-            const float d = warp_sum(__fmul_rn(s.d, fast_rescale(s.m, most)));
+            const float most = best_value(__shfl_sync(ALL_LANES, list[0], 0));
+            const float d = warp_d_on(s, most);
             if (lane == 0) { warp_m[warp] = most; warp_d[warp] = d; }
         }
         tree_merge(pool, list);  // a warp's list goes where its buffer was
         if (SOFTMAX && warp == 0) {
             const int warps = blockDim.x / 32;
-            const float most = fmaxf(NEG_INF, key_value(__shfl_sync(ALL_LANES, list[0], 0)));
+            const float most = best_value(__shfl_sync(ALL_LANES, list[0], 0));
             s = {most, warp_sum(lane < warps ? __fmul_rn(warp_d[lane], fast_rescale(warp_m[lane], most)) : 0.0f)};
         }
     }
