@@ -310,9 +310,7 @@ def _pooled_chunks(m: np.ndarray, d: np.ndarray):
     most = m.max(axis=2, keepdims=True)
     with np.errstate(invalid="ignore", over="ignore"):
         lanes = (d * _fast_rescale(m, most)).reshape(rows, chunks, threads // 32, 32)
-    warps = np.zeros((rows, chunks, 32), F32)
-    warps[..., : threads // 32] = _warp_sum(lanes)
-    return _fold_chunks(most[..., 0], _warp_sum(warps))
+    return _summed_over_warps(most, _warp_sum(lanes))
 
 
 def _warp_summed_chunks(m: np.ndarray, d: np.ndarray):
@@ -325,9 +323,16 @@ def _warp_summed_chunks(m: np.ndarray, d: np.ndarray):
     most = warp_m.max(axis=2, keepdims=True)
     with np.errstate(invalid="ignore", over="ignore"):
         warp_d = _warp_sum(lanes_d * _fast_rescale(lanes_m, warp_m[..., None]))
-        warps = np.zeros((rows, chunks, 32), F32)
-        warps[..., : threads // 32] = warp_d * _fast_rescale(warp_m, most)
-    return _fold_chunks(most[..., 0], _warp_sum(warps))
+        return _summed_over_warps(most, warp_d * _fast_rescale(warp_m, most))
+
+
+def _summed_over_warps(most: np.ndarray, warp_d: np.ndarray):
+    """The row's (m, d) from each chunk's largest value (rows, chunks, 1) and its warps' d on it (rows, chunks,
+    warps): warp 0's lanes sum them (zero past the warps), then the chunks fold."""
+    rows, chunks, warps = warp_d.shape
+    lanes = np.zeros((rows, chunks, 32), F32)
+    lanes[..., :warps] = warp_d
+    return _fold_chunks(most[..., 0], _warp_sum(lanes))
 
 
 def _topk_state(x32: np.ndarray, launch: Launch):
