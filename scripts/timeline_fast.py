@@ -14,9 +14,9 @@ import numpy as np
 
 from explorer import harness
 from explorer.backends import cuda
-from explorer.fast_launch import fast_row_launch
 from explorer.numerics import DTYPES
 from explorer.registry import VARIANTS
+from scripts.profile_fast import parse_case
 from scripts.stamps import collect, each_case, time_as_built_and_stamped
 
 STAGES = (
@@ -39,18 +39,6 @@ __device__ unsigned long long* fast_stamp_out;  // [block][stage] globaltimer, s
 }} while (0)
 """
 LAUNCHES = 200
-
-
-def parse_case(case: str):
-    case, _, given = case.partition("@")
-    dtype, _, shape = case.rpartition(":")
-    dtype = dtype or "float32"
-    rows, cols = (int(n) for n in shape.split("x"))
-    if given:
-        launch = fast_row_launch(rows, cols, dtype, *(int(n) for n in given.split(",")))
-    else:
-        launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
-    return dtype, rows, cols, launch
 
 
 def timeline(case: str, torch) -> None:

@@ -79,7 +79,8 @@ def test_the_stamped_topk_build_compiles(tmp_path):
 def test_the_stamped_fast_build_compiles(tmp_path):
     """scripts/timeline_fast.py's build: fast.cu with FAST_STAMP recording (empty in every other build), in a
     fast_row launch whose slices exchange through global memory and in a fast_stream launch."""
-    from scripts.timeline_fast import STAMPS, parse_case
+    from scripts.profile_fast import parse_case
+    from scripts.timeline_fast import STAMPS
 
     names = [
         cuda.kernel_names(VARIANTS["fast"], parse_case(case)[3], dtype, "float32")[0]
