@@ -102,12 +102,16 @@ FAST_WARP_ELEMENTS = {
     "float16": ((1024, 32),),
     "bfloat16": ((1024, 32),),
 }
+# A cluster's slices hold their packs as loaded (HOLD 3), whose warps' states the cluster folds at once: bf16
+# 65536 / 131072 / 262144 at 97.0 / 95.9 / 94.4 % of copy against 90.9 / 90.2 / 85.0 for shared-memory slices with
+# the same fold and 93.8 / 92.9 / 91.0 with the block merge before it; fp32 32768 ... 131072 at 98.1-98.9 % against
+# 92.5-94.0 and 97.6-97.8 (device time, docs/results/cluster-hold-h200.txt).
 FAST_ROW_16BIT = (
     (2048, 512, 64, 1),
     (8192, 128, 64, 2),  # 4096: 95.5 % of copy held in shared memory, 94.4 in registers (event time)
     (32768, 512, 64, 3),  # one block holding its packs as loaded: bf16 16384 / 32768 at 97.1 / 96.3 % of copy
     # against 96.1 / 95.5 in a cluster of two shared-memory slices; fp16 96.5 / 96.2 against 96.0 / 95.7 (device time)
-    (262144, (256, 512), 64, 2),  # from 65536 packs held as loaded lose 3-12 points to shared memory
+    (262144, (256, 512), 64, 3),
     (2**21, 512, 32, 1),  # long rows (few): many small register-held slices, exchanged through global memory
     (2**62, 512, 64, 2),
 )
@@ -116,7 +120,8 @@ FAST_ROW_SHAPES = {
         (4096, 256, 16, 1),
         (8192, 256, 32, 1),
         (16384, 512, 32, 1),
-        (262144, 512, 32, 2),
+        (196608, 512, 32, 3),  # fp32 151936 at 95.4 % of copy in 16 blocks of 320 threads, 91.4 in 16 of 160
+        (262144, 256, 64, 3),  # 262144 at 92.9 % in 16 blocks of 256 threads holding 64, 91.1 in 16 of 512 holding 32
         (2**62, 256, 32, 1),
     ),
     "float16": FAST_ROW_16BIT,

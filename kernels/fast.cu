@@ -6,7 +6,8 @@
 // | fast_row           | a block per row (or several), or slices merged through global;  | 1 / 1 (+ 2 floats per slice)   |
 // |                    | cp.async loads, the slice held in registers or shared memory,   |                                |
 // |                    | 16-byte loads at any width (loose head and tail elements)       |                                |
-// | fast_row_cluster   | fast_row whose slices form a Hopper cluster, merged over DSMEM  | 1 / 1                          |
+// | fast_row_cluster   | fast_row whose slices form a Hopper cluster: each warp's (m, d) | 1 / 1                          |
+// |                    | mailed to every block over DSMEM, folded with no barrier        |                                |
 // | fast_stream        | rows too long to hold on chip: several blocks per row, each     | 1 / 1 (+ a second read of what |
 // |                    | holding its chunk's first batches in shared memory; (m, d)      | is not held, mostly from L2;   |
 // |                    | exchanged through global memory, then the rest read again       | 2 floats per chunk)            |
@@ -57,10 +58,24 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
     }
 }
 
+// The row's (m, d) from `mine`: in a cluster, each warp's (exps on the warp's max, ON_WARP), folded from the
+// cluster's mailboxes (WARPS: the most a block has); else each thread's, merged over the block and then, for a
+// row of several slices, over the slices through global memory.
+template <int ROWS, int CLUSTER, int WARPS>
+__device__ __forceinline__ State<float> row_state(State<float> mine, float* partial, unsigned* sync, long long row, int slice,
+                                                  int slices) {
+    if constexpr (CLUSTER > 1) return cluster_row_state<CLUSTER, WARPS>(mine);
+    State<float> s = fast_block_merge<ROWS>(mine);
+    FAST_STAMP(2);  // the block's (m, d)
+    if (slices > 1) s = exchange_row<0>(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+    return s;
+}
+
 // fast_row: fast_warp's on-chip caching for longer rows. A block holds ROWS rows (blockDim.x / ROWS
-// threads each), or one of `slices` consecutive slices of a row; slices exchange their (m, d) through
-// distributed shared memory when they form a Hopper cluster (CLUSTER = slices), else through global
-// memory (exchange_row), and each normalises the slice it still holds: x is read once, y written once
+// threads each), or one of `slices` consecutive slices of a row; when the slices form a Hopper cluster
+// (CLUSTER = slices), each warp takes its exps on the warp's max and mails its (m, d) to every block of the
+// cluster, which fold them with no barrier (cluster_row_state); else a block merges its threads' states and
+// slices exchange theirs through global memory (exchange_row). Each normalises the slice it still holds: x is read once, y written once
 // (1 read, 1 write), at any width that the GPU's resident blocks can hold. Rows of any width load 16-byte
 // packs: where the width is not a multiple of VEC (LOOSE), the loose elements before and after each
 // row's aligned body (RowSplit) go one each to the first slice's first threads, folded after their packs
@@ -72,10 +87,11 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
 // computed again from it for the output, so few registers and more bytes in flight), 3 registers as
 // loaded (plain 16-byte loads, 16-bit elements kept two to a register; the exps taken again as in HOLD 2,
 // with the same bits).
-template <typename T, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE, int ROWS>
+template <typename T, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE, int ROWS, int WARPS>
 __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                               unsigned* __restrict__ sync, int rows, int cols, int slices, int resident) {
     const int threads = blockDim.x / ROWS, t = threadIdx.x % threads;  // the row's threads, this one's index
+    constexpr bool ON_WARP = CLUSTER > 1;  // a cluster folds its warps' states (row_state)
     FAST_STAMP(0);  // the block starts
     const long long block = slices > CLUSTER && !resident ? start_ticket(sync) : blockIdx.x;
     const long long row = ROWS == 1 ? block / slices : block * ROWS + threadIdx.x / threads;
@@ -103,12 +119,9 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
             if constexpr (HOLD == 3) return unwidened(held[k]);
             else return staged_pack<T, VEC>(k);
         };
-        const State<float> mine = held_state<T, VEC, PER>(pack_of, begin, end, t, threads, loose, holds_loose);
+        const State<float> mine = held_state<T, VEC, PER, ON_WARP>(pack_of, begin, end, t, threads, loose, holds_loose);
         FAST_STAMP(1);  // the slice loaded and folded
-        State<float> s = fast_block_merge<ROWS>(mine);
-        FAST_STAMP(2);  // the block's (m, d)
-        if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
-        else if (slices > 1) s = exchange_row<0>(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+        const State<float> s = row_state<ROWS, CLUSTER, WARPS>(mine, partial, sync, row, slice, slices);
         FAST_STAMP(3);  // the row's (m, d)
         if (prescaled<T>(s.m)) {
             const float b = fmaf(s.m, LOG2E, fast_log2(s.d));
@@ -145,12 +158,9 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
         for (int i = 0; i < VEC; ++i) v[k * VEC + i] = p < end ? to_float(pack.v[i]) : NEG_INF;
     }
     v[N] = holds_loose ? loose : NEG_INF;
-    const State<float> mine = exps_in_place(v);
+    const State<float> mine = exps_in_place<ON_WARP>(v);
     FAST_STAMP(1);
-    State<float> s = fast_block_merge<ROWS>(mine);
-    FAST_STAMP(2);
-    if constexpr (CLUSTER > 1) s = cluster_exchange<CLUSTER>(s);
-    else if (slices > 1) s = exchange_row<0>(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+    const State<float> s = row_state<ROWS, CLUSTER, WARPS>(mine, partial, sync, row, slice, slices);
     FAST_STAMP(3);
     const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
 #pragma unroll
@@ -181,7 +191,7 @@ __host__ __device__ constexpr int fast_row_min_blocks(int hold, int held, int it
 template <typename T, typename Acc, int VEC, int PER, int HOLD, bool LOOSE, int ROWS>
 __global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC, sizeof(T)), fast_row_min_blocks(HOLD, PER * VEC, sizeof(T))) fast_row(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                                  unsigned* __restrict__ sync, int rows, int cols, int slices, int resident) {
-    fast_row_body<T, VEC, PER, HOLD, 1, LOOSE, ROWS>(x, y, partial, sync, rows, cols, slices, resident);
+    fast_row_body<T, VEC, PER, HOLD, 1, LOOSE, ROWS, 1>(x, y, partial, sync, rows, cols, slices, resident);
 }
 
 // fast_row_cluster: fast_row whose `slices` = CLUSTER blocks of a row form a Hopper cluster (a separate
@@ -190,8 +200,9 @@ template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER, boo
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(fast_row_threads(HOLD, PER * VEC, 4), fast_row_min_blocks(HOLD, PER * VEC, 4))
 fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
                  int rows, int cols, int slices, int resident) {
-    cluster_mailbox_open<CLUSTER>();
-    fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1>(x, y, partial, sync, rows, cols, slices, resident);
+    constexpr int WARPS = fast_row_threads(HOLD, PER * VEC, 4) / 32;
+    cluster_mailbox_open<CLUSTER, WARPS>();
+    fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1, WARPS>(x, y, partial, sync, rows, cols, slices, resident);
 }
 
 // Chunk c of a row of `packs` 16-byte packs cut into `chunks`: packs [begin, end).

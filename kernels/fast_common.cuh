@@ -61,6 +61,13 @@ template <int LANES> __device__ __forceinline__ State<float> group_merge(State<f
     return s;
 }
 
+// The largest m of the warp (fmaxf: a NaN loses to a number), in every lane.
+__device__ __forceinline__ float warp_fmax(float m) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    return m;
+}
+
 // group_merge<32> per warp, then the warps of each of the block's ROWS rows (consecutive blockDim.x / ROWS
 // threads each) merge their states: warp r folds row r's, lane l its warp l; every thread gets its row's.
 // A row of one warp has its state after the butterfly.
@@ -187,19 +194,21 @@ __device__ __forceinline__ float held_sum(Packs pack_of, int begin, int end, int
 // memory or in registers), then its loose element (fast_row's head or tail, if it holds one), read twice
 // (max, then the sum of e^{x - m} in the same order, prescaled where prescaled<T>), the exps not kept. A -inf
 // element adds exactly 0: 2^-inf for a finite max, and a thread whose elements are all -inf shifts by 0
-// instead (exp_shift).
-template <typename T, int VEC, int PER, typename Packs>
+// instead (exp_shift). ON_WARP: the shift is the warp's max, and the sums are added over the warp (the warp's
+// (m, d) in every lane, as fast_row's clusters fold them: cluster_row_state).
+template <typename T, int VEC, int PER, bool ON_WARP, typename Packs>
 __device__ __forceinline__ State<float> held_state(Packs pack_of, int begin, int end, int t, int stride, float loose, bool holds_loose) {
     PackMax<T, VEC> packs_max;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
         if (begin + k * stride + t < end) packs_max.add(pack_of(k));
     }
-    const float m = holds_loose ? fmaxf(packs_max.value(), loose) : packs_max.value();
+    float m = holds_loose ? fmaxf(packs_max.value(), loose) : packs_max.value();
+    if constexpr (ON_WARP) m = warp_fmax(m);
     const float shift = exp_shift(m);
     const float d = prescaled<T>(shift) ? held_sum<T, VEC, PER>(pack_of, begin, end, t, stride, loose, holds_loose, ExpLess{__fmul_rn(shift, LOG2E)})
                                         : held_sum<T, VEC, PER>(pack_of, begin, end, t, stride, loose, holds_loose, ExpShifted{shift});
-    return {m, d};
+    return {m, ON_WARP ? warp_sum(d) : d};
 }
 
 // A block's logical index in start order (a ticket), for kernels whose blocks wait for each other
@@ -284,37 +293,40 @@ __device__ __forceinline__ State<float> exchange_row(State<float> s, float* row_
     return {row_state[0], row_state[1]};
 }
 
-// exchange_row for the blocks of one Hopper cluster, through distributed shared memory: each block
-// mails its state to every block of the cluster (st.async into the receiver's mailbox, which counts the
-// bytes on its mbarrier) and folds the CLUSTER states it receives in rank order, so the bits match
-// exchange_row's. No cluster barrier or fence in between: a block waits only for the bytes it expects
-// (cluster_mailbox_open at the kernel's start: mailbox_open below).
-struct ClusterMailbox {
-    unsigned long long arrived;  // mbarrier: complete when CLUSTER states (8 bytes each) have landed
-    float2 state[16];            // state[r]: block r's (m, d)
+// The cluster's mailboxes, where fast_row's slices leave their warps' states for each other: every warp of
+// every block mails its (m, d) to every block of the cluster (st.async into the receiver's mailbox, which
+// counts the bytes on its mbarrier), and each warp folds all of them (fold_warp_states), so no block waits
+// at a barrier and every block gets the same bits. cluster_mailbox_open at the kernel's start; WARPS: the
+// most warps a block of the kernel has.
+template <int CLUSTER, int WARPS> struct ClusterMailbox {
+    unsigned long long arrived;        // mbarrier: complete when every warp of the cluster's state has landed
+    float2 state[CLUSTER * WARPS];     // state[r · warps + w]: warp w of block r's (m, d)
 };
-__device__ __forceinline__ ClusterMailbox& cluster_mailbox() {
-    __shared__ ClusterMailbox mailbox;
+template <int CLUSTER, int WARPS> __device__ __forceinline__ ClusterMailbox<CLUSTER, WARPS>& cluster_mailbox() {
+    __shared__ ClusterMailbox<CLUSTER, WARPS> mailbox;
     return mailbox;
 }
 
 // A mailbox in this block's shared memory that blocks of its cluster fill with st.async: at the kernel's
 // start, its mbarrier (`arrived`) expects BYTES, and a relaxed cluster arrive says it is open (the
 // senders' barrier.cluster.wait comes before their first st.async). mailbox_wait: until they have landed.
-// mailbox_expect alone (thread 0) readies one more mailbox before the block's mailbox_open.
-template <int BYTES> __device__ __forceinline__ void mailbox_expect(unsigned long long& arrived) {
-    if (threadIdx.x == 0) {
-        const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&arrived));
-        asm volatile(
-            "mbarrier.init.shared::cta.b64 [%0], 1;\n"
-            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-            "fence.mbarrier_init.release.cluster;\n" ::"r"(bar), "n"(BYTES) : "memory");
+// mailbox_expect alone (thread 0) readies one more mailbox before the block's mailbox_open. The count of
+// bytes is an immediate (topk.cu's mailboxes), or a register where it depends on the block size.
+#define MAILBOX_EXPECT(arrived, bytes, constraint)                                                          \
+    if (threadIdx.x == 0) {                                                                                 \
+        const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&(arrived)));                   \
+        asm volatile(                                                                                       \
+            "mbarrier.init.shared::cta.b64 [%0], 1;\n"                                                      \
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"                                      \
+            "fence.mbarrier_init.release.cluster;\n" ::"r"(bar), constraint(bytes) : "memory");              \
     }
-}
+template <int BYTES> __device__ __forceinline__ void mailbox_expect(unsigned long long& arrived) { MAILBOX_EXPECT(arrived, BYTES, "n") }
+__device__ __forceinline__ void mailbox_expect(unsigned long long& arrived, unsigned bytes) { MAILBOX_EXPECT(arrived, bytes, "r") }
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory"); }
 template <int CLUSTER, int BYTES> __device__ __forceinline__ void mailbox_open(unsigned long long& arrived) {
     static_assert(CLUSTER <= 16, "a Hopper cluster has at most 16 blocks");
     mailbox_expect<BYTES>(arrived);
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+    cluster_arrive_relaxed();
 }
 
 // Until every mailbox of the cluster is open (each block's mailbox_open arrived): before a block's first st.async.
@@ -337,33 +349,41 @@ __device__ __forceinline__ void mailbox_wait(const unsigned long long& arrived) 
     }
 }
 
-template <int CLUSTER> __device__ __forceinline__ void cluster_mailbox_open() {
-    mailbox_open<CLUSTER, CLUSTER * 8>(cluster_mailbox().arrived);
+template <int CLUSTER, int WARPS> __device__ __forceinline__ void cluster_mailbox_open() {
+    static_assert(CLUSTER <= 16, "a Hopper cluster has at most 16 blocks");
+    mailbox_expect(cluster_mailbox<CLUSTER, WARPS>().arrived, CLUSTER * (blockDim.x / 32) * 8);
+    cluster_arrive_relaxed();
 }
 
-template <int CLUSTER> __device__ __forceinline__ State<float> cluster_exchange(State<float> s) {
-    __shared__ float row_state[2];
-    ClusterMailbox& mailbox = cluster_mailbox();
+// The row's (m, d) from `entries` warp states in shared memory, folded alike by every warp that reads them:
+// lane l takes entries l, l + 32, ...; the largest m of all, then each d rescaled to it, added in entry order
+// and over the lanes. No merge of states: one exp an entry.
+__device__ __forceinline__ State<float> fold_warp_states(const float2* states, int entries) {
+    const int lane = threadIdx.x % 32;
+    float m = NEG_INF;
+    for (int j = lane; j < entries; j += 32) m = fmaxf(m, states[j].x);
+    m = warp_fmax(m);
+    float d = 0.0f;
+    for (int j = lane; j < entries; j += 32) d = __fadd_rn(d, __fmul_rn(states[j].y, fast_rescale(states[j].x, m)));
+    return {m, warp_sum(d)};
+}
+
+// The row's (m, d) for the blocks of one Hopper cluster: lane r of each warp mails the warp's state to block r
+// (st.async), and every warp waits for its block's mailbox to fill, then folds the cluster's warps in order
+// (block-major), so every warp of every block gets the same bits, with no barrier in the block.
+template <int CLUSTER, int WARPS> __device__ __forceinline__ State<float> cluster_row_state(State<float> warp) {
+    ClusterMailbox<CLUSTER, WARPS>& mailbox = cluster_mailbox<CLUSTER, WARPS>();
+    const int warps = blockDim.x / 32, lane = threadIdx.x % 32;
     cluster_mailboxes_wait();
-    if (threadIdx.x < CLUSTER) {  // thread r mails this block's state to block r
+    if (lane < CLUSTER) {
         unsigned rank;
         asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-        const unsigned to = in_block(&mailbox.state[rank], threadIdx.x), bar = in_block(&mailbox.arrived, threadIdx.x);
+        const unsigned to = in_block(&mailbox.state[rank * warps + threadIdx.x / 32], lane), bar = in_block(&mailbox.arrived, lane);
         asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(to),
-                     "f"(s.m), "f"(s.d), "r"(bar) : "memory");
+                     "f"(warp.m), "f"(warp.d), "r"(bar) : "memory");
     }
-    if (threadIdx.x < 32) {
-        mailbox_wait(mailbox.arrived);
-        State<float> r = {NEG_INF, 0.0f};
-        if (threadIdx.x < CLUSTER) {
-            const float2 other = mailbox.state[threadIdx.x];
-            r = fast_merge(r, {other.x, other.y});
-        }
-        r = group_merge<32>(r);
-        if (threadIdx.x == 0) { row_state[0] = r.m; row_state[1] = r.d; }
-    }
-    __syncthreads();
-    return {row_state[0], row_state[1]};
+    mailbox_wait(mailbox.arrived);
+    return fold_warp_states(mailbox.state, CLUSTER * warps);
 }
 
 // Pack k of a thread's batch as floats, in slots k·VEC on: valid where the pack is `in` the batch, else 0.
@@ -391,11 +411,13 @@ template <int N> __device__ __forceinline__ State<float> exps_in_place(float (&v
 }
 
 // exps_in_place for a thread whose missing elements read as -inf (each then adds exactly 0, as a masked
-// one does): no mask is held, so the registers go to the elements.
-template <int N> __device__ __forceinline__ State<float> exps_in_place(float (&v)[N]) {
+// one does): no mask is held, so the registers go to the elements. ON_WARP: as in held_state, the exps are
+// on the warp's max and the sums added over the warp.
+template <bool ON_WARP, int N> __device__ __forceinline__ State<float> exps_in_place(float (&v)[N]) {
     float m = NEG_INF;
 #pragma unroll
     for (int i = 0; i < N; ++i) m = fmaxf(m, v[i]);
+    if constexpr (ON_WARP) m = warp_fmax(m);
     const float shift = exp_shift(m);
     float d = 0.0f;
 #pragma unroll
@@ -403,7 +425,7 @@ template <int N> __device__ __forceinline__ State<float> exps_in_place(float (&v
         v[i] = exp_shifted(v[i], shift);
         d = __fadd_rn(d, v[i]);
     }
-    return {m, d};
+    return {m, ON_WARP ? warp_sum(d) : d};
 }
 
 // Two floats into two consecutive T, rounded to nearest: one F2FP instruction for the 16-bit types.

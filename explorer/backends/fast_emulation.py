@@ -69,6 +69,25 @@ def _fast_block_merge(m, d):
     return top_m[:, :1], top_d[:, :1]
 
 
+def _warp_max(m: np.ndarray) -> np.ndarray:
+    """warp_fmax over each 32 consecutive threads (last axis), in every lane: NaN loses to a number, as fmaxf."""
+    lanes = m.reshape(*m.shape[:-1], -1, 32)
+    return np.repeat(np.fmax.reduce(lanes, axis=-1), 32, axis=-1).astype(F32)
+
+
+def _fold_warp_states(wm: np.ndarray, wd: np.ndarray):
+    """fold_warp_states over (rows, entries): lane l takes entries l, l + 32, ...; the largest m of all, then each
+    d rescaled to it, added in entry order in each lane and over the lanes (warp_sum)."""
+    rows, entries = wm.shape
+    m = np.fmax.reduce(wm, axis=1, keepdims=True).astype(F32)
+    lanes = np.zeros((rows, 32), F32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for first in range(0, entries, 32):
+            n = min(32, entries - first)
+            lanes[:, :n] = lanes[:, :n] + wd[:, first : first + n] * _fast_rescale(wm[:, first : first + n], m)
+    return m, _warp_sum(lanes)[:, None]
+
+
 def _exps_in_place(xg: np.ndarray, valid: np.ndarray):
     """fast.cu's exps_in_place for every thread: xg (rows, threads, slots) fp32, valid broadcastable to it.
 
@@ -132,11 +151,17 @@ def _prescaled(m: np.ndarray) -> np.ndarray:
 
 
 def _held_state_16bit(xg: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """held_state for a 16-bit slice held in shared memory or as loaded: each thread's max, then its sum, prescaled
-    (2^{x·log2e - b}, b = shift·log2e rounded to fp32) where its shift (its max, 0 if -inf) is within
-    PRESCALE_MAX, the difference first (exps_in_place's) for the other threads. Each exp is taken once."""
+    """held_state for a 16-bit slice held in shared memory or as loaded: each thread's max, then its sum
+    (_held_sums_16bit)."""
+    m = _thread_max(xg, np.broadcast_to(valid, xg.shape))
+    return m, _held_sums_16bit(xg, valid, m)
+
+
+def _held_sums_16bit(xg: np.ndarray, valid: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Each thread's sum of its exps on m (its max, or its warp's): prescaled (2^{x·log2e - b}, b = shift·log2e
+    rounded to fp32) where the shift (m, 0 if -inf) is within PRESCALE_MAX, the difference first (exps_in_place's)
+    elsewhere. Each exp is taken once."""
     valid = np.broadcast_to(valid, xg.shape)
-    m = _thread_max(xg, valid)
     shift = np.where(m == -np.inf, np.zeros((), F32), m)
     pre = _prescaled(shift)
     d = np.empty(m.shape, F32)
@@ -145,7 +170,7 @@ def _held_state_16bit(xg: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np
     rest = ~pre
     if rest.any():
         d[rest] = _sum_in_order(_exps_shifted(xg[rest], valid[rest], m[rest]))
-    return m, d
+    return d
 
 
 def _held_output(xg: np.ndarray, row_m: np.ndarray, row_d: np.ndarray, prescale: bool) -> np.ndarray:
@@ -209,14 +234,23 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int, pr
     valid = np.concatenate([valid, holds_loose[:, None]], axis=1)
     held = launch.template_args[2] >= 2  # slice kept in shared memory or as loaded: the exps taken again
     xg = x32[:, element]  # (rows, threads, slots)
-    if held and prescale:
-        m, d = _held_state_16bit(xg, valid)
+    if launch.kernel == "fast_row_cluster":  # exps on each warp's max, the cluster's warps folded at once
+        m = _warp_max(_thread_max(xg, np.broadcast_to(valid, xg.shape)))
+        if held and prescale:
+            d = _held_sums_16bit(xg, valid, m)
+        else:
+            e = _exps_shifted(xg, np.broadcast_to(valid, xg.shape), m)
+            d = _sum_in_order(e)
+        row_m, row_d = _fold_warp_states(m[:, ::32], _warp_sum(d.reshape(rows, -1, 32)))
     else:
-        m, d, e = _exps_in_place(xg, valid)
-    bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
-    row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
-    if slices > 1:
-        row_m, row_d = _fold_chunks(row_m, row_d)
+        if held and prescale:
+            m, d = _held_state_16bit(xg, valid)
+        else:
+            m, d, e = _exps_in_place(xg, valid)
+        bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
+        row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
+        if slices > 1:
+            row_m, row_d = _fold_chunks(row_m, row_d)
     with np.errstate(invalid="ignore", over="ignore"):
         if held:
             out = _held_output(xg, row_m, row_d, prescale)
