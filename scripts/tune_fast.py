@@ -25,7 +25,8 @@ cp = cuda.cp
 FAST = VARIANTS["fast"]
 
 
-# fast_row's (elements a thread, hold) to try; only="registers" keeps the register-held ones of 64 and more
+# fast_row's (elements a thread, hold) to try; only="registers" keeps those held in registers (HOLD 1 from 64 elements,
+# HOLD 3 from 32)
 FAST_ROW_HOLDS = (
     (16, 0),
     (32, 0),
@@ -37,10 +38,11 @@ FAST_ROW_HOLDS = (
     (32, 2),
     (64, 2),
     (128, 2),
+    (32, 3),
     (64, 3),
     (128, 3),
 )
-REGISTER_HELD = ((64, 1), (128, 1), (64, 3), (128, 3))
+REGISTER_HELD = ((64, 1), (128, 1), (32, 3), (64, 3), (128, 3))
 LONG_ROW = 2**20  # from here on, fast_split's and fast_stream's geometries are candidates too
 
 

@@ -273,6 +273,91 @@ def test_fast_row_with_several_rows_a_block_folds_each_row_as_one_row_a_block(dt
     assert explorer.errors(out_four, x).max_rel <= explorer.MAX_REL_FP32_ACC[dtype]
 
 
+def cluster_model_row(x_row: np.ndarray, launch, prescale: bool) -> np.ndarray:
+    """fast_row_cluster on one aligned row, thread by thread: each thread's packs, its max, its warp's max, its exps
+    on that max added in order, the warp's butterfly sum; then every warp's state of the cluster folded as each warp
+    folds them (lane l: entries l, l + 32, ..., rescaled to the largest m, then a butterfly), and the output."""
+    f32 = np.float32
+    vec, per, hold = launch.template_args[:3]
+    slices, threads = launch.chunks, launch.block
+    packs = x_row.size // vec
+    chunk = -(-packs // slices)
+    xs = x_row.astype(f32)
+
+    def butterfly(lanes):
+        for offset in (16, 8, 4, 2, 1):
+            lanes = [f32(lanes[i] + lanes[i ^ offset]) for i in range(32)]
+        return lanes[0]
+
+    held, entries = {}, []
+    for s in range(slices):
+        for w in range(threads // 32):
+            for t in range(w * 32, w * 32 + 32):
+                ps = [s * chunk + k * threads + t for k in range(per)]
+                held[s, t] = [p * vec + i for p in ps if p < min(packs, (s + 1) * chunk) for i in range(vec)]
+            m = f32(np.fmax.reduce([xs[j] for t in range(w * 32, w * 32 + 32) for j in held[s, t]], initial=-np.inf))
+            shift = f32(0) if m == -np.inf else m
+            sums = []
+            for t in range(w * 32, w * 32 + 32):
+                d = f32(0)
+                for j in held[s, t]:
+                    if prescale and abs(shift) <= fast_emulation.PRESCALE_MAX:
+                        e = fast_emulation.exp2_less(xs[j : j + 1], np.array([shift * fast_emulation.LOG2E], f32))[0]
+                    else:
+                        e = f32(0) if xs[j] == -np.inf else fast_emulation.exp_shifted(xs[j : j + 1], shift)[0]
+                    d = f32(d + e)
+                sums.append(d)
+            entries.append((m, butterfly(sums)))
+    row_m = f32(np.fmax.reduce([m for m, _ in entries], initial=-np.inf))
+    lanes = [f32(0)] * 32
+    for j, (m, d) in enumerate(entries):
+        lanes[j % 32] = f32(lanes[j % 32] + f32(d * fast_emulation._fast_rescale(np.array(m), np.array(row_m))))
+    row_d = butterfly(lanes)
+    y = np.zeros(xs.size, f32)
+    for s, t in held:
+        for j in held[s, t]:
+            if hold >= 2:
+                y[j] = fast_emulation._held_output(
+                    xs[j : j + 1][None, None], np.array([[row_m]]), np.array([[row_d]]), prescale
+                )[0, 0, 0]
+            else:
+                w_m = entries[s * (threads // 32) + t // 32][0]
+                e = (
+                    f32(0)
+                    if xs[j] == -np.inf
+                    else fast_emulation.exp_shifted(xs[j : j + 1], 0 if w_m == -np.inf else w_m)[0]
+                )
+                c = f32(fast_emulation._fast_rescale(np.array(w_m), np.array(row_m)) * f32(f32(1) / row_d))
+                y[j] = fast_emulation.ftz(np.array([f32(e * c)]))[0]
+    return y
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cols", "threads", "elements", "hold"),
+    [
+        ("float32", 3000, 64, 16, 1),
+        ("float32", 8192, 128, 4, 3),
+        ("bfloat16", 16384, 128, 8, 3),
+        ("float16", 3000, 64, 16, 2),
+    ],
+)
+def test_fast_row_cluster_emulation_matches_a_thread_by_thread_model(dtype, cols, threads, elements, hold):
+    """The emulation's fast_row_cluster (warps' exps on the warp's max, every warp's state folded at once) gives the
+    bits of a thread-by-thread model of the kernel, with more warps in the cluster than a warp has lanes and rows
+    holding -inf, NaN and +inf."""
+    launch = fast_launch.fast_row_launch(4, cols, dtype, threads, elements, hold)
+    assert launch.kernel == "fast_row_cluster" and launch.chunks > 1
+    rng = np.random.default_rng(cols + hold)
+    x = rng.normal(0.0, 3.0, (4, cols))
+    x[1, rng.choice(cols, cols // 3, replace=False)] = -np.inf
+    x[2, 7] = np.nan
+    x[3, 50] = np.inf
+    x = x.astype(DT[dtype])
+    got = fast_emulation.emulate_fast(x, launch)
+    want = np.stack([cluster_model_row(x[i], launch, dtype != "float32") for i in range(4)]).astype(x.dtype)
+    same_pattern_and_bits(got, want)
+
+
 def test_fast_row_takes_several_rows_a_block_only_where_a_row_is_one_slice():
     assert fast_launch.fast_row_launch(8, 2048, "bfloat16", 64, 32, 1, 4).block == 4 * 64
     assert fast_launch.fast_row_launch(8, 70000, "float32", 256, 32, 1, 4) is None  # a row of several slices
