@@ -284,6 +284,9 @@ def cluster_model_row(x_row: np.ndarray, launch, prescale: bool) -> np.ndarray:
     chunk = -(-packs // slices)
     xs = x_row.astype(f32)
 
+    def rescale(m_from, m_to):  # fast_rescale: exactly 1 between equal maxima
+        return f32(1) if m_from == m_to else fast_emulation.exp_shifted(np.array([m_from], f32), m_to)[0]
+
     def butterfly(lanes):
         for offset in (16, 8, 4, 2, 1):
             lanes = [f32(lanes[i] + lanes[i ^ offset]) for i in range(32)]
@@ -311,15 +314,15 @@ def cluster_model_row(x_row: np.ndarray, launch, prescale: bool) -> np.ndarray:
     row_m = f32(np.fmax.reduce([m for m, _ in entries], initial=-np.inf))
     lanes = [f32(0)] * 32
     for j, (m, d) in enumerate(entries):
-        lanes[j % 32] = f32(lanes[j % 32] + f32(d * fast_emulation._fast_rescale(np.array(m), np.array(row_m))))
+        lanes[j % 32] = f32(lanes[j % 32] + f32(d * rescale(m, row_m)))
     row_d = butterfly(lanes)
     y = np.zeros(xs.size, f32)
     for s, t in held:
         for j in held[s, t]:
-            if hold >= 2:
-                y[j] = fast_emulation._held_output(
-                    xs[j : j + 1][None, None], np.array([[row_m]]), np.array([[row_d]]), prescale
-                )[0, 0, 0]
+            if hold >= 2 and prescale and abs(row_m) <= fast_emulation.PRESCALE_MAX:
+                y[j] = fast_emulation.normalised_less(xs[j : j + 1][None], np.array([row_m]), np.array([row_d]))[0, 0]
+            elif hold >= 2:
+                y[j] = fast_emulation.fast_normalise(xs[j : j + 1], row_m, row_d)[0]
             else:
                 w_m = entries[s * (threads // 32) + t // 32][0]
                 e = (
@@ -327,7 +330,7 @@ def cluster_model_row(x_row: np.ndarray, launch, prescale: bool) -> np.ndarray:
                     if xs[j] == -np.inf
                     else fast_emulation.exp_shifted(xs[j : j + 1], 0 if w_m == -np.inf else w_m)[0]
                 )
-                c = f32(fast_emulation._fast_rescale(np.array(w_m), np.array(row_m)) * f32(f32(1) / row_d))
+                c = f32(rescale(w_m, row_m) * f32(f32(1) / row_d))
                 y[j] = fast_emulation.ftz(np.array([f32(e * c)]))[0]
     return y
 
