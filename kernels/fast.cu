@@ -75,11 +75,12 @@ __device__ __forceinline__ State<float> row_state(State<float> mine, float* part
 // threads each), or one of `slices` consecutive slices of a row; when the slices form a Hopper cluster
 // (CLUSTER = slices), each warp takes its exps on the warp's max and mails its (m, d) to every block of the
 // cluster, which fold them with no barrier (cluster_row_state); else a block merges its threads' states and
-// slices exchange theirs through global memory (exchange_row). Each normalises the slice it still holds: x is read once, y written once
-// (1 read, 1 write), at any width that the GPU's resident blocks can hold. Rows of any width load 16-byte
-// packs: where the width is not a multiple of VEC (LOOSE), the loose elements before and after each
-// row's aligned body (RowSplit) go one each to the first slice's first threads, folded after their packs
-// (a separate instantiation: the per-row split costs registers). The block size is chosen at launch.
+// slices exchange theirs through global memory (exchange_row). Each normalises the slice it still holds:
+// x is read once, y written once (1 read, 1 write), at any width that the GPU's resident blocks can hold.
+// Rows of any width load 16-byte packs: where the width is not a multiple of VEC (LOOSE), the loose elements
+// before and after each row's aligned body (RowSplit) go one each to the first slice's first threads, folded
+// after their packs (a separate instantiation: the per-row split costs registers). The block size is chosen
+// at launch.
 // Slices exchanging through global memory take start-order tickets unless the host says the whole grid
 // is `resident` at once (then no block can wait for one that has not started).
 // HOLD says where the slice waits: 0 registers (plain 16-byte loads), 1 registers (cp.async through
