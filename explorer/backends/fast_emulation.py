@@ -150,17 +150,11 @@ def _prescaled(m: np.ndarray) -> np.ndarray:
     return np.abs(m) <= PRESCALE_MAX
 
 
-def _held_state_16bit(xg: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """held_state for a 16-bit slice held in shared memory or as loaded: each thread's max, then its sum
-    (_held_sums_16bit)."""
-    m = _thread_max(xg, np.broadcast_to(valid, xg.shape))
-    return m, _held_sums_16bit(xg, valid, m)
-
-
 def _held_sums_16bit(xg: np.ndarray, valid: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Each thread's sum of its exps on m (its max, or its warp's): prescaled (2^{x·log2e - b}, b = shift·log2e
-    rounded to fp32) where the shift (m, 0 if -inf) is within PRESCALE_MAX, the difference first (exps_in_place's)
-    elsewhere. Each exp is taken once."""
+    """held_state's sums for a 16-bit slice held in shared memory or as loaded: each thread's sum of its exps on m
+    (its max, or its warp's in a cluster), prescaled (2^{x·log2e - b}, b = shift·log2e rounded to fp32) where the
+    shift (m, 0 if -inf) is within PRESCALE_MAX, the difference first (exps_in_place's) elsewhere. Each exp is
+    taken once."""
     valid = np.broadcast_to(valid, xg.shape)
     shift = np.where(m == -np.inf, np.zeros((), F32), m)
     pre = _prescaled(shift)
@@ -234,19 +228,18 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int, pr
     valid = np.concatenate([valid, holds_loose[:, None]], axis=1)
     held = launch.template_args[2] >= 2  # slice kept in shared memory or as loaded: the exps taken again
     xg = x32[:, element]  # (rows, threads, slots)
-    if launch.kernel == "fast_row_cluster":  # exps on each warp's max, the cluster's warps folded at once
-        m = _warp_max(_thread_max(xg, np.broadcast_to(valid, xg.shape)))
-        if held and prescale:
-            d = _held_sums_16bit(xg, valid, m)
-        else:
-            e = _exps_shifted(xg, np.broadcast_to(valid, xg.shape), m)
-            d = _sum_in_order(e)
+    cluster = launch.kernel == "fast_row_cluster"  # exps on each warp's max, the cluster's warps folded at once
+    m = _thread_max(xg, np.broadcast_to(valid, xg.shape))
+    if cluster:
+        m = _warp_max(m)
+    if held and prescale:
+        d = _held_sums_16bit(xg, valid, m)
+    else:
+        e = _exps_shifted(xg, np.broadcast_to(valid, xg.shape), m)
+        d = _sum_in_order(e)
+    if cluster:
         row_m, row_d = _fold_warp_states(m[:, ::32], _warp_sum(d.reshape(rows, -1, 32)))
     else:
-        if held and prescale:
-            m, d = _held_state_16bit(xg, valid)
-        else:
-            m, d, e = _exps_in_place(xg, valid)
         bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
         row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
         if slices > 1:
