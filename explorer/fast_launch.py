@@ -63,8 +63,12 @@ def fast_row_launch(
             return None
         hold, staging = 0, 0
     held = per * vec
-    compiled_as = 4 if cluster > 1 else ITEMSIZE[dtype]  # fast_row_cluster is compiled without the 16-bit cap
-    if (hold != 2 and held > MAX_REGISTER_ELEMENTS) or block > fast_row_max_threads(hold, held, compiled_as):
+    most = (
+        cluster_max_threads(hold, held, ITEMSIZE[dtype])
+        if cluster > 1
+        else fast_row_max_threads(hold, held, ITEMSIZE[dtype])
+    )
+    if (hold != 2 and held > MAX_REGISTER_ELEMENTS) or block > most:
         return None
     loose = int(cols % vec != 0)
     return Launch(
@@ -89,6 +93,14 @@ def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
     return REGISTER_ELEMENTS_PER_BLOCK // held if held > 32 else 1024
 
 
+def cluster_max_threads(hold: int, held: int, itemsize: int) -> int:
+    """fast.cu's cluster_threads: fast_row_cluster is compiled without the 16-bit cap, and an fp32 slice holding 64
+    elements as loaded for 256 threads, three blocks an SM (80 registers, not 90)."""
+    if hold == 3 and held == 64 and itemsize == 4:
+        return 256
+    return fast_row_max_threads(hold, held, 4)
+
+
 # fast's choices, measured on the H200 (scripts/tune_fast.py; docs/tune-fast-h200.json, whose `kernels` field
 # dates the fast.cu each shape was timed with). fast_warp up to these widths, with
 # (up to width, elements per lane) (fp32 x512: 96.3 % of copy in fast_warp, 101.5 % in fast_row's one-warp
@@ -108,9 +120,10 @@ FAST_WARP_ELEMENTS = {
 # 92.5-94.0 and 97.6-97.8 (device time, docs/results/cluster-hold-h200.txt).
 FAST_ROW_16BIT = (
     (2048, 512, 64, 1),
-    (8192, 128, 64, 2),  # 4096: 95.5 % of copy held in shared memory, 94.4 in registers (event time)
-    (32768, 512, 64, 3),  # one block holding its packs as loaded: bf16 16384 / 32768 at 97.1 / 96.3 % of copy
-    # against 96.1 / 95.5 in a cluster of two shared-memory slices; fp16 96.5 / 96.2 against 96.0 / 95.7 (device time)
+    (32768, 512, 64, 3),  # one block holding its packs as loaded: bf16 4096 / 8192 at 96.4-96.6 / 95.7-96.3 % of copy
+    # against 94.8-95.0 / 94.6-95.1 held in shared memory, 16384 / 32768 at 97.1 / 96.3 against 96.1 / 95.5 in a
+    # cluster of two shared-memory slices; fp16 4096 95.7-96.3 against 94.8-95.3 (device time,
+    # docs/results/cluster-hold-h200.txt)
     (262144, (256, 512), 64, 3),
     (2**21, 512, 32, 1),  # long rows (few): many small register-held slices, exchanged through global memory
     (2**62, 512, 64, 2),
@@ -121,7 +134,8 @@ FAST_ROW_SHAPES = {
         (8192, 256, 32, 1),
         (16384, 512, 32, 1),
         (196608, 512, 32, 3),  # fp32 151936 at 95.4 % of copy in 16 blocks of 320 threads, 91.4 in 16 of 160
-        (262144, 256, 64, 3),  # 262144 at 92.9 % in 16 blocks of 256 threads holding 64, 91.1 in 16 of 512 holding 32
+        (262144, 256, 64, 3),  # 262144 at 94.6 % in 16 blocks of 256 threads holding 64 (three an SM), 92.1 in 16
+        # of 512 holding 32
         (2**62, 256, 32, 1),
     ),
     "float16": FAST_ROW_16BIT,

@@ -197,11 +197,19 @@ __global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC, sizeof(T)), 
 
 // fast_row_cluster: fast_row whose `slices` = CLUSTER blocks of a row form a Hopper cluster (a separate
 // kernel: the cluster attribute changes how every block is scheduled, so one-block rows go without it).
+// An fp32 slice holding 64 elements as loaded takes at most 256 threads, asked to fit 3 to an SM (80 registers, not 90).
+__host__ __device__ constexpr bool cluster_capped(int hold, int held, int itemsize) { return hold == 3 && held == 64 && itemsize == 4; }
+__host__ __device__ constexpr int cluster_threads(int hold, int held, int itemsize) {
+    return cluster_capped(hold, held, itemsize) ? 256 : fast_row_threads(hold, held, 4);
+}
+__host__ __device__ constexpr int cluster_min_blocks(int hold, int held, int itemsize) {
+    return cluster_capped(hold, held, itemsize) ? 3 : fast_row_min_blocks(hold, held, 4);
+}
 template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(fast_row_threads(HOLD, PER * VEC, 4), fast_row_min_blocks(HOLD, PER * VEC, 4))
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(cluster_threads(HOLD, PER * VEC, sizeof(T)), cluster_min_blocks(HOLD, PER * VEC, sizeof(T)))
 fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
                  int rows, int cols, int slices, int resident) {
-    constexpr int WARPS = fast_row_threads(HOLD, PER * VEC, 4) / 32;
+    constexpr int WARPS = cluster_threads(HOLD, PER * VEC, sizeof(T)) / 32;
     cluster_mailbox_open<CLUSTER, WARPS>();
     fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1, WARPS>(x, y, partial, sync, rows, cols, slices, resident);
 }
