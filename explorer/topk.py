@@ -241,14 +241,19 @@ def tie_within_rounding(got_ref: np.ndarray, ref_values: np.ndarray, dtype: str)
     """Whether a returned index whose reference probability is got_ref may stand where the reference
     has ref_values: the two are closer than the kernels' error can separate, or both flushed.
 
-    The unfused pipeline selects on probabilities it computed: each within 8 fp32 units of roundoff
-    (the accumulation, exp2-based) plus one rounding to the dtype of float64, so two probabilities
-    within twice that of each other can come out in either order. Below fp32's smallest normal the GPU
-    flushes probabilities to 0 (-ftz=true), so there every order is a tie. The fused kernel selects on
-    the logits themselves and never needs this.
+    The unfused pipeline selects on probabilities it computed: each within 8 + 2·(m - x) fp32 units of
+    roundoff (the accumulation, exp2-based; x - m and its product with log2 e are each rounded, carrying
+    (m - x)·u into the exponent) plus one rounding to the dtype of float64, so two probabilities within
+    twice that of each other can come out in either order. m - x is ln(p_max / p), p_max the row's largest
+    (ref_values[..., 0]: the reference's first). Below fp32's smallest normal the GPU flushes probabilities
+    to 0 (-ftz=true), so there every order is a tie. The fused kernel selects on the logits themselves and
+    never needs this.
     """
     flushed = FORMATS["float32"].smallest_normal
-    slack = 2 * ulp(ref_values, FORMATS[dtype]) + 16 * FORMATS["float32"].unit_roundoff * np.abs(ref_values)
+    ref_values = np.asarray(ref_values, dtype=np.float64)
+    below_max = np.log(np.maximum(ref_values[..., :1], flushed) / np.maximum(ref_values, flushed))  # m - x
+    units = 2 * (8 + 2 * below_max)
+    slack = 2 * ulp(ref_values, FORMATS[dtype]) + units * FORMATS["float32"].unit_roundoff * np.abs(ref_values)
     return (np.abs(got_ref - ref_values) <= slack) | ((got_ref < flushed) & (ref_values < flushed))
 
 

@@ -202,12 +202,18 @@ def test_gpu_topk_repeatable_bitwise():
 
 
 def test_a_tie_within_rounding_is_what_the_kernels_cannot_order():
-    """float32: each unfused probability is within 8 fp32 units of roundoff + 1 rounding of float64,
-    so pairs closer than twice that may swap; pairs farther apart may not. Flushed values all tie."""
+    """float32: each unfused probability p is within 8 + 2·ln(p_max / p) fp32 units of roundoff + 1 rounding
+    of float64, so pairs closer than twice that may swap; pairs farther apart may not. Flushed values all tie."""
     u = 2.0**-24
     ref = np.array([0.25, 0.25, 0.25, 1e-39])
     got = ref * np.array([1 + 10 * u, 1 + 15 * u, 1 + 100 * u, 0.5])
     assert tie_within_rounding(got, ref, "float32").tolist() == [True, True, False, True]
+    deep = 0.25 * np.exp(-np.array([0.0, 12.0, 12.0]))  # 12 below the max: 2 · (8 + 24) units
+    assert tie_within_rounding(deep * np.array([1, 1 + 60 * u, 1 + 70 * u]), deep, "float32").tolist() == [
+        True,
+        True,
+        False,
+    ]
     assert tie_within_rounding(ref * (1 + 2.0**-9), ref, "bfloat16")[:3].all()  # 2 ulps of bf16
 
 
