@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Reproduce docs/benchmarks.md's measurements on the GPU (each step is one `explorer bench` run):
+# Reproduce docs/benchmarks.md's measurements on the GPU (each step one `explorer bench` run; floor a script):
 #   scripts/reproduce_h200.sh [OUT_DIR [STEP ...]]     (default: docs/results, every step)
-# STEP is one of: sweep odd wide story long topk. Peers (torch, QuACK, Liger: requirements-peers.txt) are
+# STEP is one of: sweep odd wide story long floor topk. Peers (torch, QuACK, Liger: requirements-peers.txt) are
 # used where they import; torch also gives the device time. Then, on any machine:
 #   PYTHONPATH=. python scripts/bench_report.py OUT_DIR/*.json --out docs
 set -euo pipefail
 out=${1:-docs/results}
 shift || true
-steps=${*:-sweep odd wide story long topk}
+steps=${*:-sweep odd wide story long floor topk}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 run() { python3 -m explorer bench "$@"; }
@@ -27,8 +27,11 @@ for step in $steps; do
              --dtypes float32 bfloat16 float16 --json "$out/cluster-exchange.json" ;;
     # few, very long rows
     long) run --variants fast split_row --sweep rows --dtypes float32 bfloat16 --json "$out/long-rows.json" ;;
+    # what a kernel moving the long rows' data as fast does can reach: copies that hold, wait and stream
+    floor) python3 -m scripts.long_row_floor float32:1x1048576 float32:4x1048576 float32:1x16777216 float32:8x4194304 \
+             bfloat16:1x1048576 bfloat16:4x1048576 bfloat16:1x16777216 bfloat16:8x4194304 > "$out/long-row-floor.txt" ;;
     # softmax + top-k: fused, unfused, torch, torch_lse and the copy (the read-once floor); batch 512, 64, 1
     topk) run --topk 1 8 50 --json "$out/topk.json" ;;
-    *) echo "unknown step $step (sweep odd wide story long topk)" >&2; exit 2 ;;
+    *) echo "unknown step $step (sweep odd wide story long floor topk)" >&2; exit 2 ;;
   esac
 done

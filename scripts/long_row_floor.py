@@ -1,0 +1,195 @@
+"""What a one-launch kernel can reach on few long rows (run on a GPU machine): the device time of copies that move
+the data as `fast` does, beside `fast` and the plain copy, each as % of the copy timed in the same run.
+
+- held copy: each block holds its slice of a row in registers (every load issued before any store, as fast_row's
+  slices do), without and with a wait for the row's other slices between the loads and the stores (exchange_row's
+  protocol: a release count, an acquire spin; no states read). No softmax that reads x once, holding its row on
+  chip while the row's (m, d) is merged, can beat the held copy with the wait.
+- streamed copy: fast_stream's data movement for rows too long to hold (three 512-thread blocks an SM, part of
+  each chunk held in shared memory, the rest read again back to front after the wait).
+
+    PYTHONPATH=. python scripts/long_row_floor.py float32:1x1048576 float32:4x1048576 bfloat16:1x1048576 ...
+"""
+
+import itertools
+import sys
+
+import numpy as np
+
+import explorer
+from explorer import devicetime, harness, peers
+from explorer.backends import cuda
+from explorer.geometry import ITEMSIZE
+from explorer.numerics import DTYPES
+from scripts.profile_fast import parse_case
+
+THREADS = 256
+PACKS = (4, 8, 16, 32)  # 16-byte packs a thread holds (the instantiations)
+KERNELS = r"""
+// Block b copies slice b % slices of row b / slices (16-byte packs [begin, end)), PER packs a thread held in
+// registers; with WAIT, after its loads have landed the block counts itself on its row's counter (release) and
+// waits until all `slices` of this launch (`epoch`, from 1) have (acquire) before it stores.
+template <int PER, bool WAIT>
+__global__ void __launch_bounds__(256) held_copy(const float4* __restrict__ x, float4* __restrict__ y,
+                                                 unsigned* __restrict__ counters, long long row_packs, int slices,
+                                                 unsigned epoch) {
+    const long long row = blockIdx.x / slices;
+    const long long chunk = (row_packs + slices - 1) / slices, begin = row * row_packs + (blockIdx.x % slices) * chunk;
+    const long long end = min((row + 1) * row_packs, begin + chunk);
+    float4 v[PER];
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        const long long p = begin + k * blockDim.x + threadIdx.x;
+        if (p < end) v[k] = x[p];
+    }
+    if constexpr (WAIT) {
+        float any = 0.0f;
+#pragma unroll
+        for (int k = 0; k < PER; ++k) any += v[k].x;  // the loads land before the count
+        if (__syncthreads_or(any != any) && threadIdx.x == 0) counters[gridDim.x / slices] = 1u;  // (never: inputs are finite)
+        if (threadIdx.x == 0) {
+            unsigned* counter = counters + row;
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+            unsigned seen;
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+            } while (seen < epoch * (unsigned)slices);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        const long long p = begin + k * blockDim.x + threadIdx.x;
+        if (p < end) y[p] = v[k];
+    }
+}
+
+// fast_stream's data movement without its arithmetic, for rows too long to hold: block b reads chunk b % chunks of
+// row b / chunks front to back, its first `held` batches (512 threads x 4 packs) by cp.async into shared memory
+// (evict-first), the rest with plain loads left in L2; with WAIT it then waits for the row's other chunks as
+// held_copy does; then it reads the rest again back to front and stores it (evict-first), and stores its held
+// batches from shared memory.
+template <bool WAIT>
+__global__ void __launch_bounds__(512, 3) streamed_copy(const float4* __restrict__ x, float4* __restrict__ y,
+                                                        unsigned* __restrict__ counters, long long row_packs,
+                                                        int chunks, unsigned epoch, int held) {
+    extern __shared__ float4 kept[];
+    const long long row = blockIdx.x / chunks;
+    const long long chunk = (row_packs + chunks - 1) / chunks, begin = row * row_packs + (blockIdx.x % chunks) * chunk;
+    const long long end = min((row + 1) * row_packs, begin + chunk), batch = 4 * blockDim.x;
+    const long long held_end = min(end, begin + held * batch);
+    unsigned long long evict_first;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(evict_first));
+    for (long long p = begin + threadIdx.x; p < held_end; p += blockDim.x) {
+        const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(kept + (p - begin)));
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(to), "l"(x + p), "l"(evict_first));
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+    float any = 0.0f;
+    for (long long base = held_end + threadIdx.x; base < end; base += batch) {
+        float4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) if (base + k * blockDim.x < end) v[k] = x[base + k * blockDim.x];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) if (base + k * blockDim.x < end) any += v[k].x;
+    }
+    if (__syncthreads_or(any != any) && threadIdx.x == 0) counters[gridDim.x / chunks] = 1u;  // (never: inputs are finite)
+    if (WAIT && threadIdx.x == 0) {
+        unsigned* counter = counters + row;
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+        unsigned seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+        } while (seen < epoch * (unsigned)chunks);
+    }
+    __syncthreads();
+    if (end > held_end) {
+        for (long long first = held_end + (end - held_end - 1) / batch * batch; first >= held_end; first -= batch) {
+            const long long base = first + threadIdx.x;
+            float4 v[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) if (base + k * blockDim.x < end) v[k] = __ldcs(x + base + k * blockDim.x);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) if (base + k * blockDim.x < end) __stcs(y + base + k * blockDim.x, v[k]);
+        }
+    }
+    for (long long p = begin + threadIdx.x; p < held_end; p += blockDim.x) __stcs(y + p, kept[p - begin]);
+}
+"""
+STREAM_HELD = (0, 2)  # batches of 32 KB a streamed_copy block holds (fast_stream holds 64 KB: two)
+
+
+def measure(case: str, module, torch) -> str:
+    cp = cuda.cp
+    dtype, rows, cols, launch = parse_case(case)
+    row_packs = cols * ITEMSIZE[dtype] // 16
+    x = cuda.to_device(np.random.default_rng(0).standard_normal((rows, cols), np.float32).astype(DTYPES[dtype]))
+    buffers = harness.rotation_buffers(x.nbytes, 16)
+    xs = [cp.roll(x, i, axis=1) for i in range(buffers)]
+    ys = [cp.empty_like(x) for _ in range(buffers)]
+    sms = cuda.device_info()["multiprocessors"]
+    variant = explorer.VARIANTS["fast"]
+    runs = {
+        "copy": (lambda i: cp.copyto(ys[i], xs[i]), devicetime.COPY),
+        f"fast ({launch.describe()})": (
+            lambda i: cuda.launch(variant, launch, xs[i], ys[i], rows, cols, dtype, "float32"),
+            devicetime.KERNELS,
+        ),
+    }
+    counters = {}  # a row's count, then a flag, for each geometry; launch n of a geometry waits for n · slices
+    for per_sm, wait in itertools.product((1, 2, 4), (False, True)):
+        slices = max(1, per_sm * sms // rows)
+        per = next((p for p in PACKS if p * THREADS * slices >= row_packs), None)
+        if per is None or per * per_sm > max(PACKS):  # too long to hold, or more registers than per_sm blocks leave
+            continue
+        kernel = module.get_function(f"held_copy<{per}, {'true' if wait else 'false'}>")
+        count = counters[per_sm, wait] = cp.zeros(rows + 1, cp.uint32)
+        launches = itertools.count(1)
+        runs[f"held copy {slices} slices a row{', wait' if wait else ''}"] = (
+            lambda i, k=kernel, s=slices, c=count, epochs=launches: k(
+                (rows * s,), (THREADS,), (xs[i], ys[i], c, np.int64(row_packs), np.int32(s), np.uint32(next(epochs)))
+            ),
+            devicetime.KERNELS,
+        )
+    for held, wait in itertools.product(STREAM_HELD, (False, True)):
+        chunks = max(1, 3 * sms // rows)
+        kernel = module.get_function(f"streamed_copy<{'true' if wait else 'false'}>")
+        kernel.max_dynamic_shared_size_bytes = held * 4 * 512 * 16
+        count = counters["stream", held, wait] = cp.zeros(rows + 1, cp.uint32)
+        launches = itertools.count(1)
+        runs[f"streamed copy {chunks} chunks a row, {held} batches held{', wait' if wait else ''}"] = (
+            lambda i, k=kernel, n=chunks, h=held, c=count, epochs=launches: k(
+                (rows * n,),
+                (512,),
+                (xs[i], ys[i], c, np.int64(row_packs), np.int32(n), np.uint32(next(epochs)), np.int32(h)),
+                shared_mem=h * 4 * 512 * 16,
+            ),
+            devicetime.KERNELS,
+        )
+    times = {}
+    for name, (run, categories) in runs.items():
+        events = harness.median_us(run, buffers)
+        device = harness.device_us(run, buffers, events, categories)
+        times[name] = device if device else events
+    if any(int(count[rows].get()) for count in counters.values()):
+        sys.exit("held_copy saw a NaN: its wait did not depend on the loads")
+    clock = "device time" if torch is not None else "event time"
+    copy = times.pop("copy")
+    return "\n".join(
+        [f"{case} ({clock}): copy {copy:.2f} µs"]
+        + [f"  {name}: {us:.2f} µs ({100 * copy / us:.1f} %)" for name, us in times.items()]
+    )
+
+
+def main() -> None:
+    names = [f"held_copy<{p}, {w}>" for p in PACKS for w in ("false", "true")]
+    names += [f"streamed_copy<{w}>" for w in ("false", "true")]
+    module = cuda.cp.RawModule(code=KERNELS, options=("-std=c++17",), name_expressions=names)
+    torch = peers.torch_module()
+    for case in sys.argv[1:]:
+        print(measure(case, module, torch), flush=True)
+        cuda.cp.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    main()
