@@ -26,6 +26,22 @@ from scripts.profile_fast import parse_case
 THREADS = 256
 PACKS = (4, 8, 16, 32)  # 16-byte packs a thread holds (the instantiations)
 KERNELS = r"""
+// After a block's loads (`any`: their sum, so they land first and are not dropped), with `wait` count the block on
+// its row's counter (release) and wait until all `parts` blocks of the row in this launch (`epoch`, from 1) have
+// (acquire).
+__device__ void wait_for_row(unsigned* counters, long long row, int parts, unsigned epoch, float any, bool wait) {
+    if (__syncthreads_or(any != any) && threadIdx.x == 0) counters[gridDim.x / parts] = 1u;  // (never: inputs are finite)
+    if (wait && threadIdx.x == 0) {
+        unsigned* counter = counters + row;
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+        unsigned seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+        } while (seen < epoch * (unsigned)parts);
+    }
+    __syncthreads();
+}
+
 // Block b copies slice b % slices of row b / slices (16-byte packs [begin, end)), PER packs a thread held in
 // registers; with WAIT, after its loads have landed the block counts itself on its row's counter (release) and
 // waits until all `slices` of this launch (`epoch`, from 1) have (acquire) before it stores.
@@ -45,17 +61,8 @@ __global__ void __launch_bounds__(256) held_copy(const float4* __restrict__ x, f
     if constexpr (WAIT) {
         float any = 0.0f;
 #pragma unroll
-        for (int k = 0; k < PER; ++k) any += v[k].x;  // the loads land before the count
-        if (__syncthreads_or(any != any) && threadIdx.x == 0) counters[gridDim.x / slices] = 1u;  // (never: inputs are finite)
-        if (threadIdx.x == 0) {
-            unsigned* counter = counters + row;
-            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
-            unsigned seen;
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-            } while (seen < epoch * (unsigned)slices);
-        }
-        __syncthreads();
+        for (int k = 0; k < PER; ++k) any += v[k].x;
+        wait_for_row(counters, row, slices, epoch, any, true);
     }
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
@@ -93,16 +100,7 @@ __global__ void __launch_bounds__(512, 3) streamed_copy(const float4* __restrict
 #pragma unroll
         for (int k = 0; k < 4; ++k) if (base + k * blockDim.x < end) any += v[k].x;
     }
-    if (__syncthreads_or(any != any) && threadIdx.x == 0) counters[gridDim.x / chunks] = 1u;  // (never: inputs are finite)
-    if (WAIT && threadIdx.x == 0) {
-        unsigned* counter = counters + row;
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
-        unsigned seen;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-        } while (seen < epoch * (unsigned)chunks);
-    }
-    __syncthreads();
+    wait_for_row(counters, row, chunks, epoch, any, WAIT);
     if (end > held_end) {
         for (long long first = held_end + (end - held_end - 1) / batch * batch; first >= held_end; first -= batch) {
             const long long base = first + threadIdx.x;
