@@ -33,7 +33,7 @@ RUNS_AT_ONCE = 4  # the pool holds this many runs at the limit
 # Bytes per element live at the emulator's peaks, beyond the input (from the code, see each use).
 NORMALISE = 24  # _normalise: to_acc(x) and x - m in fp32 (4 + 4), exp's float64 argument and result (8 + 8)
 FAST_GATHER = 31  # _fast: x[:, element] and its exps in fp32, x - m, its fp32 copy, exp2's float64 pair, masks
-FAST_GATHER_SHARED = 36  # ... plus the second gather where the slice is normalised from shared memory
+FAST_GATHER_SHARED = 36  # ... plus the second gather where the slice is normalised from what it holds (HOLD 2, 3)
 INDEX = 24  # per padded slot of one row: int64 element indices, their masked copy and the valid mask
 STATE = 16  # per thread state (m, d) and one online step's or merge's temporaries: this plus 10 per acc byte
 RAW_SLOT = 12  # per traced step while the kernel runs: the raw fp32 m, d and int32 index
@@ -64,7 +64,7 @@ def _gather_bytes(launch: Launch, rows: int, cols: int) -> int:
     else:  # fast_row: each thread's packs and its loose slot, for one group of rows
         slots = max(launch.threads_per_row * (per * vec + 1), cols)
         rows = _row_group(launch, rows, cols)
-    shared = not streams and launch.kernel != "fast_warp" and launch.template_args[2] == 2
+    shared = not streams and launch.kernel != "fast_warp" and launch.template_args[2] in (2, 3)  # exps taken again
     return (FAST_GATHER_SHARED if shared else FAST_GATHER) * rows * slots + INDEX * slots
 
 
