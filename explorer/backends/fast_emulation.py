@@ -154,8 +154,7 @@ def _held_sums_16bit(xg: np.ndarray, valid: np.ndarray, m: np.ndarray) -> np.nda
     """held_state's sums for a 16-bit slice held in shared memory or as loaded: each thread's sum of its exps on m
     (its max, or its warp's in a cluster), prescaled (2^{x·log2e - b}, b = shift·log2e rounded to fp32) where the
     shift (m, 0 if -inf) is within PRESCALE_MAX, the difference first (exps_in_place's) elsewhere. Each exp is
-    taken once."""
-    valid = np.broadcast_to(valid, xg.shape)
+    taken once. valid: xg's shape."""
     shift = np.where(m == -np.inf, np.zeros((), F32), m)
     pre = _prescaled(shift)
     d = np.empty(m.shape, F32)
@@ -228,14 +227,15 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int, pr
     valid = np.concatenate([valid, holds_loose[:, None]], axis=1)
     held = launch.template_args[2] >= 2  # slice kept in shared memory or as loaded: the exps taken again
     xg = x32[:, element]  # (rows, threads, slots)
+    valid_each_row = np.broadcast_to(valid, xg.shape)
     cluster = launch.kernel == "fast_row_cluster"  # exps on each warp's max, the cluster's warps folded at once
-    m = _thread_max(xg, np.broadcast_to(valid, xg.shape))
+    m = _thread_max(xg, valid_each_row)
     if cluster:
         m = _warp_max(m)
     if held and prescale:
-        d = _held_sums_16bit(xg, valid, m)
+        d = _held_sums_16bit(xg, valid_each_row, m)
     else:
-        e = _exps_shifted(xg, np.broadcast_to(valid, xg.shape), m)
+        e = _exps_shifted(xg, valid_each_row, m)
         d = _sum_in_order(e)
     if cluster:
         row_m, row_d = _fold_warp_states(m[:, ::32], _warp_sum(d.reshape(rows, -1, 32)))
