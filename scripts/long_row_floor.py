@@ -19,6 +19,7 @@ import numpy as np
 import explorer
 from explorer import devicetime, harness, peers
 from explorer.backends import cuda
+from explorer.fast_launch import SPLIT_BLOCK, SPLIT_BLOCKS_PER_SM
 from explorer.geometry import ITEMSIZE
 from explorer.numerics import DTYPES
 from scripts.profile_fast import parse_case
@@ -46,7 +47,7 @@ __device__ void wait_for_row(unsigned* counters, long long row, int parts, unsig
 // registers; with WAIT, after its loads have landed the block counts itself on its row's counter (release) and
 // waits until all `slices` of this launch (`epoch`, from 1) have (acquire) before it stores.
 template <int PER, bool WAIT>
-__global__ void __launch_bounds__(256) held_copy(const float4* __restrict__ x, float4* __restrict__ y,
+__global__ void __launch_bounds__(HELD_BLOCK) held_copy(const float4* __restrict__ x, float4* __restrict__ y,
                                                  unsigned* __restrict__ counters, long long row_packs, int slices,
                                                  unsigned epoch) {
     const long long row = blockIdx.x / slices;
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(256) held_copy(const float4* __restrict__ x, f
 // held_copy does; then it reads the rest again back to front and stores it (evict-first), and stores its held
 // batches from shared memory.
 template <bool WAIT>
-__global__ void __launch_bounds__(512, 3) streamed_copy(const float4* __restrict__ x, float4* __restrict__ y,
+__global__ void __launch_bounds__(STREAM_BLOCK, STREAM_BLOCKS_PER_SM) streamed_copy(const float4* __restrict__ x, float4* __restrict__ y,
                                                         unsigned* __restrict__ counters, long long row_packs,
                                                         int chunks, unsigned epoch, int held) {
     extern __shared__ float4 kept[];
@@ -114,7 +115,8 @@ __global__ void __launch_bounds__(512, 3) streamed_copy(const float4* __restrict
     for (long long p = begin + threadIdx.x; p < held_end; p += blockDim.x) __stcs(y + p, kept[p - begin]);
 }
 """
-STREAM_HELD = (0, 2)  # batches of 32 KB a streamed_copy block holds (fast_stream holds 64 KB: two)
+STREAM_HELD = (0, 2)  # batches a streamed_copy block holds (fast_stream holds 64 KB: two)
+STREAM_BATCH_BYTES = SPLIT_BLOCK * 4 * 16  # a batch: four 16-byte packs a thread
 
 
 def measure(case: str, module, torch) -> str:
@@ -134,43 +136,46 @@ def measure(case: str, module, torch) -> str:
             devicetime.KERNELS,
         ),
     }
-    counters = {}  # a row's count, then a flag, for each geometry; launch n of a geometry waits for n · slices
+    counters = []  # each geometry's: a row's count, then a flag
+
+    def counted(kernel, grid: int, block: int, blocks_per_row: int, extra=(), shared_mem: int = 0):
+        """A launch of a copy that counts its blocks on a fresh counter a row: launch n waits for n · blocks_per_row."""
+        count = cp.zeros(rows + 1, cp.uint32)
+        counters.append(count)
+        epochs = itertools.count(1)
+        return (
+            lambda i: kernel(
+                (grid,),
+                (block,),
+                (xs[i], ys[i], count, np.int64(row_packs), np.int32(blocks_per_row), np.uint32(next(epochs)), *extra),
+                shared_mem=shared_mem,
+            ),
+            devicetime.KERNELS,
+        )
+
     for per_sm, wait in itertools.product((1, 2, 4), (False, True)):
         slices = max(1, per_sm * sms // rows)
         per = next((p for p in PACKS if p * THREADS * slices >= row_packs), None)
         if per is None or per * per_sm > max(PACKS):  # too long to hold, or more registers than per_sm blocks leave
             continue
-        kernel = module.get_function(f"held_copy<{per}, {'true' if wait else 'false'}>")
-        count = counters[per_sm, wait] = cp.zeros(rows + 1, cp.uint32)
-        launches = itertools.count(1)
-        runs[f"held copy {slices} slices a row{', wait' if wait else ''}"] = (
-            lambda i, k=kernel, s=slices, c=count, epochs=launches: k(
-                (rows * s,), (THREADS,), (xs[i], ys[i], c, np.int64(row_packs), np.int32(s), np.uint32(next(epochs)))
-            ),
-            devicetime.KERNELS,
+        kernel = module.get_function(f"held_copy<{per}, {str(wait).lower()}>")
+        runs[f"held copy {slices} slices a row{', wait' if wait else ''}"] = counted(
+            kernel, rows * slices, THREADS, slices
         )
+    chunks = max(1, SPLIT_BLOCKS_PER_SM * sms // rows)
     for held, wait in itertools.product(STREAM_HELD, (False, True)):
-        chunks = max(1, 3 * sms // rows)
-        kernel = module.get_function(f"streamed_copy<{'true' if wait else 'false'}>")
-        kernel.max_dynamic_shared_size_bytes = held * 4 * 512 * 16
-        count = counters["stream", held, wait] = cp.zeros(rows + 1, cp.uint32)
-        launches = itertools.count(1)
-        runs[f"streamed copy {chunks} chunks a row, {held} batches held{', wait' if wait else ''}"] = (
-            lambda i, k=kernel, n=chunks, h=held, c=count, epochs=launches: k(
-                (rows * n,),
-                (512,),
-                (xs[i], ys[i], c, np.int64(row_packs), np.int32(n), np.uint32(next(epochs)), np.int32(h)),
-                shared_mem=h * 4 * 512 * 16,
-            ),
-            devicetime.KERNELS,
+        kernel = module.get_function(f"streamed_copy<{str(wait).lower()}>")
+        kernel.max_dynamic_shared_size_bytes = held * STREAM_BATCH_BYTES
+        runs[f"streamed copy {chunks} chunks a row, {held} batches held{', wait' if wait else ''}"] = counted(
+            kernel, rows * chunks, SPLIT_BLOCK, chunks, (np.int32(held),), held * STREAM_BATCH_BYTES
         )
     times = {}
     for name, (run, categories) in runs.items():
         events = harness.median_us(run, buffers)
         device = harness.device_us(run, buffers, events, categories)
         times[name] = device if device else events
-    if any(int(count[rows].get()) for count in counters.values()):
-        sys.exit("held_copy saw a NaN: its wait did not depend on the loads")
+    if any(int(count[rows].get()) for count in counters):
+        sys.exit("a copy saw a NaN: its loads were not all used")
     clock = "device time" if torch is not None else "event time"
     copy = times.pop("copy")
     return "\n".join(
@@ -180,9 +185,14 @@ def measure(case: str, module, torch) -> str:
 
 
 def main() -> None:
-    names = [f"held_copy<{p}, {w}>" for p in PACKS for w in ("false", "true")]
-    names += [f"streamed_copy<{w}>" for w in ("false", "true")]
-    module = cuda.cp.RawModule(code=KERNELS, options=("-std=c++17",), name_expressions=names)
+    names = [f"held_copy<{p}, {str(w).lower()}>" for p in PACKS for w in (False, True)]
+    names += [f"streamed_copy<{str(w).lower()}>" for w in (False, True)]
+    geometry = (
+        f"-DHELD_BLOCK={THREADS}",
+        f"-DSTREAM_BLOCK={SPLIT_BLOCK}",
+        f"-DSTREAM_BLOCKS_PER_SM={SPLIT_BLOCKS_PER_SM}",
+    )
+    module = cuda.cp.RawModule(code=KERNELS, options=("-std=c++17", *geometry), name_expressions=names)
     torch = peers.torch_module()
     for case in sys.argv[1:]:
         print(measure(case, module, torch), flush=True)
