@@ -128,8 +128,10 @@ def unwritten_count_bytes(elements: int) -> int:
 
 def exchange_bytes(launch: Launch, rows: int) -> int:
     """fast_row's (and fast_stream's) slice states and counters (cuda.row_exchange) where its slices exchange (m, d)
-    through global memory (several blocks a row, not a cluster): kept per stream and grown, never shrunk, so the first
+    through global memory (several blocks a row, not a cluster), or the words of a row's clusters: kept per stream and grown, never shrunk, so the first
     launch on a stream allocates them and a later one reuses them; counted in every run (the conservative case)."""
+    if launch.protocol == "cluster" and launch.chunks > launch.template_args[3]:  # clusters' words, 8 bytes each
+        return pooled(8 * max(2 * launch.grid, EXCHANGE_FLOOR))
     if launch.protocol != "slices" or launch.chunks == 1:
         return 0
     return pooled(4 * max(2 * launch.grid, EXCHANGE_FLOOR)) + pooled(4 * max(1 + 2 * rows, EXCHANGE_FLOOR))

@@ -14,6 +14,7 @@ from .geometry import (
     two_stage_launch,
 )
 
+CLUSTER_ACROSS = 8  # the clusters of a row held by more blocks than one cluster takes
 MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
 REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
 MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
@@ -53,8 +54,13 @@ def fast_row_launch(
         return None
     if slices > MAX_CLUSTER:  # exchanged through global memory: few rows spread over every SM
         slices = max(slices, min(multiprocessors() // rows, cdiv(packs, 32 * per)))
-    cluster = pow2_at_least(slices) if 1 < slices <= MAX_CLUSTER else 1
-    slices = max(slices, cluster)
+        across = CLUSTER_ACROSS * (slices // CLUSTER_ACROSS)  # clusters of a row exchanging their states
+        if across * threads * per < packs:
+            across += CLUSTER_ACROSS
+        cluster, slices = (CLUSTER_ACROSS, across) if rows * across <= multiprocessors() else (1, slices)
+    else:
+        cluster = pow2_at_least(slices) if slices > 1 else 1
+        slices = max(slices, cluster)
     threads = 32 * cdiv(cdiv(packs, slices), 32 * per)
     block = threads * rows_per_block
     staging = block * per * 16 if hold in (1, 2) else 0  # registers alone (HOLD 0 and 3) stage nothing
@@ -78,7 +84,9 @@ def fast_row_launch(
         staging_bytes=staging,
         threads_per_row=threads * slices,
         kernel="fast_row_cluster" if cluster > 1 else "fast_row",
-        template_args=(vec, per, hold, cluster, loose) if cluster > 1 else (vec, per, hold, loose, rows_per_block),
+        template_args=(vec, per, hold, cluster, loose, int(slices > cluster))
+        if cluster > 1
+        else (vec, per, hold, loose, rows_per_block),
         chunks=slices,
         protocol="cluster" if cluster > 1 else "slices",
     )

@@ -6,8 +6,10 @@
 // | fast_row           | a block per row (or several), or slices merged through global;  | 1 / 1 (+ 2 floats per slice)   |
 // |                    | cp.async loads, the slice held in registers or shared memory,   |                                |
 // |                    | 16-byte loads at any width (loose head and tail elements)       |                                |
-// | fast_row_cluster   | fast_row whose slices form a Hopper cluster: each warp's (m, d) | 1 / 1                          |
-// |                    | mailed to every block over DSMEM, folded with no barrier        |                                |
+// | fast_row_cluster   | fast_row whose slices form a Hopper cluster: each warp's (m, d) | 1 / 1 (ACROSS: + 2 words per   |
+// |                    | mailed to every block over DSMEM, folded with no barrier; or    | cluster)                       |
+// |                    | (ACROSS) a row over the GPU in clusters, whose states are       |                                |
+// |                    | polled through global memory                                    |                                |
 // | fast_stream        | rows too long to hold on chip: several blocks per row, each     | 1 / 1 (+ a second read of what |
 // |                    | holding its chunk's first batches in shared memory; (m, d)      | is not held, mostly from L2;   |
 // |                    | exchanged through global memory, then the rest read again       | 2 floats per chunk)            |
@@ -59,11 +61,16 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
 }
 
 // The row's (m, d) from `mine`: in a cluster, each warp's (exps on the warp's max, ON_WARP), folded from the
-// cluster's mailboxes (WARPS: the most a block has); else each thread's, merged over the block and then, for a
-// row of several slices, over the slices through global memory.
-template <int ROWS, int CLUSTER, int WARPS>
+// cluster's mailboxes (WARPS: the most a block has), then over the row's clusters (ACROSS, through global memory,
+// `epoch` the launch's); else each thread's, merged over the block and then, for a row of several slices, over
+// the slices through global memory.
+template <int ROWS, int CLUSTER, bool ACROSS, int WARPS>
 __device__ __forceinline__ State<float> row_state(State<float> mine, float* partial, unsigned* sync, long long row, int slice,
-                                                  int slices) {
+                                                  int slices, unsigned epoch) {
+    if constexpr (ACROSS) {
+        const State<float> s = cluster_row_state<CLUSTER, WARPS>(mine);
+        return across_clusters<CLUSTER>(s, reinterpret_cast<unsigned long long*>(partial), epoch, row, slice, slices);
+    }
     if constexpr (CLUSTER > 1) return cluster_row_state<CLUSTER, WARPS>(mine);
     State<float> s = fast_block_merge<ROWS>(mine);
     FAST_STAMP(2);  // the block's (m, d)
@@ -88,13 +95,13 @@ __device__ __forceinline__ State<float> row_state(State<float> mine, float* part
 // computed again from it for the output, so few registers and more bytes in flight), 3 registers as
 // loaded (plain 16-byte loads, 16-bit elements kept two to a register; the exps taken again as in HOLD 2,
 // with the same bits).
-template <typename T, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE, int ROWS, int WARPS>
+template <typename T, int VEC, int PER, int HOLD, int CLUSTER, bool ACROSS, bool LOOSE, int ROWS, int WARPS>
 __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                               unsigned* __restrict__ sync, int rows, int cols, int slices, int resident) {
     const int threads = blockDim.x / ROWS, t = threadIdx.x % threads;  // the row's threads, this one's index
     constexpr bool ON_WARP = CLUSTER > 1;  // a cluster folds its warps' states (row_state)
     FAST_STAMP(0);  // the block starts
-    const long long block = slices > CLUSTER && !resident ? start_ticket(sync) : blockIdx.x;
+    const long long block = !ACROSS && slices > CLUSTER && !resident ? start_ticket(sync) : blockIdx.x;  // ACROSS: resident (no tickets in clusters)
     const long long row = ROWS == 1 ? block / slices : block * ROWS + threadIdx.x / threads;
     const bool live = ROWS == 1 || row < rows;  // a last block's missing rows still take part in its barriers
     const int slice = ROWS == 1 ? block % slices : 0;
@@ -122,7 +129,7 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
         };
         const State<float> mine = held_state<T, VEC, PER, ON_WARP>(pack_of, begin, end, t, threads, loose, holds_loose);
         FAST_STAMP(1);  // the slice loaded and folded
-        const State<float> s = row_state<ROWS, CLUSTER, WARPS>(mine, partial, sync, row, slice, slices);
+        const State<float> s = row_state<ROWS, CLUSTER, ACROSS, WARPS>(mine, partial, sync, row, slice, slices, resident);
         FAST_STAMP(3);  // the row's (m, d)
         if (prescaled<T>(s.m)) {
             const float b = fmaf(s.m, LOG2E, fast_log2(s.d));
@@ -161,7 +168,7 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
     v[N] = holds_loose ? loose : NEG_INF;
     const State<float> mine = exps_in_place<ON_WARP>(v);
     FAST_STAMP(1);
-    const State<float> s = row_state<ROWS, CLUSTER, WARPS>(mine, partial, sync, row, slice, slices);
+    const State<float> s = row_state<ROWS, CLUSTER, ACROSS, WARPS>(mine, partial, sync, row, slice, slices, resident);
     FAST_STAMP(3);
     const float c = __fmul_rn(fast_rescale(mine.m, s.m), 1.0f / s.d);
 #pragma unroll
@@ -192,11 +199,14 @@ __host__ __device__ constexpr int fast_row_min_blocks(int hold, int held, int it
 template <typename T, typename Acc, int VEC, int PER, int HOLD, bool LOOSE, int ROWS>
 __global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC, sizeof(T)), fast_row_min_blocks(HOLD, PER * VEC, sizeof(T))) fast_row(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                                  unsigned* __restrict__ sync, int rows, int cols, int slices, int resident) {
-    fast_row_body<T, VEC, PER, HOLD, 1, LOOSE, ROWS, 1>(x, y, partial, sync, rows, cols, slices, resident);
+    fast_row_body<T, VEC, PER, HOLD, 1, false, LOOSE, ROWS, 1>(x, y, partial, sync, rows, cols, slices, resident);
 }
 
 // fast_row_cluster: fast_row whose `slices` = CLUSTER blocks of a row form a Hopper cluster (a separate
 // kernel: the cluster attribute changes how every block is scheduled, so one-block rows go without it).
+// ACROSS: a row of `slices` blocks in clusters of CLUSTER (few long rows, a block on each SM), the clusters'
+// states exchanged through global memory (across_clusters; `resident` carries the launch's epoch there: every
+// block is resident, the host checks).
 // An fp32 slice holding 64 elements as loaded takes at most 256 threads, asked to fit 3 to an SM (80 registers, not 90).
 __host__ __device__ constexpr bool cluster_capped(int hold, int held, int itemsize) { return hold == 3 && held == 64 && itemsize == 4; }
 __host__ __device__ constexpr int cluster_threads(int hold, int held, int itemsize) {
@@ -205,13 +215,13 @@ __host__ __device__ constexpr int cluster_threads(int hold, int held, int itemsi
 __host__ __device__ constexpr int cluster_min_blocks(int hold, int held, int itemsize) {
     return cluster_capped(hold, held, itemsize) ? 3 : fast_row_min_blocks(hold, held, 4);
 }
-template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE>
+template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE, bool ACROSS>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(cluster_threads(HOLD, PER * VEC, sizeof(T)), cluster_min_blocks(HOLD, PER * VEC, sizeof(T)))
 fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
                  int rows, int cols, int slices, int resident) {
     constexpr int WARPS = cluster_threads(HOLD, PER * VEC, sizeof(T)) / 32;
     cluster_mailbox_open<CLUSTER, WARPS>();
-    fast_row_body<T, VEC, PER, HOLD, CLUSTER, LOOSE, 1, WARPS>(x, y, partial, sync, rows, cols, slices, resident);
+    fast_row_body<T, VEC, PER, HOLD, CLUSTER, ACROSS, LOOSE, 1, WARPS>(x, y, partial, sync, rows, cols, slices, resident);
 }
 
 // Chunk c of a row of `packs` 16-byte packs cut into `chunks`: packs [begin, end).

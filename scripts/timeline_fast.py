@@ -55,21 +55,21 @@ def timeline(case: str, torch) -> None:
     staging = launch.staging_bytes
     if staging > kernel.max_dynamic_shared_size_bytes:
         kernel.max_dynamic_shared_size_bytes = staging
-    if launch.protocol == "cluster" and launch.chunks > cuda.PORTABLE_CLUSTER:
+    if launch.protocol == "cluster" and launch.template_args[3] > cuda.PORTABLE_CLUSTER:
         cuda.allow_large_clusters(kernel)
     rng = np.random.default_rng(rows + cols)
     x = cuda.to_device((rng.standard_normal((rows, cols), np.float32) * 3).astype(DTYPES[dtype]))
     buffers = harness.rotation_buffers(x.nbytes, 16)
     xs = [cp.roll(x, i, axis=1) for i in range(buffers)]
     y = cp.empty_like(x)
-    partial, sync, resident = cuda.row_exchange(kernel, launch, rows, staging)
     stamps = cp.zeros((LAUNCHES, launch.grid, len(STAGES)), cp.uint64)
     targets = cp.asarray([stamps[i].data.ptr for i in range(LAUNCHES)], cp.uint64)
     symbol = module.get_global("fast_stamp_out")
     stream = cp.cuda.get_current_stream()
-    tail = (partial, sync, np.int32(rows), np.int32(cols), np.int32(launch.chunks), np.int32(resident))
 
     def stamped(i: int) -> None:
+        partial, sync, resident = cuda.row_exchange(kernel, launch, rows, staging)  # a cluster's epoch: each launch's
+        tail = (partial, sync, np.int32(rows), np.int32(cols), np.int32(launch.chunks), np.int32(resident))
         cp.cuda.runtime.memcpyAsync(symbol.ptr, targets.data.ptr + 8 * (i % LAUNCHES), 8, 3, stream.ptr)
         kernel((launch.grid,), (launch.block,), (xs[i % buffers], y, *tail), shared_mem=staging)
 

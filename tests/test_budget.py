@@ -237,13 +237,17 @@ def test_a_page_whose_run_must_wait_for_memory_says_so_then_runs(monkeypatch):
 
 
 def test_device_bytes_count_the_scratch_the_cuda_backend_takes():
-    """A GPU run's device bytes count the per-stream scratch its launch takes (fast_row's slices exchanging through
-    global memory; the top-k kernel's chunk lists, at least 1024 of 64 keys), with the backend's constants; without
+    """A GPU run's device bytes count the per-stream scratch its launch takes (fast_row's slices or a row's clusters
+    exchanging through global memory; the top-k kernel's chunk lists, at least 1024 of 64 keys), with the backend's constants; without
     a variant, the largest over the variants. (tests/test_memory_model.py measures them on the GPU.)"""
     from explorer.backends import cuda_topk
 
     assert budget.TOPK_MAX_LIST == cuda_topk.TOPK_MAX_LIST
-    fast, rows, cols = explorer.VARIANTS["fast"], 1, 2**20
+    fast = explorer.VARIANTS["fast"]
+    across = fast.launch(1, 2**20, None, "float32")  # a row of clusters: their 64-bit words
+    assert across.protocol == "cluster" and across.chunks > across.template_args[3]
+    assert explorer.bytes_needed(1, 2**20, "float32", "cuda", fast) >= 2 * 4 * 2**20 + 2 * 8 * budget.EXCHANGE_FLOOR
+    rows, cols = 4, 2**20
     launch = fast.launch(rows, cols, None, "float32")
     assert launch.protocol == "slices" and launch.chunks > 1
     io = 2 * 4 * rows * cols

@@ -223,13 +223,21 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
     staging = geometry.staging_bytes
     if staging > kernels[0].max_dynamic_shared_size_bytes:
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
-    if geometry.protocol == "cluster" and geometry.chunks > PORTABLE_CLUSTER:
+    if geometry.protocol == "cluster" and geometry.template_args[3] > PORTABLE_CLUSTER:
         allow_large_clusters(kernels[0])
     partial, sync, resident = row_exchange(kernels[0], geometry, int(shape[0]), staging)
     kernels[0](
         (geometry.grid,),
         (geometry.block,),
-        (x_dev, y_dev, partial, sync, *shape, np.int32(geometry.chunks), np.int32(resident)),
+        (
+            x_dev,
+            y_dev,
+            partial,
+            sync,
+            *shape,
+            np.int32(geometry.chunks),
+            np.int32(resident),
+        ),  # resident: the epoch in clusters
         shared_mem=staging,
     )
 
@@ -254,9 +262,14 @@ EXCHANGE_FLOOR = 2**16  # elements of the slice states and counters at least: gr
 def row_exchange(kernel, geometry: Launch, rows: int, staging: int):
     """The slice states and counters of fast_row and fast_stream (a ticket, then two per row), kept per stream and zero
     between launches (the kernel resets them), and whether the whole grid is resident at once (then
-    the blocks need no tickets). A row's slices wait for each other, so all of them must fit on the
+    the blocks need no tickets); for a row of several clusters, their words and the launch's epoch in the last
+    place (_cluster_words). A row's slices wait for each other, so all of them must fit on the
     GPU at once: checked against the kernel's occupancy on this device."""
-    if geometry.chunks == 1 or geometry.protocol == "cluster":  # no exchange through global memory
+    if geometry.protocol == "cluster":
+        if geometry.chunks == geometry.template_args[3]:  # one cluster a row: no exchange through global memory
+            return _null_trace()[0], _null_trace()[2], True
+        return _cluster_words(kernel, geometry, staging)
+    if geometry.chunks == 1:
         return _null_trace()[0], _null_trace()[2], True
     resident = _resident_blocks(kernel, geometry.block, staging)
     if geometry.chunks > resident:
@@ -270,6 +283,24 @@ def row_exchange(kernel, geometry: Launch, rows: int, staging: int):
         sync = cp.zeros(max(1 + 2 * rows, EXCHANGE_FLOOR), np.uint32)
         _exchanges[stream] = partial, sync
     return partial, sync, geometry.grid <= resident
+
+
+_words: dict[int, list] = {}
+
+
+def _cluster_words(kernel, geometry: Launch, staging: int):
+    """A row's clusters exchange their states as 64-bit words tagged with the launch's epoch (fast_common.cuh's
+    across_clusters): the words (zeroed once, kept per stream, never reset) and the epoch, counted per stream from
+    1. Every block must be resident at once: they wait for each other, and clusters take no tickets."""
+    if geometry.grid > _resident_blocks(kernel, geometry.block, staging):
+        raise KernelFailed(f"{geometry.kernel} needs its {geometry.grid} blocks resident at once")
+    stream = cp.cuda.get_current_stream().ptr
+    words, epoch = _words.get(stream, (None, 0))
+    if words is None or words.size < 2 * geometry.grid:
+        words = cp.zeros(max(2 * geometry.grid, EXCHANGE_FLOOR), np.uint64)
+    epoch = epoch % 0xFFFFFFFF + 1  # never 0: the words start at 0
+    _words[stream] = [words, epoch]
+    return words, _null_trace()[2], np.uint32(epoch).view(np.int32)
 
 
 @functools.cache

@@ -238,7 +238,12 @@ def _fast_row(x32: np.ndarray, launch: Launch, vec: int, per: int, head: int, pr
         e = _exps_shifted(xg, valid_each_row, m)
         d = _sum_in_order(e)
     if cluster:
-        row_m, row_d = _fold_warp_states(m[:, ::32], _warp_sum(d.reshape(rows, -1, 32)))
+        clusters = slices // launch.template_args[3]  # a row's clusters: their states folded as _fold_chunks
+        wm, wd = m[:, ::32], _warp_sum(d.reshape(rows, -1, 32))
+        cm, cd = _fold_warp_states(wm.reshape(rows * clusters, -1), wd.reshape(rows * clusters, -1))
+        row_m, row_d = cm.reshape(rows, clusters), cd.reshape(rows, clusters)
+        if clusters > 1:
+            row_m, row_d = _fold_chunks(row_m, row_d)
     else:
         bm, bd = _fast_block_merge(m.reshape(rows * slices, threads), d.reshape(rows * slices, threads))
         row_m, row_d = bm.reshape(rows, slices), bd.reshape(rows, slices)
