@@ -78,16 +78,22 @@ def test_the_stamped_topk_build_compiles(tmp_path):
 
 def test_the_stamped_fast_build_compiles(tmp_path):
     """scripts/timeline_fast.py's build: fast.cu with FAST_STAMP recording (empty in every other build), in a
-    fast_row launch whose slices exchange through global memory and in a fast_stream launch."""
+    fast_row launch whose slices exchange through global memory, a row over several clusters and a fast_stream
+    launch."""
     from scripts.profile_fast import parse_case
     from scripts.timeline_fast import STAMPS
 
     names = [
         cuda.kernel_names(VARIANTS["fast"], parse_case(case)[3], dtype, "float32")[0]
-        for case, dtype in (("float32:4x1048576", "float32"), ("bfloat16:1x16777216", "bfloat16"))
+        for case, dtype in (
+            ("float32:4x1048576", "float32"),
+            ("float32:1x1048576", "float32"),
+            ("bfloat16:1x16777216", "bfloat16"),
+        )
     ]
+    assert [name.split("<")[0] for name in names] == ["fast_row", "fast_row_cluster", "fast_stream"]
     text = _stamped_ptx(tmp_path, STAMPS, "fast.cu", names)
-    assert text.count(".entry ") == 2 and "globaltimer" in text
+    assert text.count(".entry ") == 3 and "globaltimer" in text
 
 
 def _stamped_ptx(tmp_path, stamps: str, filename: str, names: list[str]) -> str:
