@@ -275,10 +275,12 @@ def test_fast_row_with_several_rows_a_block_folds_each_row_as_one_row_a_block(dt
 
 def cluster_model_row(x_row: np.ndarray, launch, prescale: bool) -> np.ndarray:
     """fast_row_cluster on one aligned row, thread by thread: each thread's packs, its max, its warp's max, its exps
-    on that max added in order, the warp's butterfly sum; then every warp's state of the cluster folded as each warp
-    folds them (lane l: entries l, l + 32, ..., rescaled to the largest m, then a butterfly), and the output."""
+    on that max added in order, the warp's butterfly sum; then every warp's state of a cluster folded as each warp
+    folds them (lane l: entries l, l + 32, ..., rescaled to the largest m, then a butterfly); a row of several
+    clusters then folds theirs (lane l: clusters l, l + 32, ... merged in order, then a butterfly of merges); and
+    the output."""
     f32 = np.float32
-    vec, per, hold = launch.template_args[:3]
+    vec, per, hold, cluster = launch.template_args[:4]
     slices, threads = launch.chunks, launch.block
     packs = x_row.size // vec
     chunk = -(-packs // slices)
@@ -311,11 +313,29 @@ def cluster_model_row(x_row: np.ndarray, launch, prescale: bool) -> np.ndarray:
                     d = f32(d + e)
                 sums.append(d)
             entries.append((m, butterfly(sums)))
-    row_m = f32(np.fmax.reduce([m for m, _ in entries], initial=-np.inf))
-    lanes = [f32(0)] * 32
-    for j, (m, d) in enumerate(entries):
-        lanes[j % 32] = f32(lanes[j % 32] + f32(d * rescale(m, row_m)))
-    row_d = butterfly(lanes)
+
+    def fold_entries(states):
+        m_all = f32(np.fmax.reduce([m for m, _ in states], initial=-np.inf))
+        lanes = [f32(0)] * 32
+        for j, (m, d) in enumerate(states):
+            lanes[j % 32] = f32(lanes[j % 32] + f32(d * rescale(m, m_all)))
+        return m_all, butterfly(lanes)
+
+    def merge(a, b):  # fast_merge
+        m, d = fast_emulation._fast_merge(*(np.array([v], f32) for v in (*a, *b)))
+        return m[0], d[0]
+
+    per_cluster = cluster * (threads // 32)
+    clusters = [fold_entries(entries[c : c + per_cluster]) for c in range(0, len(entries), per_cluster)]
+    if len(clusters) == 1:
+        row_m, row_d = clusters[0]
+    else:
+        lanes = [(f32(-np.inf), f32(0))] * 32
+        for c, state in enumerate(clusters):
+            lanes[c % 32] = merge(lanes[c % 32], state)
+        for offset in (16, 8, 4, 2, 1):
+            lanes = [merge(lanes[i], lanes[i ^ offset]) for i in range(32)]
+        row_m, row_d = lanes[0]
     y = np.zeros(xs.size, f32)
     for s, t in held:
         for j in held[s, t]:
@@ -342,14 +362,17 @@ def cluster_model_row(x_row: np.ndarray, launch, prescale: bool) -> np.ndarray:
         ("float32", 8192, 128, 4, 3),
         ("bfloat16", 16384, 128, 8, 3),
         ("float16", 3000, 64, 16, 2),
+        ("float32", 4096, 32, 4, 1),  # 32 slices: four clusters of 8, their states folded across the clusters
+        ("bfloat16", 8192, 32, 8, 1),
     ],
 )
 def test_fast_row_cluster_emulation_matches_a_thread_by_thread_model(dtype, cols, threads, elements, hold):
-    """The emulation's fast_row_cluster (warps' exps on the warp's max, every warp's state folded at once) gives the
-    bits of a thread-by-thread model of the kernel, with more warps in the cluster than a warp has lanes and rows
-    holding -inf, NaN and +inf."""
+    """The emulation's fast_row_cluster (warps' exps on the warp's max, every warp's state folded at once, then a row's
+    clusters folded) gives the bits of a thread-by-thread model of the kernel, with more warps in the cluster than a
+    warp has lanes, rows over several clusters, and rows holding -inf, NaN and +inf."""
     launch = fast_launch.fast_row_launch(4, cols, dtype, threads, elements, hold)
     assert launch.kernel == "fast_row_cluster" and launch.chunks > 1
+    assert launch.template_args[-1] == (launch.chunks > launch.template_args[3])  # ACROSS: several clusters
     rng = np.random.default_rng(cols + hold)
     x = rng.normal(0.0, 3.0, (4, cols))
     x[1, rng.choice(cols, cols // 3, replace=False)] = -np.inf
