@@ -285,21 +285,28 @@ def row_exchange(kernel, geometry: Launch, rows: int, staging: int):
     return partial, sync, geometry.grid <= resident
 
 
-_words: dict[int, list] = {}
+_words: dict[int, tuple] = {}
+_words_lock = threading.Lock()  # sessions may launch at once: each launch its own epoch
+EPOCHS = 0xFFFFFFFF  # epochs 1 ... EPOCHS, then 1 again (the words zeroed): 32 bits beside each float
 
 
 def _cluster_words(kernel, geometry: Launch, staging: int):
     """A row's clusters exchange their states as 64-bit words tagged with the launch's epoch (fast_common.cuh's
-    across_clusters): the words (zeroed once, kept per stream, never reset) and the epoch, counted per stream from
-    1. Every block must be resident at once: they wait for each other, and clusters take no tickets."""
-    if geometry.grid > _resident_blocks(kernel, geometry.block, staging):
-        raise KernelFailed(f"{geometry.kernel} needs its {geometry.grid} blocks resident at once")
+    across_clusters): the words (kept per stream, zeroed when made and when the epoch wraps) and this launch's
+    epoch, counted per stream from 1. Every block must be resident at once (they wait for each other, and clusters
+    take no tickets): the launch is refused unless the GPU holds twice its blocks, so that its clusters fit in every
+    GPC however many SMs it has."""
+    if 2 * geometry.grid > _resident_blocks(kernel, geometry.block, staging):
+        raise KernelFailed(f"{geometry.kernel} needs room for twice its {geometry.grid} blocks, resident at once")
     stream = cp.cuda.get_current_stream().ptr
-    words, epoch = _words.get(stream, (None, 0))
-    if words is None or words.size < 2 * geometry.grid:
-        words = cp.zeros(max(2 * geometry.grid, EXCHANGE_FLOOR), np.uint64)
-    epoch = epoch % 0xFFFFFFFF + 1  # never 0: the words start at 0
-    _words[stream] = [words, epoch]
+    with _words_lock:
+        words, epoch = _words.get(stream, (None, 0))
+        if words is None or words.size < 2 * geometry.grid:
+            words = cp.zeros(max(2 * geometry.grid, EXCHANGE_FLOOR), np.uint64)
+        elif epoch == EPOCHS:
+            words.fill(0)  # on the stream, before this launch: no word of an earlier epoch 1 is left
+        epoch = epoch % EPOCHS + 1
+        _words[stream] = (words, epoch)
     return words, _null_trace()[2], np.uint32(epoch).view(np.int32)
 
 

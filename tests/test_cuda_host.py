@@ -1,0 +1,80 @@
+"""The CUDA backend's host-side bookkeeping, with a stand-in for CuPy (no GPU needed)."""
+
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.backends import cuda
+
+
+class Words:
+    """A stand-in for the stream's uint64 words: their size, and how often they were zeroed. Reading the size lets
+    other threads run, as CuPy's calls may."""
+
+    def __init__(self, size: int):
+        self._size, self.zeroed = size, 1
+
+    @property
+    def size(self) -> int:
+        time.sleep(0)
+        return self._size
+
+    def fill(self, value: int) -> None:
+        assert value == 0
+        self.zeroed += 1
+
+
+@pytest.fixture
+def across(monkeypatch):
+    """A launch of a row over several clusters, and _cluster_words with CuPy stood in for (one stream)."""
+    fake = SimpleNamespace(
+        cuda=SimpleNamespace(get_current_stream=lambda: SimpleNamespace(ptr=0)),
+        zeros=lambda size, dtype: Words(size),
+    )
+    monkeypatch.setattr(cuda, "cp", fake)
+    monkeypatch.setattr(cuda, "_resident_blocks", lambda kernel, threads, shared: 4 * 132)
+    monkeypatch.setattr(cuda, "_null_trace", lambda: (None, None, None))
+    monkeypatch.setattr(cuda, "_words", {})
+    launch = explorer.VARIANTS["fast"].launch(1, 2**20, None, "float32")
+    assert launch.kernel == "fast_row_cluster" and launch.chunks > launch.template_args[3]
+    return launch
+
+
+def epoch_of(launch) -> int:
+    return int(np.int32(cuda._cluster_words(None, launch, 0)[2]).view(np.uint32))
+
+
+def test_launches_from_many_threads_each_get_their_own_epoch(across):
+    """Sessions launch at once: no two launches on a stream may share an epoch, or one could fold the other's words."""
+    epochs, threads = [], 8
+
+    def launch_many():
+        mine = [epoch_of(across) for _ in range(500)]
+        epochs.extend(mine)
+
+    workers = [threading.Thread(target=launch_many) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(epochs) == list(range(1, 500 * threads + 1))
+
+
+def test_the_epoch_wraps_to_1_and_the_words_are_zeroed_first(across):
+    first = epoch_of(across)
+    words = cuda._words[0][0]
+    cuda._words[0] = (words, cuda.EPOCHS)
+    assert (first, epoch_of(across), words.zeroed) == (1, 1, 2)
+    assert epoch_of(across) == 2 and words.zeroed == 2
+
+
+def test_a_grid_whose_clusters_might_not_all_be_resident_is_refused(across, monkeypatch):
+    """Clusters of 8 fit in a GPC only as a whole: with room for fewer than twice the blocks, the last could wait for
+    SMs that the spinning others hold."""
+    monkeypatch.setattr(cuda, "_resident_blocks", lambda kernel, threads, shared: 2 * across.grid - 1)
+    with pytest.raises(explorer.KernelFailed, match="resident at once"):
+        cuda._cluster_words(None, across, 0)
