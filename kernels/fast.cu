@@ -101,7 +101,8 @@ __device__ __forceinline__ void fast_row_body(const T* __restrict__ x, T* __rest
     const int threads = blockDim.x / ROWS, t = threadIdx.x % threads;  // the row's threads, this one's index
     constexpr bool ON_WARP = CLUSTER > 1;  // a cluster folds its warps' states (row_state)
     FAST_STAMP(0);  // the block starts
-    const long long block = !ACROSS && slices > CLUSTER && !resident ? start_ticket(sync) : blockIdx.x;  // ACROSS: resident (no tickets in clusters)
+    // tickets where slices wait for each other and the grid may not all be resident (ACROSS: it is, the host checks)
+    const long long block = !ACROSS && slices > CLUSTER && !resident ? start_ticket(sync) : blockIdx.x;
     const long long row = ROWS == 1 ? block / slices : block * ROWS + threadIdx.x / threads;
     const bool live = ROWS == 1 || row < rows;  // a last block's missing rows still take part in its barriers
     const int slice = ROWS == 1 ? block % slices : 0;
