@@ -29,8 +29,16 @@ class Words:
 
 
 @pytest.fixture
-def across(monkeypatch):
-    """A launch of a row over several clusters, and _cluster_words with CuPy stood in for (one stream)."""
+def words_by_stream(monkeypatch):
+    """The backend's words and epoch per stream, as the test sees them."""
+    table = {}
+    monkeypatch.setattr(cuda, "_words", table)
+    return table
+
+
+@pytest.fixture
+def across(monkeypatch, words_by_stream):
+    """A launch of a row over several clusters, and row_exchange with CuPy stood in for (one stream)."""
     fake = SimpleNamespace(
         cuda=SimpleNamespace(get_current_stream=lambda: SimpleNamespace(ptr=0)),
         zeros=lambda size, dtype: Words(size),
@@ -38,14 +46,13 @@ def across(monkeypatch):
     monkeypatch.setattr(cuda, "cp", fake)
     monkeypatch.setattr(cuda, "_resident_blocks", lambda kernel, threads, shared: 4 * 132)
     monkeypatch.setattr(cuda, "_null_trace", lambda: (None, None, None))
-    monkeypatch.setattr(cuda, "_words", {})
     launch = explorer.VARIANTS["fast"].launch(1, 2**20, None, "float32")
     assert launch.kernel == "fast_row_cluster" and launch.chunks > launch.template_args[3]
     return launch
 
 
 def epoch_of(launch) -> int:
-    return int(np.int32(cuda._cluster_words(None, launch, 0)[2]).view(np.uint32))
+    return int(np.int32(cuda.row_exchange(None, launch, 1, 0)[2]).view(np.uint32))
 
 
 def test_launches_from_many_threads_each_get_their_own_epoch(across):
@@ -64,10 +71,10 @@ def test_launches_from_many_threads_each_get_their_own_epoch(across):
     assert sorted(epochs) == list(range(1, 500 * threads + 1))
 
 
-def test_the_epoch_wraps_to_1_and_the_words_are_zeroed_first(across):
+def test_the_epoch_wraps_to_1_and_the_words_are_zeroed_first(across, words_by_stream):
     first = epoch_of(across)
-    words = cuda._words[0][0]
-    cuda._words[0] = (words, cuda.EPOCHS)
+    words = words_by_stream[0][0]
+    words_by_stream[0] = (words, cuda.EPOCHS)
     assert (first, epoch_of(across), words.zeroed) == (1, 1, 2)
     assert epoch_of(across) == 2 and words.zeroed == 2
 
@@ -77,4 +84,4 @@ def test_a_grid_whose_clusters_might_not_all_be_resident_is_refused(across, monk
     SMs that the spinning others hold."""
     monkeypatch.setattr(cuda, "_resident_blocks", lambda kernel, threads, shared: 2 * across.grid - 1)
     with pytest.raises(explorer.KernelFailed, match="resident at once"):
-        cuda._cluster_words(None, across, 0)
+        cuda.row_exchange(None, across, 1, 0)

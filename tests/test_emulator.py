@@ -321,9 +321,11 @@ def cluster_model_row(x_row: np.ndarray, launch, prescale: bool) -> np.ndarray:
             lanes[j % 32] = f32(lanes[j % 32] + f32(d * rescale(m, m_all)))
         return m_all, butterfly(lanes)
 
-    def merge(a, b):  # fast_merge
-        m, d = fast_emulation._fast_merge(*(np.array([v], f32) for v in (*a, *b)))
-        return m[0], d[0]
+    def merge(a, b):  # fast_merge: acc_max (a NaN m stays; +0 over -0), then each d rescaled to it
+        (m1, d1), (m2, d2) = a, b
+        m = m2 if m2 > m1 or (m2 == m1 and np.signbit(m1)) else m1
+        with np.errstate(invalid="ignore", over="ignore"):
+            return m, f32(f32(d1 * rescale(m1, m)) + f32(d2 * rescale(m2, m)))
 
     per_cluster = cluster * (threads // 32)
     clusters = [fold_entries(entries[c : c + per_cluster]) for c in range(0, len(entries), per_cluster)]
