@@ -20,6 +20,7 @@ import os
 
 from .backends.cuda import EXCHANGE_FLOOR  # fast_row's exchange scratch (float32 states, uint32 counters)
 from .backends.cuda_topk import TOPK_MAX_LIST, TOPK_SCRATCH_FLOOR  # top-k's scratch: 64-bit keys a list, whatever k
+from .fast_launch import across_clusters
 from .geometry import Launch, cdiv
 from .numerics import DTYPES
 from .registry import VARIANTS, Variant
@@ -128,9 +129,10 @@ def unwritten_count_bytes(elements: int) -> int:
 
 def exchange_bytes(launch: Launch, rows: int) -> int:
     """fast_row's (and fast_stream's) slice states and counters (cuda.row_exchange) where its slices exchange (m, d)
-    through global memory (several blocks a row, not a cluster), or the words of a row's clusters: kept per stream and grown, never shrunk, so the first
-    launch on a stream allocates them and a later one reuses them; counted in every run (the conservative case)."""
-    if launch.protocol == "cluster" and launch.chunks > launch.template_args[3]:  # clusters' words, 8 bytes each
+    through global memory (several blocks a row, not a cluster), or the words of a row's clusters: kept per stream
+    and grown, never shrunk, so the first launch on a stream allocates them and a later one reuses them; counted in
+    every run (the conservative case)."""
+    if across_clusters(launch):  # the clusters' words, 8 bytes each
         return pooled(8 * max(2 * launch.grid, EXCHANGE_FLOOR))
     if launch.protocol != "slices" or launch.chunks == 1:
         return 0

@@ -96,6 +96,12 @@ def fast_row_launch(
     )
 
 
+def across_clusters(launch: Launch) -> bool:
+    """Whether a launch spreads each row over several clusters (fast_row_cluster's ACROSS: the clusters' states
+    exchanged through global memory)."""
+    return launch.protocol == "cluster" and launch.chunks > launch.template_args[3]
+
+
 def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
     """fast.cu's fast_row_threads: the block size a fast_row instantiation is compiled for."""
     if hold < 2 and held == 64 and itemsize == 2:

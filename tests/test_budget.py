@@ -6,7 +6,7 @@ import time
 import pytest
 
 import explorer
-from explorer import api, budget, checks, reserve
+from explorer import api, budget, checks, fast_launch, reserve
 from explorer.topk import topk_launch
 
 WAIT_S = 30  # generous: the threads below hand over through events, never through timing
@@ -245,7 +245,7 @@ def test_device_bytes_count_the_scratch_the_cuda_backend_takes():
     assert budget.TOPK_MAX_LIST == cuda_topk.TOPK_MAX_LIST
     fast = explorer.VARIANTS["fast"]
     across = fast.launch(1, 2**20, None, "float32")  # a row of clusters: their 64-bit words
-    assert across.protocol == "cluster" and across.chunks > across.template_args[3]
+    assert fast_launch.across_clusters(across)
     assert explorer.bytes_needed(1, 2**20, "float32", "cuda", fast) >= 2 * 4 * 2**20 + 2 * 8 * budget.EXCHANGE_FLOOR
     rows, cols = 4, 2**20
     launch = fast.launch(rows, cols, None, "float32")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import explorer
+from explorer import fast_launch
 from explorer.backends import cuda
 
 
@@ -47,7 +48,7 @@ def across(monkeypatch, words_by_stream):
     monkeypatch.setattr(cuda, "_resident_blocks", lambda kernel, threads, shared: 4 * 132)
     monkeypatch.setattr(cuda, "_null_trace", lambda: (None, None, None))
     launch = explorer.VARIANTS["fast"].launch(1, 2**20, None, "float32")
-    assert launch.kernel == "fast_row_cluster" and launch.chunks > launch.template_args[3]
+    assert launch.kernel == "fast_row_cluster" and fast_launch.across_clusters(launch)
     return launch
 
 
@@ -85,3 +86,9 @@ def test_a_grid_whose_clusters_might_not_all_be_resident_is_refused(across, monk
     monkeypatch.setattr(cuda, "_resident_blocks", lambda kernel, threads, shared: 2 * across.grid - 1)
     with pytest.raises(explorer.KernelFailed, match="resident at once"):
         cuda.row_exchange(None, across, 1, 0)
+
+
+def test_a_row_in_one_cluster_exchanges_nothing_through_global_memory(across, words_by_stream):
+    one = explorer.VARIANTS["fast"].launch(4, 65536, None, "float32")
+    assert one.protocol == "cluster" and not fast_launch.across_clusters(one)
+    assert cuda.row_exchange(None, one, 4, 0)[2] is True and not words_by_stream

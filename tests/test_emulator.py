@@ -374,7 +374,7 @@ def test_fast_row_cluster_emulation_matches_a_thread_by_thread_model(dtype, cols
     warp has lanes, rows over several clusters, and rows holding -inf, NaN and +inf."""
     launch = fast_launch.fast_row_launch(4, cols, dtype, threads, elements, hold)
     assert launch.kernel == "fast_row_cluster" and launch.chunks > 1
-    assert launch.template_args[-1] == (launch.chunks > launch.template_args[3])  # ACROSS: several clusters
+    assert launch.template_args[-1] == fast_launch.across_clusters(launch)  # the kernel's ACROSS flag
     rng = np.random.default_rng(cols + hold)
     x = rng.normal(0.0, 3.0, (4, cols))
     x[1, rng.choice(cols, cols // 3, replace=False)] = -np.inf

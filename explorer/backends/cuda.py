@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GPUContextLost, GPUUnavailable, KernelFailed
+from ..fast_launch import across_clusters
 from ..geometry import Launch
 from ..registry import VARIANTS, Variant
 from ..trace import RawTrace, trace_shape
@@ -225,19 +226,11 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
         kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
     if geometry.protocol == "cluster" and geometry.template_args[3] > PORTABLE_CLUSTER:
         allow_large_clusters(kernels[0])
-    partial, sync, resident = row_exchange(kernels[0], geometry, int(shape[0]), staging)
+    partial, sync, last = row_exchange(kernels[0], geometry, int(shape[0]), staging)  # last: resident, or the epoch
     kernels[0](
         (geometry.grid,),
         (geometry.block,),
-        (
-            x_dev,
-            y_dev,
-            partial,
-            sync,
-            *shape,
-            np.int32(geometry.chunks),
-            np.int32(resident),
-        ),  # resident: the epoch in clusters
+        (x_dev, y_dev, partial, sync, *shape, np.int32(geometry.chunks), np.int32(last)),
         shared_mem=staging,
     )
 
@@ -265,11 +258,9 @@ def row_exchange(kernel, geometry: Launch, rows: int, staging: int):
     the blocks need no tickets); for a row of several clusters, their words and the launch's epoch in the last
     place (_cluster_words). A row's slices wait for each other, so all of them must fit on the
     GPU at once: checked against the kernel's occupancy on this device."""
-    if geometry.protocol == "cluster":
-        if geometry.chunks == geometry.template_args[3]:  # one cluster a row: no exchange through global memory
-            return _null_trace()[0], _null_trace()[2], True
+    if across_clusters(geometry):
         return _cluster_words(kernel, geometry, staging)
-    if geometry.chunks == 1:
+    if geometry.chunks == 1 or geometry.protocol == "cluster":  # no exchange through global memory
         return _null_trace()[0], _null_trace()[2], True
     resident = _resident_blocks(kernel, geometry.block, staging)
     if geometry.chunks > resident:
