@@ -7,8 +7,8 @@
 // |                    | cp.async loads, the slice held in registers or shared memory,   |                                |
 // |                    | 16-byte loads at any width (loose head and tail elements)       |                                |
 // | fast_row_cluster   | fast_row whose slices form a Hopper cluster: each warp's (m, d) | 1 / 1 (ACROSS: + 2 words per   |
-// |                    | mailed to every block over DSMEM, folded with no barrier; or    | cluster)                       |
-// |                    | (ACROSS) a row over the GPU in clusters, whose states are       |                                |
+// |                    | mailed to every block over DSMEM, folded with no barrier; or    | block, polled by a block of    |
+// |                    | (ACROSS) a row over the GPU in clusters, whose states are       | each cluster)                  |
 // |                    | polled through global memory                                    |                                |
 // | fast_stream        | rows too long to hold on chip: several blocks per row, each     | 1 / 1 (+ a second read of what |
 // |                    | holding its chunk's first batches in shared memory; (m, d)      | is not held, mostly from L2;   |
@@ -69,6 +69,7 @@ __device__ __forceinline__ State<float> row_state(State<float> mine, float* part
                                                   int slices, unsigned epoch) {
     if constexpr (ACROSS) {
         const State<float> s = cluster_row_state<CLUSTER, WARPS>(mine);
+        FAST_STAMP(2);  // the cluster's (m, d)
         return across_clusters<CLUSTER>(s, reinterpret_cast<unsigned long long*>(partial), epoch, row, slice, slices);
     }
     if constexpr (CLUSTER > 1) return cluster_row_state<CLUSTER, WARPS>(mine);

@@ -387,27 +387,29 @@ template <int CLUSTER, int WARPS> __device__ __forceinline__ State<float> cluste
 }
 
 // The row's (m, d) for a row of several clusters (fast_row_cluster's slices over the whole GPU), from the
-// cluster's state `s` (the same bits in every warp of the cluster): block 0 of each cluster posts it as two
-// 64-bit words, m and d each beside the launch's epoch (so a word of an earlier launch never passes for this
-// one's, and no word needs resetting; relaxed stores and loads, each word read whole), and warp 0 of every block
-// polls the row's words, lane l folding clusters l, l + 32, ... in order, then a butterfly: every block gets the
-// same bits, one L2 round trip after the last cluster posts.
+// cluster's state `s` (the same bits in every block of the cluster): every block posts it as two 64-bit words, m and
+// d each beside the launch's epoch (so a word of an earlier launch never passes for this one's, and no word needs
+// resetting; relaxed stores and loads, each word read whole), into the row's copy of the words for its rank in the
+// cluster, and warp 0 of every block polls its rank's copy: a copy is polled by one block a cluster, not by every
+// block of the row (an L2 line polled by 128 blocks at once slows them all). Lane l folds clusters l, l + 32, ... in
+// order, then a butterfly: every block gets the same bits, one L2 round trip after the last cluster posts.
+// 2 words a block.
 template <int CLUSTER>
 __device__ __forceinline__ State<float> across_clusters(State<float> s, unsigned long long* words, unsigned epoch, long long row,
                                                         int slice, int slices) {
     __shared__ float2 row_state;
     const int clusters = slices / CLUSTER;
-    unsigned long long* row_words = words + 2 * row * clusters;
-    if (slice % CLUSTER == 0 && threadIdx.x == 0) {
+    unsigned long long* copy = words + 2 * (row * slices + (long long)(slice % CLUSTER) * clusters);
+    if (threadIdx.x == 0) {
         const unsigned long long tag = (unsigned long long)epoch << 32;
-        asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(row_words + 2 * (slice / CLUSTER)),
+        asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(copy + 2 * (slice / CLUSTER)),
                      "l"(tag | __float_as_uint(s.m)), "l"(tag | __float_as_uint(s.d)) : "memory");
     }
     if (threadIdx.x < 32) {
         State<float> r = {NEG_INF, 0.0f};
         for (int c = threadIdx.x; c < clusters; c += 32) {
             unsigned long long m, d;
-            do asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(m), "=l"(d) : "l"(row_words + 2 * c) : "memory");
+            do asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(m), "=l"(d) : "l"(copy + 2 * c) : "memory");
             while ((unsigned)(m >> 32) != epoch || (unsigned)(d >> 32) != epoch);
             r = fast_merge(r, {__uint_as_float((unsigned)m), __uint_as_float((unsigned)d)});
         }

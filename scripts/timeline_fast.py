@@ -22,7 +22,7 @@ from scripts.stamps import collect, each_case, time_as_built_and_stamped
 STAGES = (
     "block starts",
     "slice loaded and folded (fast_stream: its chunk)",
-    "block's (m, d) (not in a cluster: its warps fold the row's at once)",
+    "block's (m, d), or (a row over several clusters) its cluster's",
     "row's (m, d)",
     "written (stores issued)",
     "every slice of the row published (global exchange)",
