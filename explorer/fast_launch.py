@@ -16,7 +16,9 @@ from .geometry import (
 
 CLUSTER_ACROSS = 8  # a row held by a block on each SM: clusters of 8 (fp32 / bf16 1×1M at 47.6-47.7 / 42.3-42.5 % of
 # copy; clusters of 4 46.5-46.7 / 42.4-42.5, slices exchanging through global memory 41.0-41.2 / 33.2; fp32 1×1048579
-# 78-80 against 74-75; device time). Taken for every row that a block on each SM holds; other shapes not timed.
+# 78-80 against 74-75; device time; 48.1-48.9 / 42.9-43.4 since each rank polls its own copy of the words, and 15
+# clusters of 8 at one block an SM 47.9-48.2 / 42.2-42.4: docs/fast-notes.md items 27-28). Taken for every row that a
+# block on each SM holds; other shapes not timed.
 MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
 REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
 MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
