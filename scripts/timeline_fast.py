@@ -1,8 +1,9 @@
 """Where a `fast` launch of fast_row or fast_stream spends its time (run on a GPU machine): kernels/fast.cu built
 with FAST_STAMP recording when each block passes each stage (%globaltimer, ns), over many back-to-back launches
 on rotated inputs. Printed per stage: when the first, the median and the last block passed it, from the launch's
-first block start (medians over the launches). Beside it, the device time (CUPTI) of the kernel as the explorer
-builds it and as stamped: each stamp adds a block barrier. The launch is the rule's, or the fast_row geometry
+first block start (medians over the launches); then how many blocks shared their SM with another block of the
+launch, and when those had their slices against the others. Beside it, the device time (CUPTI) of the kernel as the
+explorer builds it and as stamped: each stamp adds a block barrier. The launch is the rule's, or the fast_row geometry
 given after @ (as scripts/profile_fast.py takes it).
 
     PYTHONPATH=. python scripts/timeline_fast.py float32:1x1048576 float32:4x1048576 bfloat16:1x16777216
@@ -22,19 +23,26 @@ from scripts.stamps import collect, each_case, time_as_built_and_stamped
 STAGES = (
     "block starts",
     "slice loaded and folded (fast_stream: its chunk)",
-    "block's (m, d), or (a row over several clusters) its cluster's",
+    "block's (m, d) (a row of clusters: its cluster's)",
     "row's (m, d)",
     "written (stores issued)",
     "every slice of the row published (global exchange)",
 )
+SM_SLOT = len(STAGES)  # after the stages: the block's SM, plus 1 (recorded as it starts)
 STAMPS = f"""
-__device__ unsigned long long* fast_stamp_out;  // [block][stage] globaltimer, set before each launch
+__device__ unsigned long long* fast_stamp_out;  // [block][stage] globaltimer, then the SM; set before each launch
 #define FAST_STAMP(stage) do {{ \\
     __syncthreads(); \\
     if (threadIdx.x == 0) {{ \\
         unsigned long long now; \\
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); \\
-        fast_stamp_out[(unsigned long long)blockIdx.x * {len(STAGES)} + (stage)] = now; \\
+        unsigned long long* at = fast_stamp_out + (unsigned long long)blockIdx.x * {SM_SLOT + 1}; \\
+        at[stage] = now; \\
+        if ((stage) == 0) {{ \\
+            unsigned sm; \\
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm)); \\
+            at[{SM_SLOT}] = sm + 1; \\
+        }} \\
     }} \\
 }} while (0)
 """
@@ -62,7 +70,7 @@ def timeline(case: str, torch) -> None:
     buffers = harness.rotation_buffers(x.nbytes, 16)
     xs = [cp.roll(x, i, axis=1) for i in range(buffers)]
     y = cp.empty_like(x)
-    stamps = cp.zeros((LAUNCHES, launch.grid, len(STAGES)), cp.uint64)
+    stamps = cp.zeros((LAUNCHES, launch.grid, SM_SLOT + 1), cp.uint64)
     targets = cp.asarray([stamps[i].data.ptr for i in range(LAUNCHES)], cp.uint64)
     symbol = module.get_global("fast_stamp_out")
     stream = cp.cuda.get_current_stream()
@@ -86,16 +94,37 @@ def timeline(case: str, torch) -> None:
 
 
 def report(ns: np.ndarray) -> None:
-    """ns[launch, block, stage]; zero where a block did not pass a stage."""
-    passed = ns > 0
+    """ns[launch, block, stage] (zero where a block did not pass a stage), then ns[launch, block, SM_SLOT]: the
+    block's SM plus 1. Each stage's first, median and last block; then the blocks that shared their SM with
+    another of the launch (a cluster's blocks go where its GPC has room), and when they had their slices."""
+    passed = ns[:, :, :SM_SLOT] > 0
     start = ns[:, :, 0].min(axis=1)[:, None]
+    rel = np.where(passed, ns[:, :, :SM_SLOT] - start[:, :, None], np.nan)
     print(f"  {'stage':52s} {'first':>7s} {'median':>7s} {'last':>7s}  (ns from the first start)")
     for s, title in enumerate(STAGES):
         if not passed[:, :, s].any():
             continue
-        rel = np.where(passed[:, :, s], ns[:, :, s] - start, np.nan)
-        first, median, last = (np.median(f(rel, axis=1)) for f in (np.nanmin, np.nanmedian, np.nanmax))
+        first, median, last = (np.median(f(rel[:, :, s], axis=1)) for f in (np.nanmin, np.nanmedian, np.nanmax))
         print(f"  {s} {title:50s} {first:7.0f} {median:7.0f} {last:7.0f}")
+    shared = sharing_an_sm(ns[:, :, SM_SLOT])
+    print(
+        f"  blocks sharing their SM with another of the launch: {np.median(shared.sum(axis=1)):.0f} of {shared.shape[1]}"
+    )
+    if shared.any(axis=1).all() and not shared.all(axis=1).any():  # in every launch, some shared and some not
+
+        def loaded(which: np.ndarray) -> float:
+            return np.median([np.nanmedian(times[blocks]) for times, blocks in zip(rel[:, :, 1], which)])
+
+        print(f"  slice loaded (median block): sharing an SM {loaded(shared):.0f} ns, alone {loaded(~shared):.0f} ns")
+
+
+def sharing_an_sm(sm: np.ndarray) -> np.ndarray:
+    """sm[launch, block] -> whether another block of the same launch ran on the block's SM."""
+    shared = np.empty(sm.shape, bool)
+    for launch, blocks in enumerate(sm):
+        ids, counts = np.unique(blocks, return_counts=True)
+        shared[launch] = np.isin(blocks, ids[counts > 1])
+    return shared
 
 
 if __name__ == "__main__":

@@ -25,9 +25,16 @@ def test_the_timeline_lists_block_zeros_stages_in_the_order_it_passed_them(capsy
     assert "+200 cyc" in order  # 100 ns between consecutive stamps
 
 
+def fast_stamps(launches: int, blocks: int) -> np.ndarray:
+    """Stamps as timeline_fast's build records them, every block on an SM of its own."""
+    stamps = np.zeros((launches, blocks, timeline_fast.SM_SLOT + 1), np.int64)
+    stamps[:, :, timeline_fast.SM_SLOT] = 1 + np.arange(blocks)
+    return stamps
+
+
 def test_the_fast_timeline_gives_each_stage_its_first_median_and_last_block(capsys):
     launches, blocks = 3, 5
-    stamps = np.zeros((launches, blocks, len(timeline_fast.STAGES)), np.int64)
+    stamps = fast_stamps(launches, blocks)
     for block in range(blocks):
         for stage in (0, 1, 2, 5, 3, 4):  # stage 5 (inside the exchange) comes between 2 and 3
             stamps[:, block, stage] = 1000 + 100 * stage + 10 * block
@@ -41,9 +48,25 @@ def test_the_fast_timeline_gives_each_stage_its_first_median_and_last_block(caps
 
 
 def test_the_fast_timeline_leaves_out_stages_no_block_passed(capsys):
-    stamps = np.zeros((2, 3, len(timeline_fast.STAGES)), np.int64)
+    stamps = fast_stamps(2, 3)
     for stage in (0, 1, 2, 3, 4):  # a cluster's launch: no global exchange, no stage 5
         stamps[:, :, stage] = 1000 + 100 * stage
     timeline_fast.report(stamps)
     out = capsys.readouterr().out
-    assert [line.split()[0] for line in out.splitlines()[1:]] == ["0", "1", "2", "3", "4"]
+    assert [line.split()[0] for line in out.splitlines()[1:6]] == ["0", "1", "2", "3", "4"]
+    assert out.splitlines()[6].strip() == "blocks sharing their SM with another of the launch: 0 of 3"
+
+
+def test_the_fast_timeline_says_when_blocks_sharing_an_sm_had_their_slices(capsys):
+    """Four blocks; in each launch two share an SM (a different pair each time) and load 300 ns after the others."""
+    stamps = fast_stamps(2, 4)
+    stamps[:, :, 0] = 1000
+    stamps[:, :, 1] = 2000
+    stamps[0, :, timeline_fast.SM_SLOT] = [1, 2, 3, 3]
+    stamps[0, 2:, 1] += 300
+    stamps[1, :, timeline_fast.SM_SLOT] = [7, 7, 8, 9]
+    stamps[1, :2, 1] += 300
+    timeline_fast.report(stamps)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].strip() == "blocks sharing their SM with another of the launch: 2 of 4"
+    assert lines[-1].strip() == "slice loaded (median block): sharing an SM 1300 ns, alone 1000 ns"
