@@ -67,16 +67,19 @@ __global__ void __launch_bounds__(128) fast_warp(const T* __restrict__ x, T* __r
 template <int ROWS, int CLUSTER, bool ACROSS, int WARPS>
 __device__ __forceinline__ State<float> row_state(State<float> mine, float* partial, unsigned* sync, long long row, int slice,
                                                   int slices, unsigned epoch) {
-    if constexpr (ACROSS) {
+    if constexpr (CLUSTER > 1) {
         const State<float> s = cluster_row_state<CLUSTER, WARPS>(mine);
-        FAST_STAMP(2);  // the cluster's (m, d)
-        return across_clusters<CLUSTER>(s, reinterpret_cast<unsigned long long*>(partial), epoch, row, slice, slices);
+        if constexpr (!ACROSS) return s;
+        else {
+            FAST_STAMP(2);  // the cluster's (m, d)
+            return across_clusters<CLUSTER>(s, reinterpret_cast<unsigned long long*>(partial), epoch, row, slice, slices);
+        }
+    } else {
+        State<float> s = fast_block_merge<ROWS>(mine);
+        FAST_STAMP(2);  // the block's (m, d)
+        if (slices > 1) s = exchange_row<0>(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
+        return s;
     }
-    if constexpr (CLUSTER > 1) return cluster_row_state<CLUSTER, WARPS>(mine);
-    State<float> s = fast_block_merge<ROWS>(mine);
-    FAST_STAMP(2);  // the block's (m, d)
-    if (slices > 1) s = exchange_row<0>(s, partial + 2 * row * slices, sync + 1 + 2 * row, slice, slices);
-    return s;
 }
 
 // fast_row: fast_warp's on-chip caching for longer rows. A block holds ROWS rows (blockDim.x / ROWS
