@@ -19,6 +19,10 @@ CLUSTER_ACROSS = 8  # a row held by a block on each SM: clusters of 8 (fp32 / bf
 # 78-80 against 74-75; device time; 48.1-48.9 / 42.9-43.4 since each rank polls its own copy of the words, and 15
 # clusters of 8 at one block an SM 47.9-48.2 / 42.2-42.4: docs/fast-notes.md items 27-28). Taken for every row that a
 # block on each SM holds; other shapes not timed.
+ACROSS_BLOCK = 128  # a few long rows over every SM, two blocks of 128 threads an SM (fast_across_launch): fp32 / bf16
+# 1×1M at 53.2 / 46.0 % of copy in 256 blocks, 51.2 / 44.8 in 128 of 256 threads, 51.0 / 43.8 in 264 of 128 (33
+# clusters), 49.7 / 41.8 in 384 of 96; 64-thread blocks lose (bf16 1×300000 33.6 against 35.5); device time,
+# docs/fast-notes.md item 29
 MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
 REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
 MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
@@ -98,6 +102,31 @@ def fast_row_launch(
     )
 
 
+def fast_across_launch(rows: int, cols: int, dtype: str, elements: int) -> Launch | None:
+    """fast_row_cluster for a few long rows spread over every SM, two blocks of ACROSS_BLOCK threads an SM, the row's
+    clusters (of CLUSTER_ACROSS) an even count, each thread holding its packs as loaded (HOLD 3): `elements` a thread,
+    or twice as many where the row needs them. None where that does not hold the rows, or leaves blocks of fewer
+    than ACROSS_BLOCK threads."""
+    vec = 16 // ITEMSIZE[dtype]
+    packs = max(1, cols // vec)
+    slices = CLUSTER_ACROSS * 2 * (2 * multiprocessors() // rows // (2 * CLUSTER_ACROSS))
+    if slices <= MAX_CLUSTER:
+        return None
+    per = next((p for p in (elements // vec, 2 * elements // vec) if slices * ACROSS_BLOCK * p >= packs), None)
+    if per is None or per * vec > MAX_REGISTER_ELEMENTS or cdiv(packs, slices * per) <= ACROSS_BLOCK - 32:
+        return None
+    return Launch(
+        grid=rows * slices,
+        block=ACROSS_BLOCK,
+        shared_bytes=272,
+        threads_per_row=ACROSS_BLOCK * slices,
+        kernel="fast_row_cluster",
+        template_args=(vec, per, 3, CLUSTER_ACROSS, int(cols % vec != 0), 1),
+        chunks=slices,
+        protocol="cluster",
+    )
+
+
 def across_clusters(launch: Launch) -> bool:
     """Whether a launch spreads each row over several clusters (fast_row_cluster's ACROSS: the clusters' states
     exchanged through global memory)."""
@@ -145,7 +174,8 @@ FAST_ROW_16BIT = (
     # cluster of two shared-memory slices; fp16 4096 95.7-96.3 against 94.8-95.3 (device time,
     # docs/results/cluster-hold-h200.txt)
     (262144, (256, 512), 64, 3),
-    (2**21, 512, 32, 1),  # long rows (few): many small register-held slices, exchanged through global memory
+    (2**21, 512, 32, 3),  # long rows (few): many small register-held slices, exchanged through global memory (bf16
+    # 4×1M / 2×2M at 58.4 / 55.3 % of copy held as loaded, 57.1 / 54.1 through shared memory; device time)
     (2**62, 512, 64, 2),
 )
 FAST_ROW_SHAPES = {
@@ -156,7 +186,7 @@ FAST_ROW_SHAPES = {
         (196608, 512, 32, 3),  # fp32 151936 at 95.4 % of copy in 16 blocks of 320 threads, 91.4 in 16 of 160
         (262144, 256, 64, 3),  # 262144 at 94.6 % in 16 blocks of 256 threads holding 64 (three an SM), 92.1 in 16
         # of 512 holding 32
-        (2**62, 256, 32, 1),
+        (2**62, 256, 32, 3),  # 4×1M at 65.7 % of copy held as loaded, 64.2 through shared memory (device time)
     ),
     "float16": FAST_ROW_16BIT,
     "bfloat16": FAST_ROW_16BIT,
@@ -165,7 +195,7 @@ FAST_ROW_SHAPES = {
 
 def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Registers hold the row: lanes of a warp for short rows, a block or several (slices) for longer
-    ones, in registers or shared memory; rows too long to hold on chip go to fast_stream (part of each chunk
+    ones, in registers or shared memory (a few long rows: two blocks an SM, fast_across_launch); rows too long to hold on chip go to fast_stream (part of each chunk
     held, the rest read twice), as do slices exchanging through global memory that would queue behind each
     other (over STREAM_GRID_PER_SM blocks an SM: bf16 8×4M at 67.7 % of copy in fast_stream, 61.2 in fast_row's
     1024 slices; fp32 4×1M's 512 slices stay, 64.4 against 63.2; scripts/tune_fast.py --only split --long) where
@@ -177,6 +207,10 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
         return fast_warp_launch(rows, cols, dtype, min(32, pow2_at_least(cdiv(packs, max(1, per_lane // vec)))))
     threads, elements, hold = next((t, e, h) for width, t, e, h in FAST_ROW_SHAPES[dtype] if cols <= width)
     counts = threads if isinstance(threads, tuple) else (threads,)
+    if hold == 3 and cdiv(cols, counts[-1] * elements) > MAX_CLUSTER:  # more slices than a cluster holds
+        across = fast_across_launch(rows, cols, dtype, elements)
+        if across is not None:
+            return across
     tried = {t: fast_row_launch(rows, cols, dtype, t, elements, hold) for t in counts}
     full = next((launch for t, launch in tried.items() if launch is not None and launch.block == t), None)
     on_chip = full or tried[counts[-1]]

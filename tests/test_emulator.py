@@ -391,6 +391,21 @@ def test_fast_row_takes_several_rows_a_block_only_where_a_row_is_one_slice():
     assert fast_launch.fast_row_launch(8, 70000, "float32", 256, 32, 1, 4) is None  # a row of several slices
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_few_long_rows_spread_over_every_sm_at_two_blocks_an_sm(dtype):
+    """fast_across_launch: one 1M row in two 128-thread blocks an SM (an even count of clusters of 8, every pack held,
+    as loaded); two 512K rows the same blocks between them; a row whose blocks would have 96 threads or fewer stays
+    at one block an SM."""
+    vec = 16 // np.dtype(DT[dtype]).itemsize
+    for rows, cols in ((1, 2**20), (2, 2**19), (1, 2**21)):
+        launch = fast_launch.fast_launch(rows, cols, 1024, dtype)
+        assert (launch.grid, launch.block, launch.template_args[2]) == (256, fast_launch.ACROSS_BLOCK, 3)
+        assert fast_launch.across_clusters(launch) and launch.chunks % (2 * fast_launch.CLUSTER_ACROSS) == 0
+        assert launch.chunks * launch.block * launch.template_args[1] * vec >= cols
+    short = fast_launch.fast_launch(1, 300000, 1024, dtype)
+    assert (short.grid, short.block) == (128, 96) and fast_launch.across_clusters(short)
+
+
 def test_every_variant_runs_at_64x4096():
     """Every registry variant (the core's and any other that takes float32), one 64×4096 run each, against
     float64. How long it takes is left to the suite's per-test timeout: no test depends on the box's speed."""
