@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 
-from .backends.cuda import EXCHANGE_FLOOR  # fast_row's exchange scratch (float32 states, uint32 counters)
+from .backends.cuda import counter_elements, state_elements  # fast_row's exchange scratch
 from .backends.cuda_topk import TOPK_MAX_LIST, TOPK_SCRATCH_FLOOR  # top-k's scratch: 64-bit keys a list, whatever k
 from .fast_launch import across_clusters
 from .geometry import Launch, cdiv
@@ -133,10 +133,10 @@ def exchange_bytes(launch: Launch, rows: int) -> int:
     and grown, never shrunk, so the first launch on a stream allocates them and a later one reuses them; counted in
     every run (the conservative case)."""
     if across_clusters(launch):  # the clusters' words, 8 bytes each
-        return pooled(8 * max(2 * launch.grid, EXCHANGE_FLOOR))
+        return pooled(8 * state_elements(launch.grid))
     if launch.protocol != "slices" or launch.chunks == 1:
         return 0
-    return pooled(4 * max(2 * launch.grid, EXCHANGE_FLOOR)) + pooled(4 * max(1 + 2 * rows, EXCHANGE_FLOOR))
+    return pooled(4 * state_elements(launch.grid)) + pooled(4 * counter_elements(rows))
 
 
 def two_stage_bytes(launch: Launch) -> int:

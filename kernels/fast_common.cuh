@@ -397,7 +397,7 @@ template <int CLUSTER, int WARPS> __device__ __forceinline__ State<float> cluste
 template <int CLUSTER>
 __device__ __forceinline__ State<float> across_clusters(State<float> s, unsigned long long* words, unsigned epoch, long long row,
                                                         int slice, int slices) {
-    __shared__ float2 row_state;
+    __shared__ float2 row_found;  // warp 0's fold, for the whole block
     const int clusters = slices / CLUSTER;
     unsigned long long* copy = words + 2 * (row * slices + (long long)(slice % CLUSTER) * clusters);
     if (threadIdx.x == 0) {
@@ -414,10 +414,10 @@ __device__ __forceinline__ State<float> across_clusters(State<float> s, unsigned
             r = fast_merge(r, {__uint_as_float((unsigned)m), __uint_as_float((unsigned)d)});
         }
         r = group_merge<32>(r);
-        if (threadIdx.x == 0) row_state = make_float2(r.m, r.d);
+        if (threadIdx.x == 0) row_found = make_float2(r.m, r.d);
     }
     __syncthreads();
-    return {row_state.x, row_state.y};
+    return {row_found.x, row_found.y};
 }
 
 // Pack k of a thread's batch as floats, in slots k·VEC on: valid where the pack is `in` the batch, else 0.

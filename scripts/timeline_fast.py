@@ -61,10 +61,7 @@ def timeline(case: str, torch) -> None:
     module = cp.RawModule(code=STAMPS + cuda.kernel_source("fast.cu"), options=("-std=c++17",), name_expressions=[name])
     kernel = module.get_function(name)
     staging = launch.staging_bytes
-    if staging > kernel.max_dynamic_shared_size_bytes:
-        kernel.max_dynamic_shared_size_bytes = staging
-    if launch.protocol == "cluster" and launch.template_args[3] > cuda.PORTABLE_CLUSTER:
-        cuda.allow_large_clusters(kernel)
+    cuda.prepare_slices_kernel(kernel, launch)
     rng = np.random.default_rng(rows + cols)
     x = cuda.to_device((rng.standard_normal((rows, cols), np.float32) * 3).astype(DTYPES[dtype]))
     buffers = harness.rotation_buffers(x.nbytes, 16)

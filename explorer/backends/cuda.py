@@ -222,10 +222,7 @@ def _launch_slices(kernels, geometry: Launch, x_dev, y_dev, shape: list, tail: l
     if x_dev.data.ptr % 16 or y_dev.data.ptr % 16:  # rows are split at 16-byte boundaries of x and y
         raise KernelFailed(f"{geometry.kernel} needs x and y to start on a 16-byte boundary")
     staging = geometry.staging_bytes
-    if staging > kernels[0].max_dynamic_shared_size_bytes:
-        kernels[0].max_dynamic_shared_size_bytes = staging  # over 48 KiB a kernel must opt in
-    if geometry.protocol == "cluster" and geometry.template_args[3] > PORTABLE_CLUSTER:
-        allow_large_clusters(kernels[0])
+    prepare_slices_kernel(kernels[0], geometry)
     partial, sync, last = row_exchange(kernels[0], geometry, int(shape[0]), staging)  # last: resident, or the epoch
     kernels[0](
         (geometry.grid,),
@@ -242,6 +239,15 @@ PORTABLE_CLUSTER = 8  # blocks a cluster may have on any GPU with clusters
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
 
 
+def prepare_slices_kernel(kernel, geometry: Launch) -> None:
+    """What fast_row and fast_stream ask of their compiled kernel before a launch: dynamic shared memory for the
+    staging (over 48 KiB a kernel must opt in), and clusters of more than 8 blocks."""
+    if geometry.staging_bytes > kernel.max_dynamic_shared_size_bytes:
+        kernel.max_dynamic_shared_size_bytes = geometry.staging_bytes
+    if geometry.protocol == "cluster" and geometry.template_args[3] > PORTABLE_CLUSTER:
+        allow_large_clusters(kernel)
+
+
 @functools.cache
 def allow_large_clusters(kernel) -> None:
     """A kernel whose clusters have more than 8 blocks (Hopper takes 16) must opt in to the non-portable size."""
@@ -250,6 +256,17 @@ def allow_large_clusters(kernel) -> None:
 
 _exchanges: dict[int, tuple] = {}
 EXCHANGE_FLOOR = 2**16  # elements of the slice states and counters at least: grown rarely
+
+
+def state_elements(grid: int) -> int:
+    """Elements of the slice states (float32 m and d a block) or of the clusters' words (two 64-bit words a block)
+    that a launch of `grid` blocks is given: kept per stream, grown to this, never shrunk."""
+    return max(2 * grid, EXCHANGE_FLOOR)
+
+
+def counter_elements(rows: int) -> int:
+    """The slices' counters (uint32: a ticket, then two a row), likewise."""
+    return max(1 + 2 * rows, EXCHANGE_FLOOR)
 
 
 def row_exchange(kernel, geometry: Launch, rows: int, staging: int):
@@ -270,8 +287,8 @@ def row_exchange(kernel, geometry: Launch, rows: int, staging: int):
     stream = cp.cuda.get_current_stream().ptr
     partial, sync = _exchanges.get(stream, (None, None))
     if partial is None or partial.size < 2 * geometry.grid or sync.size < 1 + 2 * rows:
-        partial = cp.empty(max(2 * geometry.grid, EXCHANGE_FLOOR), np.float32)
-        sync = cp.zeros(max(1 + 2 * rows, EXCHANGE_FLOOR), np.uint32)
+        partial = cp.empty(state_elements(geometry.grid), np.float32)
+        sync = cp.zeros(counter_elements(rows), np.uint32)
         _exchanges[stream] = partial, sync
     return partial, sync, geometry.grid <= resident
 
@@ -293,7 +310,7 @@ def _cluster_words(kernel, geometry: Launch, staging: int):
     with _words_lock:
         words, epoch = _words.get(stream, (None, 0))
         if words is None or words.size < 2 * geometry.grid:
-            words = cp.zeros(max(2 * geometry.grid, EXCHANGE_FLOOR), np.uint64)
+            words = cp.zeros(state_elements(geometry.grid), np.uint64)
         elif epoch == EPOCHS:
             words.fill(0)  # on the stream, before this launch: no word of an earlier epoch 1 is left
         epoch = epoch % EPOCHS + 1
