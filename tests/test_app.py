@@ -72,6 +72,16 @@ def at() -> AppTest:
     return make()
 
 
+def test_a_table_cell_with_no_value_shows_the_share_images_dash(at):
+    """The reference has no wall time: its cell shows what the share image draws there, not "None"."""
+    from ui.figures.share import MISSING
+
+    ok(at)
+    outputs = frame(at)
+    assert np.isnan(outputs.loc["float64 reference", "wall ms (not a benchmark)"])
+    assert MISSING == "–" and all(t.proto.placeholder == MISSING for t in at.dataframe)
+
+
 def test_outputs_page_shows_each_variant_beside_the_reference(at):
     ok(at)
     assert at.title[0].value == "Outputs"

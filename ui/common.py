@@ -18,6 +18,7 @@ from explorer.inputs import MAX_UPLOAD_BYTES
 
 from . import compute, figures
 from .compute import VariantRun
+from .figures.share import MISSING
 from .run_control import bounded, duration, held_back, log, stopped_notice
 from .state import Config, InputSpec
 
@@ -84,6 +85,11 @@ def header(title: str, cfg: Config | None) -> None:
 def chart(fig, filename: str, key: str) -> None:
     """A plotly figure whose PNG download is named `filename`."""
     st.plotly_chart(fig, config=figures.chart_config(filename), key=key, width="stretch", theme=None)
+
+
+def show_table(data, key: str | None = None, **options) -> None:
+    """st.dataframe across the page, a cell with no value shown as the share image shows it (not "None")."""
+    st.dataframe(data, width="stretch", key=key, placeholder=MISSING, **options)
 
 
 def csv_download(

@@ -9,7 +9,7 @@ import streamlit as st
 from explorer import bench
 
 from . import figures, gpu_lock
-from .common import chart, csv_download, ensure_choice, number_columns
+from .common import chart, csv_download, ensure_choice, number_columns, show_table
 from .results import (
     TIME_COLUMNS,
     TIMES_CAPTION,
@@ -104,7 +104,7 @@ def _show_timing(part: pd.DataFrame, sources: dict[str, dict], origins: dict[str
     )
     st.caption(TIMES_CAPTION)
     shown = table.drop(columns=["rows", "cols", "dtype", "k"])  # the shape is chosen above
-    st.dataframe(shown, width="stretch", hide_index=True, key="table_topk_time", column_config=TOPK_COLUMNS)
+    show_table(shown, hide_index=True, key="table_topk_time", column_config=TOPK_COLUMNS)
     csv_download(table, slug, "csv_topk_time", "Download timing table (CSV)", index=False)
     share_button(
         "share_topk",

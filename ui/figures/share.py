@@ -45,10 +45,15 @@ def device_line(meta: Mapping, date: str = "", source: str = "") -> str:
     return " · ".join([*parts[:4], date, *parts[4:]] if date else parts)
 
 
+MISSING = (
+    "–"  # a table cell with no value (a peer's block size, the reference's wall time), on the page and in the image
+)
+
+
 def cell(v, fmt: str = "") -> str:
-    """A table value as text: printf format fmt for a number where given, "–" where there is none."""
+    """A table value as text: printf format fmt for a number where given, MISSING where there is none."""
     if v is None or v is pd.NA or (isinstance(v, float | np.floating) and math.isnan(v)):
-        return "–"
+        return MISSING
     if isinstance(v, bool | np.bool_):
         return "yes" if v else "no"
     if isinstance(v, int | np.integer | float | np.floating):

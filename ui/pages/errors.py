@@ -9,7 +9,7 @@ import streamlit as st
 import explorer
 
 from .. import compute, figures
-from ..common import chart, csv_download, guarded, number_columns, run_page, stamp
+from ..common import chart, csv_download, guarded, number_columns, run_page, show_table, stamp
 from ..share import run_share_button
 
 FORMAT_2E = ("max rel", "mean rel", "max abs", "max |Σ−1|", "bound")
@@ -34,7 +34,7 @@ def errors_page() -> None:
         for r, b, z in zip(df["max rel"], df["bound"], df["flushed to 0"])
     ]
     st.subheader("Over the whole input")
-    st.dataframe(df, width="stretch", key="table_errors", column_config=COLUMNS)
+    show_table(df, key="table_errors", column_config=COLUMNS)
     st.caption(
         f"rel: |y − ref| / max(|ref|, smallest normal); ULP: units in the last place of {cfg.dtype} "
         f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}); |Σ−1|: worst row sum; NaN, inf: counts of "

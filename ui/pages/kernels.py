@@ -12,7 +12,7 @@ import streamlit as st
 
 import explorer
 
-from ..common import ensure_choice, guarded, header
+from ..common import ensure_choice, guarded, header, show_table
 from ..params import Param
 from ..state import Config
 
@@ -99,7 +99,7 @@ def _launch_and_resources(v: explorer.Variant, cfg: Config) -> None:
             icon=":material/memory:",
         )
         return
-    st.dataframe(pd.DataFrame(res).set_index("kernel"), width="stretch")
+    show_table(pd.DataFrame(res).set_index("kernel"))
     for kernel in res:
         if kernel["local_bytes"]:
             st.warning(

@@ -7,7 +7,7 @@ import streamlit as st
 from explorer.trace import Trace
 
 from .. import figures
-from ..common import chart, csv_download, ensure_choice, stamp
+from ..common import chart, csv_download, ensure_choice, show_table, stamp
 from ..params import Param
 from ..state import Config
 
@@ -57,7 +57,7 @@ def merges_section(trace: Trace, cfg: Config, key: str) -> None:
     table = figures.merge_table(trace)
     with st.expander(f"Every merge, level by level ({len(table):,} nodes)"):
         shown = table.head(MAX_TABLE_ROWS)  # a split row's blocks merge up to a hundred thousand states
-        st.dataframe(shown, width="stretch", hide_index=True, key="table_merges")
+        show_table(shown, hide_index=True, key="table_merges")
         if len(shown) < len(table):
             st.caption(f"The first {len(shown):,} of {len(table):,} merges; the CSV below holds every one.")
         csv_download(table, cfg.slug(f"merges_{key}"), "csv_merges")

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from .. import compute, figures
-from ..common import Ran, chart, csv_download, guarded, number_columns, run_page, stamp
+from ..common import Ran, chart, csv_download, guarded, number_columns, run_page, show_table, stamp
 from ..params import Param
 from ..share import run_share_button
 
@@ -68,7 +68,7 @@ def outputs_page() -> None:
     _chart_notes(ran, ref, outputs)
     df = summary_frame(ran, ref, outputs)
     st.subheader(f"Row {cfg.row} at a glance")
-    st.dataframe(df, width="stretch", key="table_outputs", column_config=COLUMNS)
+    show_table(df, key="table_outputs", column_config=COLUMNS)
     _downloads(ran, fig, df)
 
 

@@ -18,7 +18,7 @@ from explorer import precision
 from explorer.precision import Measurement
 
 from .. import lab_runs
-from ..common import chart, csv_download, ensure_choice, guarded, header, stamp
+from ..common import chart, csv_download, ensure_choice, guarded, header, show_table, stamp
 from ..figures.precision import (
     FP16_CEILING,
     QUANTITIES,
@@ -255,7 +255,7 @@ def _error_vs_n(records: list[Measurement], variants: list[str], dtype: str) -> 
     )
     df = records_frame(records)
     with st.expander(f"Every measurement ({len(df)} runs)"):
-        st.dataframe(df, width="stretch", hide_index=True, key="table_prec")
+        show_table(df, hide_index=True, key="table_prec")
         csv_download(df, file_slug("softmax_precision", dtype), "csv_prec", index=False)
     return quantity, variant
 

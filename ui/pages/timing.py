@@ -10,7 +10,7 @@ import explorer
 from explorer import bench
 
 from .. import compute, figures, gpu_lock
-from ..common import chart, csv_download, ensure_choice, guarded, header, number_columns
+from ..common import chart, csv_download, ensure_choice, guarded, header, number_columns, show_table
 from ..params import Param
 from ..results import (
     TIME_COLUMNS,
@@ -149,7 +149,7 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
             icon=":material/error:",
         )
     st.caption(TIMES_CAPTION)
-    st.dataframe(table[shown], width="stretch", hide_index=True, key="table_timing", column_config=TIMING_COLUMNS)
+    show_table(table[shown], hide_index=True, key="table_timing", column_config=TIMING_COLUMNS)
     csv_download(table, slug, "csv_timing", index=False)
     share_button(
         "share_timing",

@@ -29,6 +29,7 @@ from ..common import (
     guarded,
     number_columns,
     show_failures,
+    show_table,
     stamp,
 )
 from ..params import Param, ParamTable
@@ -367,7 +368,7 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
 
     st.subheader("Agreement over the whole input")
     df = agreement_table(runs, k)
-    st.dataframe(df, width="stretch", key="table_topk", column_config=AGREEMENT_COLUMNS)
+    show_table(df, key="table_topk", column_config=AGREEMENT_COLUMNS)
     st.caption(
         "index mismatches: positions whose index differs from the float64 reference's beyond a tie; "
         "tie swaps: positions that differ only between probabilities the kernels cannot order "
@@ -377,7 +378,7 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
     )
     table = row_table(ref_values, ref_indices, runs_row, status)
     with st.expander(f"Row {row}, rank by rank"):
-        st.dataframe(table, width="stretch", key="table_topk_row")
+        show_table(table, key="table_topk_row")
     c1, c2 = st.columns(2)
     with c1:
         csv_download(df, f"{slug}_agreement", "csv_topk", "Download agreement (CSV)")
@@ -387,9 +388,7 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
 
 def _bytes_section(rows: int, cols: int, k: int, dtype: str) -> None:
     st.subheader("Bytes moved and timing: fused vs unfused vs torch")
-    st.dataframe(
-        bytes_table(rows, cols, k, dtype), width="stretch", key="table_topk_bytes", column_config=BYTES_COLUMNS
-    )
+    show_table(bytes_table(rows, cols, k, dtype), key="table_topk_bytes", column_config=BYTES_COLUMNS)
     st.caption(
         f"For {rows}×{cols} {dtype}, top-{k}: logits read (and, unfused, probabilities written and read "
         "again), plus k probabilities and int32 indices written per row. Top-k is memory-bound, so time "
