@@ -86,10 +86,27 @@ def fast_row_launch(
     )
     if (hold != 2 and held > MAX_REGISTER_ELEMENTS) or block > most:
         return None
+    return _row_launch(rows, cols, vec, per, hold, threads, slices, cluster, rows_per_block, staging)
+
+
+def _row_launch(
+    rows: int,
+    cols: int,
+    vec: int,
+    per: int,
+    hold: int,
+    threads: int,
+    slices: int,
+    cluster: int,
+    rows_per_block: int = 1,
+    staging: int = 0,
+) -> Launch:
+    """fast_row's (cluster == 1) or fast_row_cluster's launch: `slices` blocks a row of `threads` threads (a row's
+    threads, times rows_per_block), PER packs of VEC a thread; the template arguments in fast.cu's order."""
     loose = int(cols % vec != 0)
     return Launch(
         grid=cdiv(rows, rows_per_block) * slices,
-        block=block,
+        block=threads * rows_per_block,
         shared_bytes=272 + staging,
         staging_bytes=staging,
         threads_per_row=threads * slices,
@@ -115,16 +132,7 @@ def fast_across_launch(rows: int, cols: int, dtype: str, elements: int) -> Launc
     per = next((p for p in (elements // vec, 2 * elements // vec) if slices * ACROSS_BLOCK * p >= packs), None)
     if per is None or per * vec > MAX_REGISTER_ELEMENTS or cdiv(packs, slices * per) <= ACROSS_BLOCK - 32:
         return None
-    return Launch(
-        grid=rows * slices,
-        block=ACROSS_BLOCK,
-        shared_bytes=272,
-        threads_per_row=ACROSS_BLOCK * slices,
-        kernel="fast_row_cluster",
-        template_args=(vec, per, 3, CLUSTER_ACROSS, int(cols % vec != 0), 1),
-        chunks=slices,
-        protocol="cluster",
-    )
+    return _row_launch(rows, cols, vec, per, 3, ACROSS_BLOCK, slices, CLUSTER_ACROSS)
 
 
 def across_clusters(launch: Launch) -> bool:

@@ -246,16 +246,12 @@ def test_device_bytes_count_the_scratch_the_cuda_backend_takes():
     fast = explorer.VARIANTS["fast"]
     across = fast.launch(1, 2**20, None, "float32")  # a row of clusters: their 64-bit words
     assert fast_launch.across_clusters(across)
-    assert explorer.bytes_needed(1, 2**20, "float32", "cuda", fast) >= 2 * 4 * 2**20 + 8 * cuda.state_elements(
-        across.grid
-    )
+    assert explorer.bytes_needed(1, 2**20, "float32", "cuda", fast) >= 2 * 4 * 2**20 + 2 * 8 * cuda.EXCHANGE_FLOOR
     rows, cols = 4, 2**20
     launch = fast.launch(rows, cols, None, "float32")
     assert launch.protocol == "slices" and launch.chunks > 1
     io = 2 * 4 * rows * cols
-    assert explorer.bytes_needed(rows, cols, "float32", "cuda", fast) >= io + 4 * (
-        cuda.state_elements(launch.grid) + cuda.counter_elements(rows)
-    )
+    assert explorer.bytes_needed(rows, cols, "float32", "cuda", fast) >= io + 2 * 4 * cuda.EXCHANGE_FLOOR
     assert explorer.bytes_needed(rows, cols, "float32", "cuda") == max(
         explorer.bytes_needed(rows, cols, "float32", "cuda", v) for v in explorer.VARIANTS.values()
     )

@@ -45,9 +45,8 @@ def device_line(meta: Mapping, date: str = "", source: str = "") -> str:
     return " · ".join([*parts[:4], date, *parts[4:]] if date else parts)
 
 
-MISSING = (
-    "–"  # a table cell with no value (a peer's block size, the reference's wall time), on the page and in the image
-)
+# a table cell with no value (a peer's block size, the reference's wall time), on the page and in the image
+MISSING = "–"
 
 
 def cell(v, fmt: str = "") -> str:
