@@ -286,7 +286,7 @@ def row_exchange(kernel, geometry: Launch, rows: int, staging: int):
         )
     stream = cp.cuda.get_current_stream().ptr
     partial, sync = _exchanges.get(stream, (None, None))
-    if partial is None or partial.size < 2 * geometry.grid or sync.size < 1 + 2 * rows:
+    if partial is None or partial.size < state_elements(geometry.grid) or sync.size < counter_elements(rows):
         partial = cp.empty(state_elements(geometry.grid), np.float32)
         sync = cp.zeros(counter_elements(rows), np.uint32)
         _exchanges[stream] = partial, sync
@@ -309,7 +309,7 @@ def _cluster_words(kernel, geometry: Launch, staging: int):
     stream = cp.cuda.get_current_stream().ptr
     with _words_lock:
         words, epoch = _words.get(stream, (None, 0))
-        if words is None or words.size < 2 * geometry.grid:
+        if words is None or words.size < state_elements(geometry.grid):
             words = cp.zeros(state_elements(geometry.grid), np.uint64)
         elif epoch == EPOCHS:
             words.fill(0)  # on the stream, before this launch: no word of an earlier epoch 1 is left
