@@ -19,10 +19,18 @@ CLUSTER_ACROSS = 8  # a row held by a block on each SM: clusters of 8 (fp32 / bf
 # 78-80 against 74-75; device time; 48.1-48.9 / 42.9-43.4 since each rank polls its own copy of the words, and 15
 # clusters of 8 at one block an SM 47.9-48.2 / 42.2-42.4: docs/fast-notes.md items 27-28). Taken for every row that a
 # block on each SM holds; other shapes not timed.
-ACROSS_BLOCK = 128  # a few long rows over every SM, two blocks of 128 threads an SM (fast_across_launch): fp32 / bf16
+ACROSS_BLOCK = 128  # a few long rows over every SM: blocks of 128 threads or more (fast_across_launch): fp32 / bf16
 # 1×1M at 53.2 / 46.0 % of copy in 256 blocks, 51.2 / 44.8 in 128 of 256 threads, 51.0 / 43.8 in 264 of 128 (33
 # clusters), 49.7 / 41.8 in 384 of 96; 64-thread blocks lose (bf16 1×300000 33.6 against 35.5); device time,
 # docs/fast-notes.md item 29
+ACROSS_BLOCKS_PER_SM = (4, 2)  # tried in turn (fast_across_launch): bf16 4×1M / 2×2M / 3×1M / 8×300000 at 67.2-67.8 /
+# 65.1-65.3 / 60.5-60.8 / 93.5-97.6 % of copy in four blocks an SM against 60.1-60.3 / 59.3-59.4 / 55.0-55.5 / 85.9-89.6
+# in two; fp32 4×1M / 8×512K / 2×2M / 1×4M 69.7-69.8 / 71.3-71.4 / 67.8-68.1 / 66.3-66.6 against fast_row's 65.5-66.3 /
+# 66.5-66.7 and two an SM's 63.0-63.2 / 62.2-62.3 (device time, docs/fast-notes.md item 30)
+SM_REGISTERS = 64 * 1024  # an SM's (and a block's) 32-bit registers on the H100 / H200
+SM_THREADS = 2048
+SM_PARTITIONS = 4  # an SM's schedulers, each with a quarter of its registers
+MAX_THREAD_REGISTERS = 255
 MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
 REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
 MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
@@ -120,19 +128,35 @@ def _row_launch(
 
 
 def fast_across_launch(rows: int, cols: int, dtype: str, elements: int) -> Launch | None:
-    """fast_row_cluster for a few long rows spread over every SM, two blocks of ACROSS_BLOCK threads an SM, the row's
-    clusters (of CLUSTER_ACROSS) an even count, each thread holding its packs as loaded (HOLD 3): `elements` a thread,
-    or twice as many where the row needs them. None where that does not hold the rows, or leaves blocks of fewer
-    than ACROSS_BLOCK threads."""
-    vec = 16 // ITEMSIZE[dtype]
+    """fast_row_cluster for a few long rows spread over every SM, each thread holding its packs as loaded (HOLD 3): the
+    rows' blocks four an SM, else two, each row's clusters (of CLUSTER_ACROSS) an even count; blocks of ACROSS_BLOCK
+    threads holding `elements` a thread, else up to twice ACROSS_BLOCK threads, else twice the elements, whichever
+    first holds the row where fast.cu's launch bounds promise more such blocks an SM than asked for (whole clusters
+    then fit in every GPC). Fewer blocks an SM where the blocks would have fewer than ACROSS_BLOCK - 32 threads'
+    packs; None where no count holds the rows."""
+    itemsize = ITEMSIZE[dtype]
+    vec = 16 // itemsize
     packs = max(1, cols // vec)
-    slices = CLUSTER_ACROSS * 2 * (2 * multiprocessors() // rows // (2 * CLUSTER_ACROSS))
-    if slices <= MAX_CLUSTER:
-        return None
-    per = next((p for p in (elements // vec, 2 * elements // vec) if slices * ACROSS_BLOCK * p >= packs), None)
-    if per is None or per * vec > MAX_REGISTER_ELEMENTS or cdiv(packs, slices * per) <= ACROSS_BLOCK - 32:
-        return None
-    return _row_launch(rows, cols, vec, per, 3, ACROSS_BLOCK, slices, CLUSTER_ACROSS)
+    shapes = (
+        (ACROSS_BLOCK, elements),
+        (2 * ACROSS_BLOCK, elements),
+        (ACROSS_BLOCK, 2 * elements),
+        (2 * ACROSS_BLOCK, 2 * elements),
+    )
+    for per_sm in ACROSS_BLOCKS_PER_SM:
+        slices = CLUSTER_ACROSS * 2 * (per_sm * multiprocessors() // rows // (2 * CLUSTER_ACROSS))
+        if slices <= MAX_CLUSTER:
+            continue
+        for most, held in shapes:
+            needed = cdiv(packs, slices * (held // vec))  # threads a block needs
+            if needed > most or held > MAX_REGISTER_ELEMENTS:
+                continue
+            if needed <= ACROSS_BLOCK - 32:
+                break
+            threads = max(ACROSS_BLOCK, 32 * cdiv(needed, 32))
+            if cluster_blocks_per_sm(3, held, itemsize, threads) > per_sm:
+                return _row_launch(rows, cols, vec, held // vec, 3, threads, slices, CLUSTER_ACROSS)
+    return None
 
 
 def across_clusters(launch: Launch) -> bool:
@@ -150,12 +174,33 @@ def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
     return REGISTER_ELEMENTS_PER_BLOCK // held if held > 32 else 1024
 
 
+def cluster_bounds(hold: int, held: int, itemsize: int) -> tuple[int, int]:
+    """fast.cu's cluster_threads and cluster_min_blocks: fast_row_cluster is compiled without the 16-bit cap, and
+    slices held as loaded in small blocks for at most 256 threads, several an SM (fp32 holding 64 three, 16-bit
+    holding 32 five)."""
+    capped = {(64, 4): 3, (32, 2): 5}.get((held, itemsize), 0) if hold == 3 else 0
+    if capped:
+        return 256, capped
+    return fast_row_max_threads(hold, held, 4), 3 if hold == 2 else 0
+
+
 def cluster_max_threads(hold: int, held: int, itemsize: int) -> int:
-    """fast.cu's cluster_threads: fast_row_cluster is compiled without the 16-bit cap, and an fp32 slice holding 64
-    elements as loaded for 256 threads, three blocks an SM (80 registers, not 90)."""
-    if hold == 3 and held == 64 and itemsize == 4:
-        return 256
-    return fast_row_max_threads(hold, held, 4)
+    return cluster_bounds(hold, held, itemsize)[0]
+
+
+def cluster_blocks_per_sm(hold: int, held: int, itemsize: int, threads: int) -> int:
+    """Blocks of `threads` threads a fast_row_cluster instantiation fits on an SM at the most registers a thread its
+    launch bounds allow: registers are allocated 8 a thread at a time, and warps to the SM's four partitions, each
+    with a quarter of the registers (fp32 blocks of 160 threads at 80 registers: four an SM, not five; the driver
+    holds 62 clusters of 8 of them, not 64). 0 where the block is larger than it is compiled for."""
+    most, least = cluster_bounds(hold, held, itemsize)
+    if threads > most:
+        return 0
+    partition = SM_REGISTERS // SM_PARTITIONS
+    warps_bound = cdiv(most, 32) * max(1, least)  # the warps the bounds fit on an SM
+    registers = min(MAX_THREAD_REGISTERS, partition // (32 * cdiv(warps_bound, SM_PARTITIONS))) // 8 * 8
+    warps = SM_PARTITIONS * (partition // (32 * registers))
+    return min(warps // cdiv(threads, 32), SM_THREADS // threads)
 
 
 # fast's choices, measured on the H200 (scripts/tune_fast.py; docs/tune-fast-h200.json, whose `kernels` field
@@ -203,8 +248,8 @@ FAST_ROW_SHAPES = {
 
 def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Registers hold the row: lanes of a warp for short rows, a block or several (slices) for longer
-    ones, in registers or shared memory (a few long rows: two blocks an SM, fast_across_launch); rows too long to hold on chip go to fast_stream (part of each chunk
-    held, the rest read twice), as do slices exchanging through global memory that would queue behind each
+    ones, in registers or shared memory (a few long rows: many small blocks an SM, fast_across_launch); rows too
+    long to hold on chip go to fast_stream (part of each chunk held, the rest read twice), as do slices exchanging through global memory that would queue behind each
     other (over STREAM_GRID_PER_SM blocks an SM: bf16 8×4M at 67.7 % of copy in fast_stream, 61.2 in fast_row's
     1024 slices; fp32 4×1M's 512 slices stay, 64.4 against 63.2; scripts/tune_fast.py --only split --long) where
     fast_stream reads the input about once (stream_reads_once; larger inputs were not measured and keep fast_row)."""

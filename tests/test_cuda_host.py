@@ -45,7 +45,7 @@ def across(monkeypatch, words_by_stream):
         zeros=lambda size, dtype: Words(size),
     )
     monkeypatch.setattr(cuda, "cp", fake)
-    monkeypatch.setattr(cuda, "_resident_blocks", lambda kernel, threads, shared: 4 * 132)
+    monkeypatch.setattr(cuda, "_resident_clusters", lambda kernel, grid, threads, shared: 4 * 132 // 8)
     monkeypatch.setattr(cuda, "_null_trace", lambda: (None, None, None))
     launch = explorer.VARIANTS["fast"].launch(1, 2**20, None, "float32")
     assert launch.kernel == "fast_row_cluster" and fast_launch.across_clusters(launch)
@@ -81,11 +81,14 @@ def test_the_epoch_wraps_to_1_and_the_words_are_zeroed_first(across, words_by_st
 
 
 def test_a_grid_whose_clusters_might_not_all_be_resident_is_refused(across, monkeypatch):
-    """Clusters of 8 fit in a GPC only as a whole: with room for fewer than twice the blocks, the last could wait for
-    SMs that the spinning others hold."""
-    monkeypatch.setattr(cuda, "_resident_blocks", lambda kernel, threads, shared: 2 * across.grid - 1)
-    with pytest.raises(explorer.KernelFailed, match="resident at once"):
+    """A row's clusters wait for each other: one fewer cluster resident than the launch has, and the last could wait
+    for SMs that the spinning others hold."""
+    clusters = across.grid // across.template_args[3]
+    monkeypatch.setattr(cuda, "_resident_clusters", lambda kernel, grid, threads, shared: clusters - 1)
+    with pytest.raises(explorer.KernelFailed, match=f"needs its {clusters} clusters resident at once"):
         cuda.row_exchange(None, across, 1, 0)
+    monkeypatch.setattr(cuda, "_resident_clusters", lambda kernel, grid, threads, shared: clusters)
+    assert epoch_of(across) == 1
 
 
 def test_a_row_in_one_cluster_exchanges_nothing_through_global_memory(across, words_by_stream):

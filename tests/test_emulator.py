@@ -391,19 +391,53 @@ def test_fast_row_takes_several_rows_a_block_only_where_a_row_is_one_slice():
     assert fast_launch.fast_row_launch(8, 70000, "float32", 256, 32, 1, 4) is None  # a row of several slices
 
 
+# (rows, cols): (grid, block) of fast_across_launch, fp32 and bf16
+ACROSS_SHAPES = {
+    (1, 2**20): ((256, 128), (256, 128)),  # two blocks an SM: four would leave blocks of 64 threads
+    (2, 2**19): ((256, 128), (256, 128)),
+    (1, 2**21): ((528, 128), (528, 128)),  # four an SM
+    (4, 2**20): ((512, 128), (512, 256)),  # fp32: 256 threads holding 32 fit four an SM, not five; 128 holding 64 six
+    (2, 2**21): ((512, 128), (512, 256)),
+}
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_a_few_long_rows_spread_over_every_sm_at_two_blocks_an_sm(dtype):
-    """fast_across_launch: one 1M row in two 128-thread blocks an SM (an even count of clusters of 8, every pack held,
-    as loaded); two 512K rows the same blocks between them; a row whose blocks would have 96 threads or fewer stays
-    at one block an SM."""
-    vec = 16 // np.dtype(DT[dtype]).itemsize
-    for rows, cols in ((1, 2**20), (2, 2**19), (1, 2**21)):
+def test_a_few_long_rows_spread_over_every_sm_in_small_blocks(dtype):
+    """fast_across_launch: a few long rows in clusters of 8 over every SM, four blocks an SM where the blocks keep
+    128 threads or more, else two; each row an even count of clusters, every pack held as loaded, and room for more
+    blocks an SM than asked for; a row whose blocks would have 96 threads or fewer stays at one block an SM."""
+    itemsize = np.dtype(DT[dtype]).itemsize
+    for (rows, cols), shapes in ACROSS_SHAPES.items():
         launch = fast_launch.fast_launch(rows, cols, 1024, dtype)
-        assert (launch.grid, launch.block, launch.template_args[2]) == (256, fast_launch.ACROSS_BLOCK, 3)
+        assert (launch.grid, launch.block) == shapes[dtype == "bfloat16"] and launch.template_args[2] == 3
         assert fast_launch.across_clusters(launch) and launch.chunks % (2 * fast_launch.CLUSTER_ACROSS) == 0
-        assert launch.chunks * launch.block * launch.template_args[1] * vec >= cols
+        held = launch.template_args[1] * 16 // itemsize
+        assert launch.chunks * launch.block * held >= cols
+        assert fast_launch.cluster_blocks_per_sm(3, held, itemsize, launch.block) > launch.grid // 132
     short = fast_launch.fast_launch(1, 300000, 1024, dtype)
     assert (short.grid, short.block) == (128, 96) and fast_launch.across_clusters(short)
+
+
+def test_the_launch_bounds_say_how_many_cluster_blocks_an_sm_holds():
+    """fast.cu's cluster_threads / cluster_min_blocks, as the rule reads them: an fp32 slice holding 64 as loaded is
+    compiled for 256 threads, three an SM; others for the register budget's block, as many as it makes room for."""
+    assert fast_launch.cluster_blocks_per_sm(3, 64, 4, 256) == 3
+    assert fast_launch.cluster_blocks_per_sm(3, 64, 4, 512) == 0
+    assert fast_launch.cluster_blocks_per_sm(3, 64, 2, 256) == 2  # compiled for 512 threads
+    assert fast_launch.cluster_blocks_per_sm(3, 32, 4, 128) == 8
+    assert fast_launch.cluster_blocks_per_sm(2, 64, 2, 512) == 3
+    assert fast_launch.cluster_blocks_per_sm(3, 32, 2, 256) == 5  # 16-bit holding 32: five an SM, 48 registers
+    assert fast_launch.cluster_blocks_per_sm(3, 64, 4, 160) == 4  # 80 registers: six warps a partition
+    assert fast_launch.cluster_blocks_per_sm(3, 64, 4, 128) == 6
+
+
+def test_rows_whose_clusters_would_not_leave_room_in_every_gpc_stay_in_fewer_blocks():
+    """Four blocks an SM only where the launch bounds promise five: fp32 16×300000 would need 160-thread blocks at 80
+    registers (four an SM; the H200's driver holds 62 of the 64 clusters), so it keeps fast_stream; 8×300000 takes
+    160-thread blocks holding 32 (six an SM)."""
+    assert fast_launch.fast_launch(16, 300000, 1024, "float32").kernel == "fast_stream"
+    eight = fast_launch.fast_launch(8, 300000, 1024, "float32")
+    assert (eight.grid, eight.block, eight.template_args[1] * 4) == (512, 160, 32)
 
 
 def test_every_variant_runs_at_64x4096():

@@ -133,9 +133,9 @@ def test_topk_at_edge_values(variant, dtype, backend):
 
 
 def test_edge_values_through_the_streamed_long_row_path():
-    """A 1 × 2^22 fp32 row is too long to hold on chip: fast streams it through fast_stream (chunks of a row per
+    """A 1 × 6M fp32 row is too long to hold on chip: fast streams it through fast_stream (chunks of a row per
     block, their (m, d) merged after), emulated here one edge row at a time."""
-    cols = 2**22
+    cols = 3 * 2**21
     assert explorer.VARIANTS["fast"].launch(1, cols, None, "float32").kernel == "fast_stream"
     x = edge_rows("float32", cols)
     for row in range(x.shape[0]):

@@ -7,6 +7,7 @@ Only this module and bench.py import cupy.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import re
 import threading
@@ -302,10 +303,14 @@ def _cluster_words(kernel, geometry: Launch, staging: int):
     """A row's clusters exchange their states as 64-bit words tagged with the launch's epoch (fast_common.cuh's
     across_clusters): the words (kept per stream, zeroed when made and when the epoch wraps) and this launch's
     epoch, counted per stream from 1. Every block must be resident at once (they wait for each other, and clusters
-    take no tickets): the launch is refused unless the GPU holds twice its blocks, so that its clusters fit in every
-    GPC however many SMs it has."""
-    if 2 * geometry.grid > _resident_blocks(kernel, geometry.block, staging):
-        raise KernelFailed(f"{geometry.kernel} needs room for twice its {geometry.grid} blocks, resident at once")
+    take no tickets): the launch is refused unless the GPU holds all its clusters at once, as the driver counts them
+    (a cluster's blocks share one GPC, so SMs left over in a GPC hold none)."""
+    clusters = geometry.grid // geometry.template_args[3]
+    resident = _resident_clusters(kernel, geometry.grid, geometry.block, staging)
+    if clusters > resident:
+        raise KernelFailed(
+            f"{geometry.kernel} needs its {clusters} clusters resident at once; this GPU holds {resident}"
+        )
     stream = cp.cuda.get_current_stream().ptr
     with _words_lock:
         words, epoch = _words.get(stream, (None, 0))
@@ -316,6 +321,37 @@ def _cluster_words(kernel, geometry: Launch, staging: int):
         epoch = epoch % EPOCHS + 1
         _words[stream] = (words, epoch)
     return words, _null_trace()[2], np.uint32(epoch).view(np.int32)
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig: the kernel's own cluster dimensions (__cluster_dims__) apply, so no attributes."""
+
+    _fields_ = [
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_bytes", ctypes.c_uint),
+        ("stream", ctypes.c_void_p),
+        ("attributes", ctypes.c_void_p),
+        ("attribute_count", ctypes.c_uint),
+    ]
+
+
+@functools.cache
+def _resident_clusters(kernel, grid: int, threads: int, shared_bytes: int) -> int:
+    """Clusters of a launch that the GPU holds at once (cuOccupancyMaxActiveClusters; CuPy does not wrap it)."""
+    config = _LaunchConfig((grid, 1, 1), (threads, 1, 1), shared_bytes, None, None, 0)
+    found = ctypes.c_int()
+    status = _driver().cuOccupancyMaxActiveClusters(
+        ctypes.byref(found), ctypes.c_void_p(kernel.kernel.ptr), ctypes.byref(config)
+    )
+    if status:
+        raise KernelFailed(f"cuOccupancyMaxActiveClusters failed (CUresult {status})")
+    return found.value
+
+
+@functools.cache
+def _driver() -> ctypes.CDLL:
+    return ctypes.CDLL("libcuda.so.1")  # already loaded by CuPy
 
 
 @functools.cache
