@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC, sizeof(T)), 
 
 // fast_row_cluster: fast_row whose `slices` = CLUSTER blocks of a row form a Hopper cluster (a separate
 // kernel: the cluster attribute changes how every block is scheduled, so one-block rows go without it).
-// ACROSS: a row of `slices` blocks in clusters of CLUSTER (few long rows, a block on each SM), the clusters'
+// ACROSS: a row of `slices` blocks in clusters of CLUSTER (few long rows over every SM), the clusters'
 // states exchanged through global memory (across_clusters; `resident` carries the launch's epoch there: every
 // block is resident, the host checks).
 // Slices held as loaded in small blocks take at most 256 threads, asked to fit several to an SM: fp32 holding 64

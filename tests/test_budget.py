@@ -247,7 +247,7 @@ def test_device_bytes_count_the_scratch_the_cuda_backend_takes():
     across = fast.launch(1, 2**20, None, "float32")  # a row of clusters: their 64-bit words
     assert fast_launch.across_clusters(across)
     assert explorer.bytes_needed(1, 2**20, "float32", "cuda", fast) >= 2 * 4 * 2**20 + 2 * 8 * cuda.EXCHANGE_FLOOR
-    rows, cols = 4, 2**20
+    rows, cols = 12, 300000  # fast_row's slices
     launch = fast.launch(rows, cols, None, "float32")
     assert launch.protocol == "slices" and launch.chunks > 1
     io = 2 * 4 * rows * cols

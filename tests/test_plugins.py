@@ -109,8 +109,9 @@ def test_topk_launch_rule_forms_clusters_for_few_short_rows(rows, cols, k, kerne
         (1, 2**24, "float32", "fast_stream"),  # too long to hold on chip
         (8, 2**22, "float32", "fast_stream"),
         (8, 2**22, "bfloat16", "fast_stream"),  # fast_row's 1024 slices would queue behind each other
-        (4, 2**20, "float32", "fast_row"),  # 512 slices: every one resident, exchanging through global memory
-        (1, 2**20, "bfloat16", "fast_row_cluster"),  # a block on each SM: clusters exchanging through global memory
+        (12, 300000, "float32", "fast_row"),  # 444 slices: every one resident, exchanging through global memory
+        (4, 2**20, "float32", "fast_row_cluster"),  # four blocks an SM: clusters exchanging through global memory
+        (1, 2**20, "bfloat16", "fast_row_cluster"),  # two blocks an SM
         (1, 2**20, "float32", "fast_row_cluster"),
         (16, 2**22, "bfloat16", "fast_row"),  # fast_stream would read more than the L2 holds twice (not measured)
         (64, 2**20, "float32", "fast_row"),
