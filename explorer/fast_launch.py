@@ -39,6 +39,10 @@ FAST_WARP_BLOCK = 64  # two warps a block: fp32 x256 at 98.5 % of copy against 9
 # at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 9-22 points in fp32
 SPLIT_BLOCK = 512
 SPLIT_BLOCKS_PER_SM = 3  # fast_stream's (and fast_split's) 512-thread blocks an SM: one wave
+STREAM_BLOCKS_PER_SM = {"float32": 2, "float16": 3, "bfloat16": 3}  # fast_stream's as the rule takes it: at two an SM
+# each batch's loads go out before the batch before is folded or written (fast.cu, registers allowing): fp32 1×16M /
+# 8×4M at 73.4-73.5 / 65.9 % of copy against 70.8-70.9 / 61.0-61.2 at three an SM; bf16 1×16M / 8×4M 60.5-60.7 /
+# 65.7-65.8 against 61.0 / 67.1-68.1 (device time, docs/fast-notes.md item 31)
 BLOCK_SHARED_RESERVED = 1024  # shared memory the CUDA runtime keeps for each block
 STREAM_STATIC_SHARED = 2560  # fast_stream's static shared memory (block merge, exchange, ticket), rounded up
 STREAM_GRID_PER_SM = 4  # fast_row slices exchanging through global memory over this many blocks an SM: fast_stream
@@ -268,9 +272,9 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     full = next((launch for t, launch in tried.items() if launch is not None and launch.block == t), None)
     on_chip = full or tried[counts[-1]]
     if on_chip is None:
-        return fast_stream_launch(rows, cols, dtype)
+        return fast_stream_launch(rows, cols, dtype, STREAM_BLOCKS_PER_SM[dtype])
     if on_chip.protocol == "slices" and on_chip.chunks > 1 and on_chip.grid > STREAM_GRID_PER_SM * multiprocessors():
-        stream = fast_stream_launch(rows, cols, dtype)
+        stream = fast_stream_launch(rows, cols, dtype, STREAM_BLOCKS_PER_SM[dtype])
         if stream_reads_once(stream, rows, cols, dtype):
             return stream
     return on_chip

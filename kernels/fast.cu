@@ -242,17 +242,37 @@ __device__ __forceinline__ ChunkBounds chunk_bounds(int packs, int chunks, int c
 
 // Normalise packs [from, end) of a row, batches of PER packs a thread, the last batch first, each batch loaded
 // before any of it is written; reads and writes evict-first (ld/st .cs), so what is done leaves the L2 before
-// what is still to be read.
-template <typename T, int VEC, int PER>
+// what is still to be read. AHEAD: each batch's loads issued before the batch after it is written (twice the
+// bytes in flight, where the registers allow).
+template <typename T, int VEC, int PER, bool AHEAD = false>
 __device__ __forceinline__ void normalise_back_to_front(const Pack<T, VEC>* xr, Pack<T, VEC>* yr, int from, int end, float m,
                                                         float inv_d) {
     const int batch = PER * blockDim.x;
     if (end <= from) return;
-    for (int first = from + (end - from - 1) / batch * batch; first >= from; first -= batch) {
+    if constexpr (!AHEAD) {
+        for (int first = from + (end - from - 1) / batch * batch; first >= from; first -= batch) {
+            const int base = first + threadIdx.x;
+            Pack<T, VEC> in[PER];
+#pragma unroll
+            for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = load_streaming(xr + base + k * blockDim.x);
+#pragma unroll
+            for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) store_streaming(yr + base + k * blockDim.x, normalised<T, VEC>(in[k], m, inv_d));
+        }
+        return;
+    }
+    int first = from + (end - from - 1) / batch * batch;
+    Pack<T, VEC> next[PER];
+#pragma unroll
+    for (int k = 0; k < PER; ++k) if (first + threadIdx.x + k * blockDim.x < end) next[k] = load_streaming(xr + first + threadIdx.x + k * blockDim.x);
+    for (; first >= from; first -= batch) {
         const int base = first + threadIdx.x;
         Pack<T, VEC> in[PER];
 #pragma unroll
-        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = load_streaming(xr + base + k * blockDim.x);
+        for (int k = 0; k < PER; ++k) in[k] = next[k];
+        if (first - batch >= from) {  // the batch before: whole
+#pragma unroll
+            for (int k = 0; k < PER; ++k) next[k] = load_streaming(xr + base - batch + k * blockDim.x);
+        }
 #pragma unroll
         for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) store_streaming(yr + base + k * blockDim.x, normalised<T, VEC>(in[k], m, inv_d));
     }
@@ -272,6 +292,40 @@ __device__ __forceinline__ State<float> fold_batch(State<float> s, int base, int
         widen_pack(pack, p < end, k, v, valid);
     }
     return fast_merge(s, exps_in_place(v, valid));
+}
+
+// A batch's fold (fold_batch's arithmetic) on packs already loaded.
+template <typename T, int VEC, int PER>
+__device__ __forceinline__ State<float> fold_packs(State<float> s, const Pack<T, VEC> (&pack)[PER], int base, int end) {
+    float v[PER * VEC];
+    bool valid[PER * VEC];
+#pragma unroll
+    for (int k = 0; k < PER; ++k) widen_pack(pack[k], base + k * blockDim.x + threadIdx.x < end, k, v, valid);
+    return fast_merge(s, exps_in_place(v, valid));
+}
+
+// fold_batch over packs [from, end) of a row in global memory; AHEAD: each batch's loads issued before the batch
+// before it is folded (twice the bytes in flight, where the registers allow; the same fold, so the same bits).
+template <typename T, int VEC, int PER, bool AHEAD>
+__device__ __forceinline__ State<float> fold_streamed(State<float> s, const Pack<T, VEC>* xr, int from, int end) {
+    const int batch = PER * blockDim.x;
+    if constexpr (!AHEAD) {
+        for (int base = from; base < end; base += batch) s = fold_batch<T, VEC, PER>(s, base, end, [&](int p) { return xr[p]; });
+        return s;
+    }
+    Pack<T, VEC> next[PER];
+#pragma unroll
+    for (int k = 0; k < PER; ++k) if (from + k * blockDim.x + threadIdx.x < end) next[k] = xr[from + k * blockDim.x + threadIdx.x];
+    for (int base = from; base < end; base += batch) {
+        Pack<T, VEC> pack[PER];
+#pragma unroll
+        for (int k = 0; k < PER; ++k) pack[k] = next[k];
+        const int ahead = base + batch;
+#pragma unroll
+        for (int k = 0; k < PER; ++k) if (ahead + k * blockDim.x + threadIdx.x < end) next[k] = xr[ahead + k * blockDim.x + threadIdx.x];
+        s = fold_packs<T, VEC, PER>(s, pack, base, end);
+    }
+    return s;
 }
 
 // fast_split_partial, then fast_split_finish: fast_stream's arithmetic in two launches, which needs no
@@ -393,7 +447,8 @@ __global__ void split_finish(const T* __restrict__ x, T* __restrict__ y, const f
 // fast_split_finish's fold, so the bits of fast_split), then the block writes the rest back to front
 // (evict-first, as fast_split_finish) and its held batches from shared memory: 1 read of x plus a second
 // of the part not held (from L2 where it fits there), 1 write. A row's chunks wait for each other, so
-// all of them must be resident; blocks take start-order tickets unless the whole grid is.
+// all of them must be resident; blocks take start-order tickets unless the whole grid is. At two blocks an SM
+// (64 registers a thread) the streamed batches are loaded one batch ahead, both in the fold and in the write.
 template <typename T, typename Acc, int VEC, int PER, int BLOCKS, int HELD>
 __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                                            unsigned* __restrict__ sync, int rows, int cols, int chunks, int resident) {
@@ -424,7 +479,7 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__
     }
     State<float> s = {NEG_INF, 0.0f};
     for (int base = begin; base < held_end; base += batch) s = fold_batch<T, VEC, PER>(s, base, held_end, held);
-    for (int base = held_end; base < end; base += batch) s = fold_batch<T, VEC, PER>(s, base, end, [&](int p) { return xr[p]; });
+    s = fold_streamed<T, VEC, PER, BLOCKS <= 2>(s, xr, held_end, end);  // two blocks an SM: registers to load ahead
     FAST_STAMP(1);
     s = fast_block_merge(s);
     FAST_STAMP(2);
@@ -432,7 +487,7 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__
     else s = group_merge<32>(threadIdx.x % 32 == 0 ? fast_merge({NEG_INF, 0.0f}, s) : State<float>{NEG_INF, 0.0f});  // the fold of one state
     FAST_STAMP(3);
     const float inv_d = 1.0f / s.d;
-    normalise_back_to_front<T, VEC, PER>(xr, yr, held_end, end, s.m, inv_d);
+    normalise_back_to_front<T, VEC, PER, BLOCKS <= 2>(xr, yr, held_end, end, s.m, inv_d);
 #pragma unroll 1
     for (int k = 0; k < HELD * PER; ++k) {
         const int p = begin + k * blockDim.x + threadIdx.x;
