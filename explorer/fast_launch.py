@@ -92,7 +92,7 @@ def fast_row_launch(
         hold, staging = 0, 0
     held = per * vec
     most = (
-        cluster_max_threads(hold, held, ITEMSIZE[dtype])
+        cluster_max_threads(hold, held, ITEMSIZE[dtype], slices > cluster)
         if cluster > 1
         else fast_row_max_threads(hold, held, ITEMSIZE[dtype])
     )
@@ -178,26 +178,26 @@ def fast_row_max_threads(hold: int, held: int, itemsize: int) -> int:
     return REGISTER_ELEMENTS_PER_BLOCK // held if held > 32 else 1024
 
 
-def cluster_bounds(hold: int, held: int, itemsize: int) -> tuple[int, int]:
+def cluster_bounds(hold: int, held: int, itemsize: int, across: bool) -> tuple[int, int]:
     """fast.cu's cluster_threads and cluster_min_blocks: fast_row_cluster is compiled without the 16-bit cap, and
-    slices held as loaded in small blocks for at most 256 threads, several an SM (fp32 holding 64 three, 16-bit
-    holding 32 five)."""
-    capped = {(64, 4): 3, (32, 2): 5}.get((held, itemsize), 0) if hold == 3 else 0
+    slices held as loaded in small blocks for at most 256 threads, several an SM (fp32 holding 64 three; 16-bit
+    holding 32 five where a row spans several clusters)."""
+    capped = {(64, 4): 3, (32, 2): 5 if across else 0}.get((held, itemsize), 0) if hold == 3 else 0
     if capped:
         return 256, capped
     return fast_row_max_threads(hold, held, 4), 3 if hold == 2 else 0
 
 
-def cluster_max_threads(hold: int, held: int, itemsize: int) -> int:
-    return cluster_bounds(hold, held, itemsize)[0]
+def cluster_max_threads(hold: int, held: int, itemsize: int, across: bool) -> int:
+    return cluster_bounds(hold, held, itemsize, across)[0]
 
 
 def cluster_blocks_per_sm(hold: int, held: int, itemsize: int, threads: int) -> int:
-    """Blocks of `threads` threads a fast_row_cluster instantiation fits on an SM at the most registers a thread its
+    """Blocks of `threads` threads a fast_row_cluster instantiation over several clusters (ACROSS) fits on an SM at the most registers a thread its
     launch bounds allow: registers are allocated 8 a thread at a time, and warps to the SM's four partitions, each
     with a quarter of the registers (fp32 blocks of 160 threads at 80 registers: four an SM, not five; the driver
     holds 62 clusters of 8 of them, not 64). 0 where the block is larger than it is compiled for."""
-    most, least = cluster_bounds(hold, held, itemsize)
+    most, least = cluster_bounds(hold, held, itemsize, across=True)
     if threads > most:
         return 0
     partition = SM_REGISTERS // SM_PARTITIONS

@@ -213,22 +213,22 @@ __global__ void __launch_bounds__(fast_row_threads(HOLD, PER * VEC, sizeof(T)), 
 // states exchanged through global memory (across_clusters; `resident` carries the launch's epoch there: every
 // block is resident, the host checks).
 // Slices held as loaded in small blocks take at most 256 threads, asked to fit several to an SM: fp32 holding 64
-// three (80 registers, not 90), 16-bit holding 32 five (48 at most), so that four an SM leave room for whole
-// clusters of 8 in every GPC.
-__host__ __device__ constexpr int cluster_capped(int hold, int held, int itemsize) {
-    return hold != 3 ? 0 : held == 64 && itemsize == 4 ? 3 : held == 32 && itemsize == 2 ? 5 : 0;
+// three (80 registers, not 90); 16-bit holding 32 over several clusters five (48 at most), so that four an SM leave
+// room for whole clusters of 8 in every GPC (in one cluster they take up to 512 threads).
+__host__ __device__ constexpr int cluster_capped(int hold, int held, int itemsize, bool across) {
+    return hold != 3 ? 0 : held == 64 && itemsize == 4 ? 3 : held == 32 && itemsize == 2 && across ? 5 : 0;
 }
-__host__ __device__ constexpr int cluster_threads(int hold, int held, int itemsize) {
-    return cluster_capped(hold, held, itemsize) ? 256 : fast_row_threads(hold, held, 4);
+__host__ __device__ constexpr int cluster_threads(int hold, int held, int itemsize, bool across) {
+    return cluster_capped(hold, held, itemsize, across) ? 256 : fast_row_threads(hold, held, 4);
 }
-__host__ __device__ constexpr int cluster_min_blocks(int hold, int held, int itemsize) {
-    return cluster_capped(hold, held, itemsize) ? cluster_capped(hold, held, itemsize) : fast_row_min_blocks(hold, held, 4);
+__host__ __device__ constexpr int cluster_min_blocks(int hold, int held, int itemsize, bool across) {
+    return cluster_capped(hold, held, itemsize, across) ? cluster_capped(hold, held, itemsize, across) : fast_row_min_blocks(hold, held, 4);
 }
 template <typename T, typename Acc, int VEC, int PER, int HOLD, int CLUSTER, bool LOOSE, bool ACROSS>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(cluster_threads(HOLD, PER * VEC, sizeof(T)), cluster_min_blocks(HOLD, PER * VEC, sizeof(T)))
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(cluster_threads(HOLD, PER * VEC, sizeof(T), ACROSS), cluster_min_blocks(HOLD, PER * VEC, sizeof(T), ACROSS))
 fast_row_cluster(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial, unsigned* __restrict__ sync,
                  int rows, int cols, int slices, int resident) {
-    constexpr int WARPS = cluster_threads(HOLD, PER * VEC, sizeof(T)) / 32;
+    constexpr int WARPS = cluster_threads(HOLD, PER * VEC, sizeof(T), ACROSS) / 32;
     cluster_mailbox_open<CLUSTER, WARPS>();
     fast_row_body<T, VEC, PER, HOLD, CLUSTER, ACROSS, LOOSE, 1, WARPS>(x, y, partial, sync, rows, cols, slices, resident);
 }

@@ -418,6 +418,17 @@ def test_a_few_long_rows_spread_over_every_sm_in_small_blocks(dtype):
     assert (short.grid, short.block) == (128, 96) and fast_launch.across_clusters(short)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_rows_in_one_cluster_keep_their_512_thread_blocks(dtype):
+    """fast.cu caps 16-bit slices holding 32 as loaded at 256 threads only where a row spans several clusters: a row
+    of 262145 columns (16 blocks of 512, loose elements) stays in one cluster, not fast_stream."""
+    launch = fast_launch.fast_launch(1, 262145, 1024, dtype)
+    assert (launch.kernel, launch.block, launch.chunks) == ("fast_row_cluster", 512, 16)
+    assert not fast_launch.across_clusters(launch)
+    assert fast_launch.cluster_max_threads(3, 32, 2, across=False) == 1024
+    assert fast_launch.cluster_max_threads(3, 32, 2, across=True) == 256
+
+
 def test_the_launch_bounds_say_how_many_cluster_blocks_an_sm_holds():
     """fast.cu's cluster_threads / cluster_min_blocks, as the rule reads them: an fp32 slice holding 64 as loaded is
     compiled for 256 threads, three an SM; others for the register budget's block, as many as it makes room for."""
