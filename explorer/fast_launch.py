@@ -14,11 +14,11 @@ from .geometry import (
     two_stage_launch,
 )
 
-CLUSTER_ACROSS = 8  # a row held by a block on each SM: clusters of 8 (fp32 / bf16 1×1M at 47.6-47.7 / 42.3-42.5 % of
+CLUSTER_ACROSS = 8  # a row over several clusters: clusters of 8 (fp32 / bf16 1×1M at 47.6-47.7 / 42.3-42.5 % of
 # copy; clusters of 4 46.5-46.7 / 42.4-42.5, slices exchanging through global memory 41.0-41.2 / 33.2; fp32 1×1048579
 # 78-80 against 74-75; device time; 48.1-48.9 / 42.9-43.4 since each rank polls its own copy of the words, and 15
-# clusters of 8 at one block an SM 47.9-48.2 / 42.2-42.4: docs/fast-notes.md items 27-28). Taken for every row that a
-# block on each SM holds; other shapes not timed.
+# clusters of 8 at one block an SM 47.9-48.2 / 42.2-42.4: docs/fast-notes.md items 27-28; then two and four blocks
+# an SM, items 29-30).
 ACROSS_BLOCK = 128  # a few long rows over every SM: blocks of 128 threads or more (fast_across_launch): fp32 / bf16
 # 1×1M at 53.2 / 46.0 % of copy in 256 blocks, 51.2 / 44.8 in 128 of 256 threads, 51.0 / 43.8 in 264 of 128 (33
 # clusters), 49.7 / 41.8 in 384 of 96; 64-thread blocks lose (bf16 1×300000 33.6 against 35.5); device time,
@@ -30,7 +30,7 @@ ACROSS_BLOCKS_PER_SM = (4, 2)  # tried in turn (fast_across_launch): bf16 4×1M 
 SM_REGISTERS = 64 * 1024  # an SM's (and a block's) 32-bit registers on the H100 / H200
 SM_THREADS = 2048
 SM_PARTITIONS = 4  # an SM's schedulers, each with a quarter of its registers
-MAX_THREAD_REGISTERS = 255
+MAX_THREAD_REGISTERS = 255  # allocated as 256
 MAX_CLUSTER = 16  # Hopper's largest cluster (above 8 it is non-portable: the CUDA backend opts the kernel in)
 REGISTER_ELEMENTS_PER_BLOCK = 32 * 1024  # fast_row's registers for row data: 32 a thread at 1024 threads, more
 MAX_REGISTER_ELEMENTS = 128  # ... in smaller blocks, up to this (fast.cu's launch bounds follow the same rule)
@@ -38,7 +38,7 @@ MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two block
 FAST_WARP_BLOCK = 64  # two warps a block: fp32 x256 at 98.5 % of copy against 97.6 in four, 16-bit x128 ... x1024
 # at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 9-22 points in fp32
 SPLIT_BLOCK = 512
-SPLIT_BLOCKS_PER_SM = 3  # fast_stream's (and fast_split's) 512-thread blocks an SM: one wave
+SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM, and fast_stream's unless asked (one wave)
 STREAM_BLOCKS_PER_SM = {"float32": 2, "float16": 3, "bfloat16": 3}  # fast_stream's as the rule takes it: at two an SM
 # each batch's loads go out before the batch before is folded or written (fast.cu, registers allowing): fp32 1×16M /
 # 8×4M at 73.4-73.5 / 65.9 % of copy against 70.8-70.9 / 61.0-61.2 at three an SM; bf16 1×16M / 8×4M 60.5-60.7 /
@@ -136,8 +136,8 @@ def fast_across_launch(rows: int, cols: int, dtype: str, elements: int) -> Launc
     rows' blocks four an SM, else two, each row's clusters (of CLUSTER_ACROSS) an even count; blocks of ACROSS_BLOCK
     threads holding `elements` a thread, else up to twice ACROSS_BLOCK threads, else twice the elements, whichever
     first holds the row where fast.cu's launch bounds promise more such blocks an SM than asked for (whole clusters
-    then fit in every GPC). Fewer blocks an SM where the blocks would have fewer than ACROSS_BLOCK - 32 threads'
-    packs; None where no count holds the rows."""
+    then fit in every GPC). Fewer blocks an SM where the blocks would have ACROSS_BLOCK - 32 threads' packs or
+    fewer; None where no count holds the rows."""
     itemsize = ITEMSIZE[dtype]
     vec = 16 // itemsize
     packs = max(1, cols // vec)
@@ -202,7 +202,7 @@ def cluster_blocks_per_sm(hold: int, held: int, itemsize: int, threads: int) -> 
         return 0
     partition = SM_REGISTERS // SM_PARTITIONS
     warps_bound = cdiv(most, 32) * max(1, least)  # the warps the bounds fit on an SM
-    registers = min(MAX_THREAD_REGISTERS, partition // (32 * cdiv(warps_bound, SM_PARTITIONS))) // 8 * 8
+    registers = min(MAX_THREAD_REGISTERS + 1, partition // (32 * cdiv(warps_bound, SM_PARTITIONS))) // 8 * 8
     warps = SM_PARTITIONS * (partition // (32 * registers))
     return min(warps // cdiv(threads, 32), SM_THREADS // threads)
 
@@ -231,8 +231,9 @@ FAST_ROW_16BIT = (
     # cluster of two shared-memory slices; fp16 4096 95.7-96.3 against 94.8-95.3 (device time,
     # docs/results/cluster-hold-h200.txt)
     (262144, (256, 512), 64, 3),
-    (2**21, 512, 32, 3),  # long rows (few): many small register-held slices, exchanged through global memory (bf16
-    # 4×1M / 2×2M at 58.4 / 55.3 % of copy held as loaded, 57.1 / 54.1 through shared memory; device time)
+    (2**21, 512, 32, 3),  # long rows: register-held slices over several clusters (fast_across_launch) or exchanging
+    # through global memory where it does not take them (bf16 4×1M / 2×2M in fast_row's slices at 58.4 / 55.3 % of
+    # copy held as loaded, 57.1 / 54.1 through shared memory; device time)
     (2**62, 512, 64, 2),
 )
 FAST_ROW_SHAPES = {
@@ -243,7 +244,8 @@ FAST_ROW_SHAPES = {
         (196608, 512, 32, 3),  # fp32 151936 at 95.4 % of copy in 16 blocks of 320 threads, 91.4 in 16 of 160
         (262144, 256, 64, 3),  # 262144 at 94.6 % in 16 blocks of 256 threads holding 64 (three an SM), 92.1 in 16
         # of 512 holding 32
-        (2**62, 256, 32, 3),  # 4×1M at 65.7 % of copy held as loaded, 64.2 through shared memory (device time)
+        (2**62, 256, 32, 3),  # as above (fp32 4×1M in fast_row's slices: 65.7 % of copy held as loaded, 64.2
+        # through shared memory; device time)
     ),
     "float16": FAST_ROW_16BIT,
     "bfloat16": FAST_ROW_16BIT,
@@ -255,7 +257,8 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     ones, in registers or shared memory (a few long rows: many small blocks an SM, fast_across_launch); rows too
     long to hold on chip go to fast_stream (part of each chunk held, the rest read twice), as do slices exchanging through global memory that would queue behind each
     other (over STREAM_GRID_PER_SM blocks an SM: bf16 8×4M at 67.7 % of copy in fast_stream, 61.2 in fast_row's
-    1024 slices; fp32 4×1M's 512 slices stay, 64.4 against 63.2; scripts/tune_fast.py --only split --long) where
+    1024 slices; fp32 4×1M's 512 slices stayed, 64.4 against 63.2, before fast_across_launch took them;
+    scripts/tune_fast.py --only split --long) where
     fast_stream reads the input about once (stream_reads_once; larger inputs were not measured and keep fast_row)."""
     vec = fast_vector(cols, dtype)
     packs = cols // vec

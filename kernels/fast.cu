@@ -242,8 +242,8 @@ __device__ __forceinline__ ChunkBounds chunk_bounds(int packs, int chunks, int c
 
 // Normalise packs [from, end) of a row, batches of PER packs a thread, the last batch first, each batch loaded
 // before any of it is written; reads and writes evict-first (ld/st .cs), so what is done leaves the L2 before
-// what is still to be read. AHEAD: each batch's loads issued before the batch after it is written (twice the
-// bytes in flight, where the registers allow).
+// what is still to be read. AHEAD: the batch below is loaded before this one is written (twice the bytes in
+// flight, where the registers allow).
 template <typename T, int VEC, int PER, bool AHEAD = false>
 __device__ __forceinline__ void normalise_back_to_front(const Pack<T, VEC>* xr, Pack<T, VEC>* yr, int from, int end, float m,
                                                         float inv_d) {

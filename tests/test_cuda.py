@@ -157,8 +157,9 @@ def test_fast_stream_gives_fast_splits_bits(shape, dtype, blocks_per_sm, seed):
 def test_rows_over_clusters_share_the_streams_words_launch_after_launch(seed):
     """fast_row_cluster over a row of several clusters (ACROSS) tags the words its clusters post with the launch's
     epoch, so launches of other geometries one after another share the stream's words (cuda.row_exchange): fp32 and
-    bf16 rows of 1M, two rows of 512K, a loose width, 256-thread blocks holding 64 (fp32 2×2M, bf16 4×1M), then all
-    again; each against float64 and the emulation the first time, and bit for bit the same the second."""
+    bf16 rows of 1M, two rows of 512K, a loose width, four blocks an SM (fp32 2×2M: 128 threads holding 64; bf16
+    4×1M: 256 threads holding 32), then all again; each against float64 and the emulation the first time, and bit for
+    bit the same the second."""
     shapes = [(1, 2**20, "float32"), (1, 2**20, "bfloat16"), (2, 2**19, "bfloat16"), (1, 2**20 + 3, "float32")]
     shapes += [(2, 2**21, "float32"), (4, 2**20, "bfloat16")]
     launches = {shape: explorer.VARIANTS["fast"].launch(shape[0], shape[1], None, shape[2]) for shape in shapes}

@@ -91,8 +91,8 @@ GPU_SHAPES = (  # fast's launches at these are test_cuda.py's (compiled once); s
     (3, 33),  # tiny: the pool's rounding and the model's fixed allowance are most of it
     (300, 2048),  # a batch: fast_row, a block a row
     (1, 262144),  # fast_row in a cluster of 16
-    (1, 2**20),  # fast_row's 132 slices exchanging (m, d) through global memory: its per-stream scratch
-    (1, 2**22),  # fp32: fast_stream's chunks exchanging (m, d) (bf16: 132 fast_row slices)
+    (1, 2**20),  # fast_row_cluster over 32 clusters: the clusters' words, kept per stream
+    (1, 2**22),  # fast_row_cluster over 66 clusters (fp32) or 16 (bf16, slices in shared memory)
 )
 GPU_RUNS = [
     (key, dtype, traced, rows, cols)
