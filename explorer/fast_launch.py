@@ -38,8 +38,8 @@ MAX_STAGING_BYTES = 96 * 1024  # fast_row's shared memory for a slice: two block
 FAST_WARP_BLOCK = 64  # two warps a block: fp32 x256 at 98.5 % of copy against 97.6 in four, 16-bit x128 ... x1024
 # at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 9-22 points in fp32
 SPLIT_BLOCK = 512
-SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM, and fast_stream's unless asked (one wave)
-STREAM_BLOCKS_PER_SM = {"float32": 2, "float16": 3, "bfloat16": 3}  # fast_stream's as the rule takes it: at two an SM
+SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM: one wave
+STREAM_BLOCKS_PER_SM = {"float32": 2, "float16": 3, "bfloat16": 3}  # fast_stream's unless asked for: at two an SM
 # each batch's loads go out before the batch before is folded or written (fast.cu, registers allowing): fp32 1×16M /
 # 8×4M at 73.4-73.5 / 65.9 % of copy against 70.8-70.9 / 61.0-61.2 at three an SM; bf16 1×16M / 8×4M 60.5-60.7 /
 # 65.7-65.8 against 61.0 / 67.1-68.1 (device time, docs/fast-notes.md item 31)
@@ -193,10 +193,11 @@ def cluster_max_threads(hold: int, held: int, itemsize: int, across: bool) -> in
 
 
 def cluster_blocks_per_sm(hold: int, held: int, itemsize: int, threads: int) -> int:
-    """Blocks of `threads` threads a fast_row_cluster instantiation over several clusters (ACROSS) fits on an SM at the most registers a thread its
-    launch bounds allow: registers are allocated 8 a thread at a time, and warps to the SM's four partitions, each
-    with a quarter of the registers (fp32 blocks of 160 threads at 80 registers: four an SM, not five; the driver
-    holds 62 clusters of 8 of them, not 64). 0 where the block is larger than it is compiled for."""
+    """Blocks of `threads` threads a fast_row_cluster instantiation over several clusters (ACROSS) fits on an SM at
+    the most registers a thread its launch bounds allow: registers are allocated 8 a thread at a time, and warps to
+    the SM's four partitions, each with a quarter of the registers (fp32 blocks of 160 threads at 80 registers: four
+    an SM, not five; the driver holds 62 clusters of 8 of them, not 64). 0 where the block is larger than it is
+    compiled for."""
     most, least = cluster_bounds(hold, held, itemsize, across=True)
     if threads > most:
         return 0
@@ -255,11 +256,11 @@ FAST_ROW_SHAPES = {
 def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     """Registers hold the row: lanes of a warp for short rows, a block or several (slices) for longer
     ones, in registers or shared memory (a few long rows: many small blocks an SM, fast_across_launch); rows too
-    long to hold on chip go to fast_stream (part of each chunk held, the rest read twice), as do slices exchanging through global memory that would queue behind each
-    other (over STREAM_GRID_PER_SM blocks an SM: bf16 8×4M at 67.7 % of copy in fast_stream, 61.2 in fast_row's
-    1024 slices; fp32 4×1M's 512 slices stayed, 64.4 against 63.2, before fast_across_launch took them;
-    scripts/tune_fast.py --only split --long) where
-    fast_stream reads the input about once (stream_reads_once; larger inputs were not measured and keep fast_row)."""
+    long to hold on chip go to fast_stream (part of each chunk held, the rest read twice), as do slices exchanging
+    through global memory that would queue behind each other (over STREAM_GRID_PER_SM blocks an SM: bf16 8×4M at
+    67.7 % of copy in fast_stream, 61.2 in fast_row's 1024 slices; fp32 4×1M's 512 slices stayed, 64.4 against 63.2,
+    before fast_across_launch took them; scripts/tune_fast.py --only split --long) where fast_stream reads the input
+    about once (stream_reads_once; larger inputs were not measured and keep fast_row)."""
     vec = fast_vector(cols, dtype)
     packs = cols // vec
     per_lane = next((e for width, e in FAST_WARP_ELEMENTS[dtype] if cols <= width), None)
@@ -275,9 +276,9 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     full = next((launch for t, launch in tried.items() if launch is not None and launch.block == t), None)
     on_chip = full or tried[counts[-1]]
     if on_chip is None:
-        return fast_stream_launch(rows, cols, dtype, STREAM_BLOCKS_PER_SM[dtype])
+        return fast_stream_launch(rows, cols, dtype)
     if on_chip.protocol == "slices" and on_chip.chunks > 1 and on_chip.grid > STREAM_GRID_PER_SM * multiprocessors():
-        stream = fast_stream_launch(rows, cols, dtype, STREAM_BLOCKS_PER_SM[dtype])
+        stream = fast_stream_launch(rows, cols, dtype)
         if stream_reads_once(stream, rows, cols, dtype):
             return stream
     return on_chip
@@ -315,12 +316,14 @@ def fast_split_launch(rows: int, cols: int, dtype: str, blocks_per_sm: int = SPL
 
 
 def fast_stream_launch(
-    rows: int, cols: int, dtype: str, blocks_per_sm: int = SPLIT_BLOCKS_PER_SM, held: int | None = None
+    rows: int, cols: int, dtype: str, blocks_per_sm: int | None = None, held: int | None = None
 ) -> Launch:
-    """fast_stream: fast_split's chunks (the same arithmetic) in one launch, each block holding the first `held`
-    batches of its chunk in shared memory (default: as many as fit blocks_per_sm blocks an SM; none where the
-    loads are narrower than 16 bytes) and reading the rest twice; a row's chunks exchange (m, d) through global
-    memory, so they must all be resident (cuda.row_exchange checks)."""
+    """fast_stream: fast_split's chunks (the same arithmetic) in one launch, blocks_per_sm blocks an SM (default
+    STREAM_BLOCKS_PER_SM's), each block holding the first `held` batches of its chunk in shared memory (default: as
+    many as fit; none where the loads are narrower than 16 bytes) and reading the rest twice; a row's chunks exchange
+    (m, d) through global memory, so they must all be resident (cuda.row_exchange checks)."""
+    if blocks_per_sm is None:
+        blocks_per_sm = STREAM_BLOCKS_PER_SM[dtype]
     split = fast_split_launch(rows, cols, dtype, blocks_per_sm)
     vec, per = split.template_args[:2]
     batch_bytes = SPLIT_BLOCK * per * 16
