@@ -249,29 +249,25 @@ __device__ __forceinline__ void normalise_back_to_front(const Pack<T, VEC>* xr, 
                                                         float inv_d) {
     const int batch = PER * blockDim.x;
     if (end <= from) return;
-    if constexpr (!AHEAD) {
-        for (int first = from + (end - from - 1) / batch * batch; first >= from; first -= batch) {
-            const int base = first + threadIdx.x;
-            Pack<T, VEC> in[PER];
-#pragma unroll
-            for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = load_streaming(xr + base + k * blockDim.x);
-#pragma unroll
-            for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) store_streaming(yr + base + k * blockDim.x, normalised<T, VEC>(in[k], m, inv_d));
-        }
-        return;
-    }
     int first = from + (end - from - 1) / batch * batch;
     Pack<T, VEC> next[PER];
+    if constexpr (AHEAD) {
 #pragma unroll
-    for (int k = 0; k < PER; ++k) if (first + threadIdx.x + k * blockDim.x < end) next[k] = load_streaming(xr + first + threadIdx.x + k * blockDim.x);
+        for (int k = 0; k < PER; ++k) if (first + threadIdx.x + k * blockDim.x < end) next[k] = load_streaming(xr + first + threadIdx.x + k * blockDim.x);
+    }
     for (; first >= from; first -= batch) {
         const int base = first + threadIdx.x;
         Pack<T, VEC> in[PER];
+        if constexpr (AHEAD) {
 #pragma unroll
-        for (int k = 0; k < PER; ++k) in[k] = next[k];
-        if (first - batch >= from) {  // the batch before: whole
+            for (int k = 0; k < PER; ++k) in[k] = next[k];
+            if (first - batch >= from) {  // the batch before: whole
 #pragma unroll
-            for (int k = 0; k < PER; ++k) next[k] = load_streaming(xr + base - batch + k * blockDim.x);
+                for (int k = 0; k < PER; ++k) next[k] = load_streaming(xr + base - batch + k * blockDim.x);
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = load_streaming(xr + base + k * blockDim.x);
         }
 #pragma unroll
         for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) store_streaming(yr + base + k * blockDim.x, normalised<T, VEC>(in[k], m, inv_d));
