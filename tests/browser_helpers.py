@@ -316,6 +316,31 @@ _OVERLAPS_JS = """
 """
 
 
+_CROWDED_BAR_LABELS_JS = """
+(gap) => [...document.querySelectorAll('.js-plotly-plot')].map((plot, i) => {
+  const boxes = [...plot.querySelectorAll('.main-svg .bartext')]
+    .filter(t => t.textContent.trim())
+    .map(t => ({text: t.textContent.trim(), r: t.getBoundingClientRect()}))
+    .filter(b => b.r.width > 0 && b.r.height > 0);
+  const hits = [];
+  for (let a = 0; a < boxes.length; a++)
+    for (let b = a + 1; b < boxes.length; b++) {
+      const p = boxes[a].r, q = boxes[b].r;
+      const apart = Math.max(p.left, q.left) - Math.min(p.right, q.right);
+      const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+      if (h > 1 && apart < gap) hits.push(`chart ${i}: "${boxes[a].text}" × "${boxes[b].text}"`);
+    }
+  return hits;
+}).flat()
+"""
+
+
+def crowded_bar_labels(pg, gap: float = 3) -> list[str]:
+    """Pairs of bar labels in one chart at the same height with less than `gap` pixels between them (touching labels
+    read as one: "98% of copy98% of copy"), as 'chart i: "a" × "b"'."""
+    return pg.evaluate(_CROWDED_BAR_LABELS_JS, gap)
+
+
 def chart_text_overlaps(pg) -> list[str]:
     """Every pair of text boxes in one chart's SVG (titles, ticks, labels, legend) whose rectangles overlap by more
     than a pixel each way, as 'chart i: "a" × "b"'."""

@@ -245,6 +245,40 @@ def test_timing_page_loads_the_bundled_results_with_one_button():
     assert not charts(at) and "bench_bundled" not in _query(at)
 
 
+def test_files_of_one_gpu_are_each_labelled_with_where_they_came_from():
+    """One file of a GPU goes by the GPU's name; several of one GPU each carry their file's name (none the bare name,
+    which would not say which it is); two uploads of one name and GPU are told apart by a count."""
+    h200, h100 = {"meta": {"gpu": "H200"}}, {"meta": {"gpu": "H100"}}
+    sources, origins = results.labelled([(h200, "a.json"), (h100, "b.json"), ({"meta": {"gpu": "H200"}}, "c.json")])
+    assert origins == {"H200 (a.json)": "a.json", "H100": "b.json", "H200 (c.json)": "c.json"}
+    assert sources["H100"] is h100 and sources["H200 (a.json)"] is h200
+    twice = results.labelled([(h200, "a.json"), ({"meta": {"gpu": "H200"}, "results": []}, "a.json")])[1]
+    assert twice == {"H200 (a.json)": "a.json", "H200 (a.json) #2": "a.json"}
+    assert results.labelled([({"meta": {}}, "x.json")])[1] == {"x.json": "x.json"}  # no GPU named: the file's name
+
+
+def test_a_shape_in_two_bundled_files_shows_both_by_file_with_short_labels_and_no_zero_block_size():
+    """The wide step re-measures the sweep's widest shapes: both runs side by side, each named by its file; with
+    several sources the bandwidth bars' labels are the bare percentage (the axis says of what); a block size of 0
+    (the kernel picks its launch) shows as no value."""
+    at = goto(make(), "timing")
+    at.button(key="bench_bundled_button").click().run()
+    at.selectbox(key="tshape").set_value("4096×32768 float32 acc float32").run()
+    ok(at)
+    time, bandwidth = charts(at)
+    names = ["NVIDIA H200 (cluster-exchange.json)", "NVIDIA H200 (sweep-fast.json)"]
+    assert [d["name"] for d in time["data"]] == names == [d["name"] for d in bandwidth["data"]]
+    labels = [text for d in bandwidth["data"] for text in d["text"]]
+    assert labels and all(text.endswith("%") and text[:-1].isdigit() for text in labels)
+    assert bandwidth["layout"]["yaxis"]["title"]["text"].endswith("labels % of copy")
+    shown = frame(at)
+    assert shown["block_size"].isna().all() and set(shown["source"]) == set(names)
+    at.selectbox(key="tshape").set_value("65536×1024 float32 acc float32").run()  # the story's shape: one file
+    ok(at)
+    one = charts(at)[1]["data"]
+    assert len({d["name"] for d in one}) == 1 and all(t.endswith("% of copy") for d in one for t in d["text"] if t)
+
+
 def test_the_same_results_uploaded_twice_or_bundled_are_shown_once():
     at = goto(make(), "timing")
     data = json.dumps(softmax_doc()).encode()

@@ -16,6 +16,7 @@ from browser_helpers import (
     chart_text_overlaps,
     choose,
     chromium,
+    crowded_bar_labels,
     no_exception,
     query,
     require_browser,
@@ -163,7 +164,8 @@ def test_png_and_csv_downloads(server, page, tmp_path):
 
 
 def test_every_page_renders_without_overlapping_texts_and_is_captured(server, page, tmp_path):
-    """Every page at 1400 px with all eight variants: no exception, no two texts of a chart overlapping, and a
+    """Every page at 1400 px with all eight variants: no exception, no two texts of a chart overlapping (nor two bar
+    labels touching), and a
     full-page screenshot in docs/screenshots/; the pages whose charts are widest (Outputs and Error with all eight
     variants, the merge tree of a 1024-thread block) also at 1000 px."""
     overlaps = []
@@ -179,7 +181,7 @@ def test_every_page_renders_without_overlapping_texts_and_is_captured(server, pa
             assert shown(page.get_by_test_id("stCode"))
         if name in CHARTS:
             wait_for_charts(page, CHARTS[name])
-        overlaps += [f"{name}: {hit}" for hit in chart_text_overlaps(page)]
+        overlaps += [f"{name}: {hit}" for hit in chart_text_overlaps(page) + crowded_bar_labels(page)]
         shot = screenshot(page, name)
         assert shot.stat().st_size > 20_000
         if name in NARROW:

@@ -72,6 +72,8 @@ def test_bundled_results_load_with_one_click_and_share_as_one_png(server, page, 
     bh.wait_for_charts(page, 2)
     bh.no_exception(page)
     assert bh.query(page)[key] == "1"
+    assert bh.chart_text_overlaps(page) == bh.crowded_bar_labels(page) == []  # timing: the first shape is in two
+    # files, its bars side by side
     img = _share(page, name_start)
     assert img.width >= 1600 and img.height > panels * 560 + 200  # the charts, the table and the stamp
     stamp = img.text["Description"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import itertools
 import json
 from pathlib import Path
 
@@ -80,15 +81,15 @@ def result_sources(
 ) -> tuple[dict, dict]:
     """A page's results: an uploader of results files (widget key f"{key}_files"), the bundled ones behind
     bundled_button(bundled_key, topk), and this session's run (offered as a JSON download), each labelled by its
-    GPU: {label: document}, {label: where it came from}. A file that is not a results file is refused in words;
-    results already loaded (the same file twice) are shown once."""
+    GPU, and by where it came from too where several share a GPU: {label: document}, {label: where it came from}. A
+    file that is not a results file is refused in words; results already loaded (the same file twice) are shown once."""
     # no type filter and a little more than the limit, as the sidebar's uploader: a file of another type or over
     # the limit is refused below in our words, not by Streamlit ("... files are not allowed", "File must be ...")
     files = st.file_uploader(
         label, accept_multiple_files=True, key=f"{key}_files", help=help, max_upload_size=UPLOAD_MB
     )
     bundled = bundled_button(bundled_key, topk)
-    sources, origins, seen, taken = {}, {}, {}, set()
+    found, seen = [], {}
 
     def add(doc: dict, origin: str) -> None:
         digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
@@ -96,8 +97,7 @@ def result_sources(
             st.caption(f"{as_text(origin)} holds the same results as {as_text(seen[digest])}: shown once.")
             return
         seen[digest] = origin
-        label = _label(doc.get("meta", {}), origin, taken)
-        sources[label], origins[label] = doc, origin
+        found.append((doc, origin))
 
     if run:
         add(run, "this run")
@@ -121,6 +121,22 @@ def result_sources(
             add(load_results(data), f.name)
         except explorer.ExplorerError as exc:
             st.error(as_text(f"{f.name}: {exc}"))  # the name and the values it quotes come from the file
+    return labelled(found)
+
+
+def labelled(found: list[tuple[dict, str]]) -> tuple[dict, dict]:
+    """Results documents and where each came from, labelled by GPU: {label: document}, {label: where it came from}.
+    Where several share a GPU, each label names where it came from too ("NVIDIA H200 (sweep-fast.json)"), so no
+    file goes by the GPU's name alone beside another of the same GPU."""
+    gpus = [str(doc.get("meta", {}).get("gpu") or origin) for doc, origin in found]
+    sources, origins = {}, {}
+    for (doc, origin), gpu in zip(found, gpus):
+        label = first = gpu if gpus.count(gpu) == 1 else f"{gpu} ({origin})"
+        for n in itertools.count(2):  # two uploads of one name: the second is "... #2"
+            if label not in sources:
+                break
+            label = f"{first} #{n}"
+        sources[label], origins[label] = doc, origin
     return sources, origins
 
 
@@ -182,11 +198,3 @@ def meta_stamp(meta: dict) -> str:
 def chart_stamp(part: pd.DataFrame, sources: dict[str, dict]) -> str:
     """The charts' stamp for results rows: each file's GPU, CUDA, CuPy and date, one line each (once)."""
     return "<br>".join(dict.fromkeys(meta_stamp(sources[s].get("meta", {})) for s in part["source"]))
-
-
-def _label(meta: dict, filename: str, taken: set) -> str:
-    label = str(meta.get("gpu") or filename)
-    if label in taken:
-        label = f"{label} ({filename})"
-    taken.add(label)
-    return label

@@ -39,10 +39,13 @@ def spread(part: pd.DataFrame) -> dict:
 
 
 def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure, go.Figure]:
-    """Median µs with p10–p90 bars, and GB/s with % of the copy bandwidth, one bar group per source."""
+    """Median µs with p10–p90 bars, and GB/s with % of the copy bandwidth, one bar group per source (several: each
+    bar's label the bare percentage, so that neighbours' labels do not run into each other)."""
     t = go.Figure()
     g = go.Figure()
-    for i, (source, part) in enumerate(df.groupby("source", sort=False)):
+    groups = df.groupby("source", sort=False)
+    pct_label = "{:.0f}% of copy" if groups.ngroups == 1 else "{:.0f}%"
+    for i, (source, part) in enumerate(groups):
         color = COLORS[i % len(COLORS)]
         names = [f"{n} ({k})" if k not in ("variant", n) else n for n, k in zip(part["name"], part["kind"])]
         patterns = [{"peer": "/", "copy": "."}.get(k, "") for k in part["kind"]]
@@ -60,15 +63,15 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure,
             go.Bar(
                 **bars,
                 y=part["gbps"],
-                text=[f"{p:.0f}% of copy" if np.isfinite(p) else "" for p in pct],
+                text=[pct_label.format(p) if np.isfinite(p) else "" for p in pct],
                 textposition="outside",
                 hovertemplate="%{x}<br>%{y:.1f} GB/s<extra>" + source + "</extra>",
             )
         )
     t.update_yaxes(title_text="median time per launch (µs), bars p10–p90")
-    g.update_yaxes(title_text="effective bandwidth (GB/s)")
+    g.update_yaxes(title_text="effective bandwidth (GB/s)" + ("" if groups.ngroups == 1 else ", labels % of copy"))
     for f in (t, g):
-        f.update_layout(barmode="group", showlegend=True)
+        f.update_layout(barmode="group", bargroupgap=0.06, showlegend=True)
         f.update_xaxes(title_text="kernel (variants, peers, copy)")
     return (finish(t, f"{title}: time", stamp, height=460), finish(g, f"{title}: bandwidth", stamp, height=460))
 

@@ -149,7 +149,12 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
             icon=":material/error:",
         )
     st.caption(TIMES_CAPTION)
-    show_table(table[shown], hide_index=True, key="table_timing", column_config=TIMING_COLUMNS)
+    # block size 0: the kernel (fast, a peer, the copy) chooses its own launch; shown as no value, kept in the CSV
+    shown_table = table[shown]
+    if "block_size" in shown_table:
+        size = pd.to_numeric(shown_table["block_size"], errors="coerce")
+        shown_table = shown_table.assign(block_size=size.where(size > 0))
+    show_table(shown_table, hide_index=True, key="table_timing", column_config=TIMING_COLUMNS)
     csv_download(table, slug, "csv_timing", index=False)
     share_button(
         "share_timing",
