@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("streamlit")
-from test_app import charts, frame, goto, make, ok  # the AppTest page helpers
+from test_app import arr, charts, frame, goto, make, ok  # the AppTest page helpers
 
 from explorer import bench
 from ui import figures, results, topk_timing
@@ -239,7 +239,7 @@ def test_timing_page_loads_the_bundled_results_with_one_button():
     assert not any("top-" in s for s in shapes)  # topk.json belongs to the top-k page
     assert _query(at)["bench_bundled"] == "1"
     assert "Remove the bundled NVIDIA H200 results" in _labels(at)
-    assert len(charts(at)) == 2 and "Download share image (PNG)" in [b.label for b in at.download_button]
+    assert len(charts(at)) == 3 and "Download share image (PNG)" in [b.label for b in at.download_button]
     at.button(key="bench_bundled_button").click().run()
     ok(at)
     assert not charts(at) and "bench_bundled" not in _query(at)
@@ -265,7 +265,7 @@ def test_a_shape_in_two_bundled_files_shows_both_by_file_with_short_labels_and_n
     at.button(key="bench_bundled_button").click().run()
     at.selectbox(key="tshape").set_value("4096×32768 float32 acc float32").run()
     ok(at)
-    time, bandwidth = charts(at)
+    time, bandwidth, _ = charts(at)
     names = ["NVIDIA H200 (cluster-exchange.json)", "NVIDIA H200 (sweep-fast.json)"]
     assert [d["name"] for d in time["data"]] == names == [d["name"] for d in bandwidth["data"]]
     labels = [text for d in bandwidth["data"] for text in d["text"]]
@@ -277,6 +277,83 @@ def test_a_shape_in_two_bundled_files_shows_both_by_file_with_short_labels_and_n
     ok(at)
     one = charts(at)[1]["data"]
     assert len({d["name"] for d in one}) == 1 and all(t.endswith("% of copy") for d in one for t in d["text"] if t)
+
+
+def test_the_chosen_shapes_kernels_are_drawn_across_every_width_a_file_measured():
+    """Across widths: the sweep's 13 widths of 2^27 fp32 elements, a line per kernel at the file's device-time % of
+    copy, the chosen width circled, every other power of two ticked; the wide step's and the odd widths' files (5 and 4
+    of those widths) one choice away, and in a link; a shape that no file measured at several widths (the story's)
+    has no such chart."""
+    at = goto(make(), "timing")
+    at.button(key="bench_bundled_button").click().run()
+    at.selectbox(key="tshape").set_value("4096×32768 float32 acc float32").run()
+    ok(at)
+    files = at.selectbox(key="twfile")
+    assert files.options == [  # most widths first: 13, 5, 4 (1000, 5000, 50257, 151936)
+        "NVIDIA H200 (sweep-fast.json)",
+        "NVIDIA H200 (cluster-exchange.json)",
+        "NVIDIA H200 (odd-widths.json)",
+    ]
+    assert files.value == "NVIDIA H200 (sweep-fast.json)"
+    widths = charts(at)[2]
+    sweep = json.loads((results.RESULTS_DIR / "sweep-fast.json").read_text())["results"]
+    want = {
+        r["cols"]: r["pct_copy_device"]
+        for r in sweep
+        if r["name"] == "fast" and r["dtype"] == "float32" and abs(r["rows"] * r["cols"] - 2**27) < 2**17
+    }  # 1000 columns: 134217 rows, 728 elements short of 2^27
+    fast = next(d for d in widths["data"] if d["name"] == "fast")
+    assert len(want) == 13 and list(arr(fast["x"])) == sorted(want)
+    assert list(arr(fast["y"])) == pytest.approx([want[c] for c in sorted(want)])
+    assert {d["name"] for d in widths["data"]} == {
+        "fast",
+        "cupyx 14.2.0",
+        "torch 2.11.0+cu130",
+        "quack 0.6.5",
+        "liger 0.8.5",
+        "the shape above",
+    }
+    circled = next(d for d in widths["data"] if d["name"] == "the shape above")
+    assert set(arr(circled["x"])) == {32768} and widths["layout"]["yaxis"]["title"]["text"] == "% of copy (device time)"
+    assert 1000 in want and widths["layout"]["xaxis"]["tickvals"] == [128, 512, 2048, 8192, 32768, 131072]
+    files.set_value("NVIDIA H200 (cluster-exchange.json)").run()
+    ok(at)
+    fast = next(d for d in charts(at)[2]["data"] if d["name"] == "fast")
+    assert list(arr(fast["x"])) == [32768, 65536, 131072, 151936, 262144]  # 883×151936: 2^27 within 0.1 %
+    again = goto(make(_query(at)), "timing")  # a link to this view shows the same file
+    ok(again)
+    assert again.selectbox(key="twfile").value == "NVIDIA H200 (cluster-exchange.json)" and len(charts(again)) == 3
+    again.selectbox(key="tshape").set_value("65536×1024 float32 acc float32").run()
+    ok(again)
+    assert len(charts(again)) == 2 and not any(w.key == "twfile" for w in again.selectbox)
+
+
+def test_sweep_rows_keep_files_with_several_widths_of_the_chosen_element_count():
+    def row(source, name, rows, cols, kind="variant", us=1.0):
+        return {
+            "source": source,
+            "name": name,
+            "kind": kind,
+            "dtype": "float32",
+            "acc": "float32",
+            "rows": rows,
+            "cols": cols,
+            "median_us": us,
+            "pct_copy": 90.0,
+        }
+
+    df = pd.DataFrame(
+        [row("A", n, 2**20 // c, c) for n in ("fast", "torch") for c in (256, 1024, 4096)]  # three widths: drawn
+        + [row("A", "copy", 2**20 // 256, 256, kind="copy"), row("A", "fast", 1, 2**21)]  # the copy; another count
+        + [row("B", "fast", 2**20 // c, c) for c in (256, 1024)]  # two widths: not a line
+        + [row("C", "fast", 2**20 // c, c) for c in (128, 256, 512, 1024)]
+        + [row("C", "fast", 64, 8192, us=None)]
+    )
+    chosen = df[(df["source"] == "A") & (df["cols"] == 1024)]
+    got = figures.sweep_rows(df, chosen)
+    assert list(dict.fromkeys(got["source"])) == ["C", "A"]  # most widths first; B has two, 2^21 is another count
+    assert sorted(got[got["source"] == "A"]["cols"]) == [256, 256, 1024, 1024, 4096, 4096]
+    assert set(got["name"]) == {"fast", "torch"} and 8192 not in set(got["cols"])  # no copy, no untimed row
 
 
 def test_the_same_results_uploaded_twice_or_bundled_are_shown_once():

@@ -184,8 +184,10 @@ def test_timing_figures_side_by_side():
     np.testing.assert_allclose(h200.error_y.array, [1.0, 0.8, 0.9, 0.5])
     np.testing.assert_allclose(h200.error_y.arrayminus, [0.5, 0.4, 0.45, 0.25])
     assert "cupyx (peer)" in list(h200.x)
-    assert g.data[0].text[0] == "50% of copy"
+    assert g.data[0].text[0] == "50%" and g.layout.yaxis.title.text.endswith("labels % of copy")  # two sources
     assert "µs" in t.layout.yaxis.title.text and "GB/s" in g.layout.yaxis.title.text
+    _, one = figures.timing_figures(df[df["source"] == "H200"], "4096×4096 float32", STAMP)
+    assert one.data[0].text[0] == "50% of copy" and one.layout.yaxis.title.text == "effective bandwidth (GB/s)"
 
 
 def test_timing_results_are_checked_by_the_harness_s_loader():

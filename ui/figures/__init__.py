@@ -34,6 +34,8 @@ from .step import (
 from .timing import (
     results_frame,
     shape_label,
+    sweep_figure,
+    sweep_rows,
     timing_figures,
     topk_bars_figure,
     topk_figure,
@@ -84,6 +86,8 @@ __all__ = [
     "stamp_text",
     "step_figure",
     "step_numbers",
+    "sweep_figure",
+    "sweep_rows",
     "timing_figures",
     "topk_bars_figure",
     "topk_figure",

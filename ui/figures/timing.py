@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .common import COLORS, REF_COLOR, finish, legend_right, note_above, plotly_text, stamp_lines_below
+from .common import COLORS, REF_COLOR, finish, legend_right, note_above, plotly_text, stamp_below, stamp_lines_below
 
 
 def results_frame(sources: dict[str, dict]) -> pd.DataFrame:
@@ -74,6 +74,82 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure,
         f.update_layout(barmode="group", bargroupgap=0.06, showlegend=True)
         f.update_xaxes(title_text="kernel (variants, peers, copy)")
     return (finish(t, f"{title}: time", stamp, height=460), finish(g, f"{title}: bandwidth", stamp, height=460))
+
+
+SWEEP_MIN_WIDTHS = 3  # a file's shapes of one dtype and element count make a line across widths from this many
+SWEEP_COUNT_TOLERANCE = 1e-3  # element counts this close are one count: rows filling 2^27 at a width not dividing it
+TICK_SPACING = 0.5  # decades between width ticks at least: every other power of two, level, in a narrow chart too
+
+
+def sweep_rows(df: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
+    """The rows to draw across widths for the chosen shape's rows: its kernels (no copy) at every width of the same
+    dtype, accumulator and element count (rows × cols, within SWEEP_COUNT_TOLERANCE) that a file measured, from files
+    with SWEEP_MIN_WIDTHS widths of it or more (those with the most widths first); timed rows only."""
+    r = chosen.iloc[0]
+    count = r["rows"] * r["cols"]
+    same = (
+        (df["dtype"] == r["dtype"])
+        & (df["acc"] == r["acc"])
+        & ((df["rows"] * df["cols"] - count).abs() <= SWEEP_COUNT_TOLERANCE * count)
+        & df["name"].isin(set(chosen["name"]))
+        & (df["kind"] != "copy")
+        & pd.to_numeric(df["median_us"], errors="coerce").notna()
+    )
+    part = df[same]
+    widths = part.groupby("source", sort=False)["cols"].nunique()
+    kept = widths[widths >= SWEEP_MIN_WIDTHS].sort_values(ascending=False, kind="stable").index
+    return pd.concat([part[part["source"] == s] for s in kept] or [part.iloc[0:0]], ignore_index=True)
+
+
+def width_label(cols: int) -> str:
+    return f"{cols // 1024}K" if cols >= 1024 and cols % 1024 == 0 else f"{cols:,}"
+
+
+def width_ticks(widths: list[int]) -> list[int]:
+    """The widths to tick on a log axis: powers of two first, then the others TICK_SPACING decades from every tick."""
+    ticks: list[int] = []
+    for w in sorted(widths, key=lambda w: (w & (w - 1) != 0, w)):
+        if all(abs(math.log10(w / t)) >= TICK_SPACING for t in ticks):
+            ticks.append(w)
+    return sorted(ticks)
+
+
+def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str) -> go.Figure:
+    """One file's rows across widths (sweep_rows): % of copy against width, one line per kernel, from device time
+    where every point has it, else event time (the axis says which); the chosen width's points circled."""
+    device = "pct_copy_device" in part and part["pct_copy_device"].notna().all()
+    field = "pct_copy_device" if device else "pct_copy"
+    fig = go.Figure()
+    fig.add_hline(y=100, line=dict(color=REF_COLOR, width=1, dash="dot"))
+    for i, (name, line) in enumerate(part.groupby("name", sort=False)):
+        line = line.sort_values("cols")
+        fig.add_trace(
+            go.Scatter(
+                x=line["cols"],
+                y=line[field].astype(float),
+                name=name,
+                mode="lines+markers",
+                line=dict(color=COLORS[i % len(COLORS)]),
+                customdata=line["rows"],
+                hovertemplate=f"{name}<br>%{{customdata}}×%{{x:d}}<br>%{{y:.1f}}% of copy<extra></extra>",
+            )
+        )
+    here = part[part["cols"] == chosen_cols]
+    fig.add_trace(
+        go.Scatter(
+            x=here["cols"],
+            y=here[field].astype(float),
+            name="the shape above",
+            mode="markers",
+            marker=dict(symbol="circle-open", size=16, color=REF_COLOR, line=dict(width=1.5)),
+            hoverinfo="skip",
+        )
+    )
+    ticks = width_ticks(sorted(set(part["cols"])))
+    labels = [width_label(w) for w in ticks]
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=labels, tickangle=0, title_text="row width (cols)")
+    fig.update_yaxes(title_text=f"% of copy ({'device' if device else 'event'} time)", rangemode="tozero")
+    return stamp_below(legend_right(finish(fig, title, stamp, height=460)))
 
 
 TOPK_NAMES = {

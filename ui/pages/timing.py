@@ -24,7 +24,11 @@ from ..results import (
 from ..share import share_button
 from ..state import file_slug
 
-PARAMS = (Param("tshape", "text", ""), Param("bench_bundled", "flag", False, sparse=True))  # bundled: ui/results.py
+PARAMS = (  # bench_bundled: ui/results.py
+    Param("tshape", "text", ""),
+    Param("bench_bundled", "flag", False, sparse=True),
+    Param("twfile", "text", "", sparse=True),  # the file drawn across widths, where several measured them
+)
 
 TABLE_COLUMNS = [
     *("source", "name", "version", "kind", "dtype", "acc", "rows", "cols", "block_size"),
@@ -105,13 +109,15 @@ def render(cfg) -> None:
         topk=False,
     )
     if sources:
-        _show_results(_chosen_rows(cfg, sources), sources, origins)
+        df = figures.results_frame(sources)
+        chosen = _chosen_rows(cfg, df)
+        _show_results(chosen, sources, origins)
+        _across_widths(df, chosen, sources)
 
 
-def _chosen_rows(cfg, sources: dict[str, dict]) -> pd.DataFrame:
+def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
     """The results of the shape chosen here: copy and peers, and the sidebar's variants (every variant measured
     where none of them is)."""
-    df = figures.results_frame(sources)
     df["shape"] = df.apply(figures.shape_label, axis=1)
     shapes = list(dict.fromkeys(df["shape"]))
     ensure_choice("tshape", shapes)
@@ -165,6 +171,35 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
         share_stamp(chosen, sources, origins),
         ss["tshape"],
         TIMING_COLUMNS,
+    )
+
+
+def _across_widths(df: pd.DataFrame, chosen: pd.DataFrame, sources: dict[str, dict]) -> None:
+    """The chosen shape's kernels at every width of its dtype and element count that a file measured, as % of copy:
+    where each kernel reaches the copy's bandwidth, and where it falls off. One file at a time, where several did."""
+    part = figures.sweep_rows(df, chosen.drop(index=failed(chosen).index))
+    if part.empty:
+        return
+    r = chosen.iloc[0]
+    elements = int(r["rows"]) * int(r["cols"])
+    st.subheader("Across widths")
+    files = list(dict.fromkeys(part["source"]))
+    if len(files) > 1:
+        ensure_choice("twfile", files)
+        st.selectbox(
+            "Results file", files, key="twfile", help="Files that measured this dtype at several widths, most first."
+        )
+    source = ss["twfile"] if len(files) > 1 else files[0]
+    part = part[part["source"] == source]
+    about = "" if (part["rows"] * part["cols"] == elements).all() else "≈ "
+    title = f"% of copy against width: {r['dtype']} acc {r['acc']}, {about}{elements:,} elements"
+    title = f"{figures.plotly_text(title)}<br><sup>{figures.plotly_text(source)}</sup>"  # the file on a line of its own
+    fig = figures.sweep_figure(display_names(part), int(r["cols"]), title, chart_stamp(part, sources))
+    chart(fig, file_slug("softmax_widths", r["dtype"], f"acc-{r['acc']}", str(elements)), "chart_widths")
+    st.caption(
+        f"Every width at which the file measured {elements:,} {r['dtype']} elements (within 0.1 %: rows filling them "
+        "at a width that does not divide them), the kernels shown above, one line each; 100 % is a copy of the same "
+        "bytes in the same run. Circled: the width chosen above."
     )
 
 
