@@ -208,10 +208,11 @@ def query(pg) -> dict:
 
 def choose(pg, label: str, option: str) -> None:
     """Pick `option` in the select box labelled `label` (scrolled into view first: a box at the viewport's
-    edge opens no list)."""
+    edge opens no list; the option typed, so that a long list, which draws only the options in view, shows it)."""
     box = pg.get_by_test_id("stSelectbox").filter(has_text=label).first
     box.scroll_into_view_if_needed()
     box.get_by_role("combobox").click()
+    pg.keyboard.type(option)
     pg.get_by_role("option", name=option, exact=True).click()
     settle(pg)
 

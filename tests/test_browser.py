@@ -50,7 +50,7 @@ PAGE_QUERIES = {
     "precision": "&prec_max=10",
     "topk": "&dist=zipf&dtype=float16&tk_vocab=50257&tk_k=16",
 }
-CHARTS = {"outputs": 2, "step": 2, "errors": 1, "precision": 5, "topk": 1, "timing": 2}
+CHARTS = {"outputs": 2, "step": 2, "errors": 1, "precision": 5, "topk": 1, "timing": 3}
 # checked again at 1000 px: the page as it is, or (step) the merge tree of a 1024-thread block
 NARROW = {"outputs": None, "errors": None, "step": f"step{EVERY_VARIANT_QUERY}&tv=online_block&mlevel=1024"}
 
@@ -173,9 +173,15 @@ def test_every_page_renders_without_overlapping_texts_and_is_captured(server, pa
         page.goto(f"{server}/{path}{EVERY_VARIANT_QUERY}{PAGE_QUERIES.get(name, '')}")
         settle(page, timeout=120)
         no_exception(page)
-        if name == "timing":
+        if name == "timing":  # the bundled H200 results and an uploaded file; the screenshot shows the H200's
+            page.get_by_role("button", name="Load the bundled NVIDIA H200 results").click()
+            settle(page)
             page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(bench_file(tmp_path)))
             settle(page)
+            choose(page, "Shape and dtype", "4096×4096 float32 acc float32")  # the upload's shape
+            assert shown(page.get_by_text("EXAMPLE (synthetic numbers)").first)
+            choose(page, "Shape and dtype", "4096×32768 float32 acc float32")  # in the sweep and the wide step
+            page.mouse.move(0, 0)  # no tooltip left open
             no_exception(page)
         if name == "kernels":
             assert shown(page.get_by_test_id("stCode"))
