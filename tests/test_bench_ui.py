@@ -266,6 +266,7 @@ def test_a_shape_in_two_bundled_files_shows_both_by_file_with_short_labels_and_n
     at.selectbox(key="tshape").set_value("4096×32768 float32 acc float32").run()
     ok(at)
     time, bandwidth, _ = charts(at)
+    assert time["layout"]["yaxis"]["type"] == "linear"  # 256-2170 µs
     names = ["NVIDIA H200 (cluster-exchange.json)", "NVIDIA H200 (sweep-fast.json)"]
     assert [d["name"] for d in time["data"]] == names == [d["name"] for d in bandwidth["data"]]
     labels = [text for d in bandwidth["data"] for text in d["text"]]
@@ -326,6 +327,50 @@ def test_the_chosen_shapes_kernels_are_drawn_across_every_width_a_file_measured(
     again.selectbox(key="tshape").set_value("65536×1024 float32 acc float32").run()
     ok(again)
     assert len(charts(again)) == 2 and not any(w.key == "twfile" for w in again.selectbox)
+
+
+def test_the_bars_show_device_time_where_every_result_has_it_else_event_time():
+    """fp32 1×1M in the long-rows file: device time (6.5 µs, the kernel alone) by default, event time (15 µs, launch
+    gaps included) one click away and in a link; GB/s and the % labels follow the time shown. A file without device
+    times shows event time and says why."""
+    at = goto(make(), "timing")
+    at.button(key="bench_bundled_button").click().run()
+    at.selectbox(key="tshape").set_value("1×1048576 float32 acc float32").run()
+    ok(at)
+    long_rows = json.loads((results.RESULTS_DIR / "long-rows.json").read_text())["results"]
+    want = next(r for r in long_rows if r["name"] == "fast" and r["dtype"] == "float32" and r["cols"] == 2**20)
+    assert at.radio(key="ttime").value == "device" and not at.radio(key="ttime").disabled
+
+    def fast_bars():
+        time, bandwidth = charts(at)[:2]
+        at_fast = list(time["data"][0]["x"]).index("fast")
+        return (
+            arr(time["data"][0]["y"])[at_fast],
+            arr(bandwidth["data"][0]["y"])[at_fast],
+            bandwidth["data"][0]["text"][at_fast],
+            time["layout"]["yaxis"]["title"]["text"],
+        )
+
+    us, gbps, label, axis = fast_bars()
+    assert us == pytest.approx(want["device_us"]) and gbps == pytest.approx(want["gbps_device"])
+    assert label == f"{want['pct_copy_device']:.0f}% of copy" and "device time" in axis
+    assert charts(at)[0]["layout"]["yaxis"]["type"] == "log" and "(µs, log)" in axis  # cupyx: 356 µs
+    at.radio(key="ttime").set_value("event").run()
+    ok(at)
+    us, gbps, label, axis = fast_bars()
+    assert us == pytest.approx(want["median_us"]) and gbps == pytest.approx(want["gbps"])
+    assert label == f"{want['pct_copy']:.0f}% of copy" and "event time" in axis and _query(at)["ttime"] == "event"
+    assert goto(make(_query(at)), "timing").radio(key="ttime").value == "event"
+    plain = goto(make(), "timing")
+    doc = softmax_doc("H100")
+    for r in doc["results"]:
+        r["device_us"] = r["device_p10_us"] = r["device_p90_us"] = r["pct_copy_device"] = None
+    plain.file_uploader(key="bench_files").set_value(
+        [("h100.json", json.dumps(doc).encode(), "application/json")]
+    ).run()
+    ok(plain)
+    assert plain.radio(key="ttime").disabled and "event time" in charts(plain)[0]["layout"]["yaxis"]["title"]["text"]
+    assert any("Device time is not in every result of this shape" in c.value for c in plain.caption)
 
 
 def test_sweep_rows_keep_files_with_several_widths_of_the_chosen_element_count():

@@ -187,7 +187,9 @@ def test_timing_figures_side_by_side():
     assert g.data[0].text[0] == "50%" and g.layout.yaxis.title.text.endswith("labels % of copy")  # two sources
     assert "µs" in t.layout.yaxis.title.text and "GB/s" in g.layout.yaxis.title.text
     _, one = figures.timing_figures(df[df["source"] == "H200"], "4096×4096 float32", STAMP)
-    assert one.data[0].text[0] == "50% of copy" and one.layout.yaxis.title.text == "effective bandwidth (GB/s)"
+    assert (
+        one.data[0].text[0] == "50% of copy" and one.layout.yaxis.title.text == "effective bandwidth (GB/s, event time)"
+    )
 
 
 def test_timing_results_are_checked_by_the_harness_s_loader():

@@ -32,6 +32,7 @@ from .step import (
     step_numbers,
 )
 from .timing import (
+    TIME_FIELDS,
     results_frame,
     shape_label,
     sweep_figure,
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_HEAT_LANES",
     "MAX_HEAT_STEPS",
     "MAX_POINTS",
+    "TIME_FIELDS",
     "StepNumbers",
     "bits_html",
     "chart_config",

@@ -27,20 +27,34 @@ def shape_label(row) -> str:
     return f"{int(row['rows'])}×{int(row['cols'])} {row['dtype']} acc {row['acc']}"
 
 
-def spread(part: pd.DataFrame) -> dict:
-    """Error bars from the median down to p10 and up to p90 (µs)."""
+# A results row's times in each of its two measures (explorer/harness.py), and the % of copy from each
+TIME_FIELDS = {
+    "event": {"us": "median_us", "p10": "p10_us", "p90": "p90_us", "pct": "pct_copy"},
+    "device": {"us": "device_us", "p10": "device_p10_us", "p90": "device_p90_us", "pct": "pct_copy_device"},
+}
+TIME_AXIS = {"event": "event time per launch ({}), bars p10–p90", "device": "device time per call ({}), bars p10–p90"}
+
+
+LOG_TIME_RATIO = 20  # the time chart's axis is logarithmic where its longest bar is this many times its shortest
+
+
+def spread(part: pd.DataFrame, time: str = "event") -> dict:
+    """Error bars from the median down to p10 and up to p90 (µs), of event or device time."""
+    f = TIME_FIELDS[time]
     return dict(
         type="data",
         symmetric=False,
-        array=part["p90_us"] - part["median_us"],
-        arrayminus=part["median_us"] - part["p10_us"],
+        array=part[f["p90"]] - part[f["us"]],
+        arrayminus=part[f["us"]] - part[f["p10"]],
         thickness=1.5,
     )
 
 
-def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure, go.Figure]:
-    """Median µs with p10–p90 bars, and GB/s with % of the copy bandwidth, one bar group per source (several: each
-    bar's label the bare percentage, so that neighbours' labels do not run into each other)."""
+def timing_figures(df: pd.DataFrame, title: str, stamp: str, time: str = "event") -> tuple[go.Figure, go.Figure]:
+    """Median µs with p10–p90 bars (on a log axis where they span more than LOG_TIME_RATIO), and GB/s with % of the
+    copy bandwidth, of event or device time (TIME_FIELDS), one bar group per source (several: each bar's label the
+    bare percentage, so that neighbours' labels do not run into each other)."""
+    f = TIME_FIELDS[time]
     t = go.Figure()
     g = go.Figure()
     groups = df.groupby("source", sort=False)
@@ -53,23 +67,29 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str) -> tuple[go.Figure,
         t.add_trace(
             go.Bar(
                 **bars,
-                y=part["median_us"],
-                error_y=spread(part),
+                y=part[f["us"]],
+                error_y=spread(part, time),
                 hovertemplate="%{x}<br>median %{y:.2f} µs<extra>" + source + "</extra>",
             )
         )
-        pct = part["pct_copy"].astype(float)
+        pct = part[f["pct"]].astype(float) if f["pct"] in part else pd.Series(np.nan, index=part.index)
         g.add_trace(
             go.Bar(
                 **bars,
-                y=part["gbps"],
+                y=part["bytes_moved"].astype(float) / part[f["us"]].astype(float) / 1e3,  # GB/s
                 text=[pct_label.format(p) if np.isfinite(p) else "" for p in pct],
                 textposition="outside",
                 hovertemplate="%{x}<br>%{y:.1f} GB/s<extra>" + source + "</extra>",
             )
         )
-    t.update_yaxes(title_text="median time per launch (µs), bars p10–p90")
-    g.update_yaxes(title_text="effective bandwidth (GB/s)" + ("" if groups.ngroups == 1 else ", labels % of copy"))
+    us = pd.to_numeric(df[f["us"]], errors="coerce")
+    log = bool((us > 0).any()) and us.max() > LOG_TIME_RATIO * us[us > 0].min()
+    t.update_yaxes(title_text=TIME_AXIS[time].format("µs, log" if log else "µs"), type="log" if log else "linear")
+    if log:
+        t.update_yaxes(dtick=1, exponentformat="none")  # 1, 10, 100, ... µs
+    g.update_yaxes(
+        title_text=f"effective bandwidth (GB/s, {time} time)" + ("" if groups.ngroups == 1 else ", labels % of copy")
+    )
     for f in (t, g):
         f.update_layout(barmode="group", bargroupgap=0.06, showlegend=True)
         f.update_xaxes(title_text="kernel (variants, peers, copy)")

@@ -28,6 +28,7 @@ PARAMS = (  # bench_bundled: ui/results.py
     Param("tshape", "text", ""),
     Param("bench_bundled", "flag", False, sparse=True),
     Param("twfile", "text", "", sparse=True),  # the file drawn across widths, where several measured them
+    Param("ttime", "word", "device", choices=tuple(figures.TIME_FIELDS)[::-1], sparse=True),  # the bars' time
 )
 
 TABLE_COLUMNS = [
@@ -135,9 +136,9 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
     """The chosen rows' time and bandwidth charts, their table with its downloads, and the share image."""
     stamp = chart_stamp(chosen, sources)
     broken = failed(chosen)
-    t, g = figures.timing_figures(
-        display_names(chosen.drop(index=broken.index)), figures.plotly_text(ss["tshape"]), stamp
-    )
+    timed = chosen.drop(index=broken.index)
+    time = _time_shown(timed)
+    t, g = figures.timing_figures(display_names(timed), figures.plotly_text(ss["tshape"]), stamp, time)
     figures.stamp_lines_below(t, g)
     slug = file_slug("softmax_timing", *ss["tshape"].split())
     chart(t, slug + "_time", "chart_time")
@@ -145,9 +146,9 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
     table = chosen[[c for c in TABLE_COLUMNS if c in chosen.columns]].reset_index(drop=True)
     shown = [c for c in table.columns if c not in ("dtype", "acc", "rows", "cols")]  # the shape is chosen above
     st.caption(
-        "Bars: event time, p10–p90 spread. Hatched: peers (/, with their versions) and the copy baseline (.). "
+        f"Bars: {time} time, p10–p90 spread. Hatched: peers (/, with their versions) and the copy baseline (.). "
         "GB/s = bytes moved / median time; % of copy: against a device-to-device copy of the same bytes "
-        "measured in the same run, from event time and (table) from device time."
+        f"measured in the same run, from the same {time} time (the table has both)."
     )
     if len(broken):
         st.warning(
@@ -172,6 +173,28 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
         ss["tshape"],
         TIMING_COLUMNS,
     )
+
+
+def _time_shown(timed: pd.DataFrame) -> str:
+    """The time the bars show: the choice of device time (CUPTI, the kernels alone) or event time (what a Python loop
+    sees), device where every row of the shape has it; event time, and why, where one does not."""
+    device = "device_us" in timed and pd.to_numeric(timed["device_us"], errors="coerce").notna().all()
+    st.radio(
+        "Time shown",
+        tuple(figures.TIME_FIELDS)[::-1],
+        key="ttime",
+        horizontal=True,
+        disabled=not device,
+        format_func={"device": "device (CUPTI: the kernels alone)", "event": "event (CUDA events: per launch)"}.get,
+        help="Device time: the kernels' own durations from CUPTI records. Event time: CUDA events around each launch, "
+        "launch gaps included. They agree on large problems; on small ones (a few µs) event time is mostly launch.",
+    )
+    if not device:
+        st.caption(
+            "Device time is not in every result of this shape (a file measured without torch): event time shown."
+        )
+        return "event"
+    return ss["ttime"]
 
 
 def _across_widths(df: pd.DataFrame, chosen: pd.DataFrame, sources: dict[str, dict]) -> None:
