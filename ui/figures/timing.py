@@ -88,7 +88,9 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str, time: str = "event"
     if log:
         t.update_yaxes(dtick=1, exponentformat="none")  # 1, 10, 100, ... µs
     g.update_yaxes(
-        title_text=f"effective bandwidth (GB/s, {time} time)" + ("" if groups.ngroups == 1 else ", labels % of copy")
+        title_text=f"effective bandwidth (GB/s, {time} time)"
+        if groups.ngroups == 1
+        else f"GB/s ({time} time), labels % of copy"  # no longer than the plot is tall
     )
     for f in (t, g):
         f.update_layout(barmode="group", bargroupgap=0.06, showlegend=True)
