@@ -147,9 +147,13 @@ def test_topk_frame_keeps_torch_lse_and_the_floor():
     fig = figures.topk_figure(table, "t <x>", "stamp")
     bars = fig.data[0]
     assert list(bars.x) == ["topk_fused", "topk_unfused", "torch.softmax + torch.topk", "torch.topk + logsumexp"]
-    assert bars.text[0] == "2.0 MB · 82% of floor (device) · 4.00× torch"
-    assert bars.text[1] == "2.0 MB · 33% of floor · 1.67× torch"  # no device time: the event figure
-    assert bars.name == "GPU" and fig.layout.title.text == "t &lt;x&gt;"
+    assert (
+        bars.text[0] == "2.0 MB · 80% of floor · 4.00× torch" and bars.text[1] == "2.0 MB · 33% of floor · 1.67× torch"
+    )
+    assert bars.name == "GPU" and fig.layout.title.text == "t &lt;x&gt;" and "event time" in fig.layout.yaxis.title.text
+    device = figures.topk_figure(topk_timing.topk_table(df, "device"), "t", "stamp", "device").data[0]
+    assert list(device.y) == [22.0, 95.0, 47.0]  # topk_unfused has no device time: no bar
+    assert device.text[0] == "2.0 MB · 82% of floor · 4.32× torch"  # 95 µs of torch over 22, both device time
 
 
 def test_topk_page_shows_the_floor_and_torch_lse():
@@ -163,6 +167,31 @@ def test_topk_page_shows_the_floor_and_torch_lse():
     assert fig["data"][0]["name"] == "&lt;b&gt;GPU&lt;/b&gt; &amp; co"
     table = at.dataframe[3].value
     assert {"pct_floor", "pct_floor_device", "device_us", "version"} <= set(table.columns)
+
+
+def test_topk_timing_shows_device_time_by_default_and_event_time_on_request():
+    """The bundled top-k file: bars, labels and speed-ups from device time, then from event time (and in a link)."""
+    at = goto(make({"rows": "4", "cols": "100", "variants": "online_warp"}), "topk")
+    at.button(key="tk_bundled_button").click().run()
+    at.selectbox(key="tk_tshape").set_value("512×128256 float32 top-8").run()
+    ok(at)
+    rows = [
+        r
+        for r in json.loads((results.RESULTS_DIR / "topk.json").read_text())["results"]
+        if (r["rows"], r["cols"], r["dtype"], r.get("k")) == (512, 128256, "float32", 8)
+    ]
+    by_name = {r["name"]: r for r in rows}
+    order = ["topk_fused", "topk_unfused", "torch", "torch_lse"]
+    assert at.radio(key="tk_ttime").value == "device"
+    bars = charts(at)[1]["data"][0]
+    assert list(arr(bars["y"])) == pytest.approx([by_name[n]["device_us"] for n in order])
+    speed = by_name["torch"]["device_us"] / by_name["topk_fused"]["device_us"]
+    assert bars["text"][0].endswith(f"{speed:.2f}× torch") and "device time" in charts(at)[1]["layout"]["title"]["text"]
+    at.radio(key="tk_ttime").set_value("event").run()
+    ok(at)
+    bars = charts(at)[1]["data"][0]
+    assert list(arr(bars["y"])) == pytest.approx([by_name[n]["median_us"] for n in order])
+    assert _query(at)["tk_ttime"] == "event"
 
 
 def test_topk_speedup_takes_a_null_torch_median_and_torch_twice():

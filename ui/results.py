@@ -35,6 +35,7 @@ TIMES_CAPTION = (
     "On small problems a kernel lasts a few µs and issuing it from Python longer, so the two differ; "
     "on large ones they agree within a few percent."
 )
+TIMES = ("device", "event")  # what a page's bars can show (figures.TIME_FIELDS), the default first
 ss = st.session_state
 
 
@@ -180,6 +181,29 @@ def bundled_button(key: str, topk: bool) -> dict[str, bytes]:
         help=as_text(", ".join(files)),
     )
     return files if ss.get(key) else {}
+
+
+def time_shown(timed: pd.DataFrame, key: str) -> str:
+    """The time a page's bars show, chosen with the radio `key` (a URL parameter, choices TIMES): device time (CUPTI,
+    the kernels alone) or event time (what a Python loop sees), device where every timed row has it; event time, and
+    why, where one does not."""
+    device = "device_us" in timed and pd.to_numeric(timed["device_us"], errors="coerce").notna().all()
+    st.radio(
+        "Time shown",
+        TIMES,
+        key=key,
+        horizontal=True,
+        disabled=not device,
+        format_func={"device": "device (CUPTI: the kernels alone)", "event": "event (CUDA events: per launch)"}.get,
+        help="Device time: the kernels' own durations from CUPTI records. Event time: CUDA events around each launch, "
+        "launch gaps included. They agree on large problems; on small ones (a few µs) event time is mostly launch.",
+    )
+    if not device:
+        st.caption(
+            "Device time is not in every result of this shape (a file measured without torch): event time shown."
+        )
+        return "event"
+    return ss[key]
 
 
 def share_stamp(part: pd.DataFrame, sources: dict[str, dict], origins: dict[str, str]) -> list[str]:

@@ -16,6 +16,7 @@ from .results import (
     chart_stamp,
     result_sources,
     share_stamp,
+    time_shown,
 )
 from .share import share_button
 from .state import file_slug
@@ -36,9 +37,10 @@ TOPK_COLUMNS = TIME_COLUMNS | number_columns(  # the top-k timing table's
 )
 
 
-def topk_table(part: pd.DataFrame) -> pd.DataFrame:
-    """figures.topk_timing_table (speed-up against torch, MB moved) plus version, device time and the floor."""
-    table = figures.topk_timing_table(part)
+def topk_table(part: pd.DataFrame, time: str = "event") -> pd.DataFrame:
+    """figures.topk_timing_table (speed-up against torch from `time`, MB moved) plus version, device time and the
+    floor."""
+    table = figures.topk_timing_table(part, time)
     for c in TOPK_EXTRA:
         if c in part.columns:
             table[c] = part[c].to_numpy()
@@ -91,15 +93,17 @@ def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
 
 def _show_timing(part: pd.DataFrame, sources: dict[str, dict], origins: dict[str, str]) -> None:
     """The chosen shape's chart, its table with the download, and the share image."""
-    table = topk_table(part)
-    fig = figures.topk_figure(table, f"Softmax + top-k, {ss['tk_tshape']}: time per launch", chart_stamp(part, sources))
+    time = time_shown(part[pd.to_numeric(part["median_us"], errors="coerce").notna()], "tk_ttime")
+    table = topk_table(part, time)
+    title = f"Softmax + top-k, {ss['tk_tshape']}: {time} time"
+    fig = figures.topk_figure(table, title, chart_stamp(part, sources), time)
     slug = file_slug("softmax_topk_timing", *ss["tk_tshape"].split())
     chart(fig, slug, "chart_topk_time")
     st.caption(
-        "Bars: median µs per launch with the p10–p90 spread (CUDA events, inputs rotated out of L2). Labels: "
+        f"Bars: median {time} time with the p10–p90 spread (inputs rotated out of L2). Labels: "
         "bytes each pipeline moves, % of the read-once floor (reading the logits once at the rate of a "
-        "device-to-device copy timed in the same run; from device time where measured) and speed-up against "
-        "torch.softmax + torch.topk in the same file. `torch.topk + logsumexp` is the best a user writes "
+        f"device-to-device copy timed in the same run, in {time} time) and speed-up against "
+        "torch.softmax + torch.topk in the same file (the same time). `torch.topk + logsumexp` is the best a user writes "
         "without a fused kernel: `v, i = torch.topk(x, k)`; `p = torch.exp(v - torch.logsumexp(x, -1))`."
     )
     st.caption(TIMES_CAPTION)

@@ -39,8 +39,11 @@ LOG_TIME_RATIO = 20  # the time chart's axis is logarithmic where its longest ba
 
 
 def spread(part: pd.DataFrame, time: str = "event") -> dict:
-    """Error bars from the median down to p10 and up to p90 (µs), of event or device time."""
+    """Error bars from the median down to p10 and up to p90 (µs), of event or device time; none where the results
+    have no spread."""
     f = TIME_FIELDS[time]
+    if f["p10"] not in part or f["p90"] not in part:
+        return dict(visible=False)
     return dict(
         type="data",
         symmetric=False,
@@ -283,14 +286,16 @@ def topk_timing_frame(sources: dict[str, dict]) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def topk_timing_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per row: median and spread, bytes moved, GB/s and the speed-up against torch of the same file and shape."""
+def topk_timing_table(df: pd.DataFrame, time: str = "event") -> pd.DataFrame:
+    """Per row: median and spread (event and device time, where measured), bytes moved, GB/s and the speed-up against
+    torch of the same file and shape, from event or device time (TIME_FIELDS)."""
     out = df.copy()
+    us = TIME_FIELDS[time]["us"]
     # a file's median may be null (a run that did not time) and may name torch twice for a shape (the first counts)
-    torch = pd.to_numeric(out[out["name"] == "torch"].set_index(["source", "shape"])["median_us"], errors="coerce")
+    torch = pd.to_numeric(out[out["name"] == "torch"].set_index(["source", "shape"])[us], errors="coerce")
     torch = torch[~torch.index.duplicated()]
     key = list(zip(out["source"], out["shape"]))
-    medians = pd.to_numeric(out["median_us"], errors="coerce")
+    medians = pd.to_numeric(out[us], errors="coerce")
     out["speedup_vs_torch"] = [torch.get(kk, math.nan) / m if m else math.nan for kk, m in zip(key, medians)]
     out["MB_moved"] = out["bytes_moved"].astype(float) / 1e6
     columns = [
@@ -303,6 +308,9 @@ def topk_timing_table(df: pd.DataFrame) -> pd.DataFrame:
         "median_us",
         "p10_us",
         "p90_us",
+        "device_us",
+        "device_p10_us",
+        "device_p90_us",
         "bytes_moved",
         "MB_moved",
         "gbps",
@@ -312,19 +320,21 @@ def topk_timing_table(df: pd.DataFrame) -> pd.DataFrame:
     return out[[c for c in columns if c in out.columns]].reset_index(drop=True)
 
 
-def _pct_floor_label(r) -> str:
-    for field, basis in (("pct_floor_device", " (device)"), ("pct_floor", "")):
-        v = r.get(field)
-        if v is not None and isinstance(v, (int, float)) and np.isfinite(v):
-            return f" · {v:.0f}% of floor{basis}"
-    return ""
+FLOOR_FIELDS = {"event": "pct_floor", "device": "pct_floor_device"}  # % of the read-once floor from each time
 
 
-def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
-    """Median µs per launch (event time) with p10–p90 bars, one group per source; each bar labelled with the
-    bytes it moves, its % of the read-once floor and its speed-up against torch.softmax + torch.topk."""
+def _pct_floor_label(r, time: str) -> str:
+    v = r.get(FLOOR_FIELDS[time])
+    return f" · {v:.0f}% of floor" if isinstance(v, (int, float)) and np.isfinite(v) else ""
+
+
+def topk_figure(table: pd.DataFrame, title: str, stamp: str, time: str = "event") -> go.Figure:
+    """Median µs with p10–p90 bars, of event or device time (TIME_FIELDS; the table's speed-up from the same), one
+    group per source; each bar labelled with the bytes it moves, its % of the read-once floor and its speed-up against
+    torch.softmax + torch.topk."""
+    f = TIME_FIELDS[time]
     fig = go.Figure()
-    timed = table[table["median_us"].notna()]
+    timed = table[pd.to_numeric(table[f["us"]], errors="coerce").notna()]
     colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
     for i, (source, part) in enumerate(timed.groupby("source", sort=False)):
         order = [n for n in TOPK_NAMES if n in set(part["name"])]
@@ -334,24 +344,24 @@ def topk_figure(table: pd.DataFrame, title: str, stamp: str) -> go.Figure:
             speed = r["speedup_vs_torch"]
             text.append(
                 f"{r['MB_moved']:,.1f} MB"
-                + _pct_floor_label(r)
+                + _pct_floor_label(r, time)
                 + (f" · {speed:.2f}× torch" if math.isfinite(speed) else "")
             )
         fig.add_trace(
             go.Bar(
                 x=[TOPK_NAMES[n] for n in part["name"]],
-                y=part["median_us"],
+                y=part[f["us"]],
                 name=plotly_text(source),
                 marker_color=colors[i % len(colors)],
                 text=text,
                 textposition="outside",
                 marker_pattern_shape=["/" if n.startswith("torch") else "" for n in part["name"]],
-                error_y=spread(part),
+                error_y=spread(part, time),
                 hovertemplate="%{x}<br>median %{y:.2f} µs<br>%{text}<extra>" + plotly_text(source) + "</extra>",
             )
         )
     fig.update_layout(barmode="group", showlegend=True)
-    fig.update_yaxes(title_text="median time per launch (µs), bars p10–p90", rangemode="tozero")
+    fig.update_yaxes(title_text=TIME_AXIS[time].format("µs"), rangemode="tozero")
     fig.update_xaxes(title_text="pipeline (hatched: the torch baselines)")
     fig = finish(fig, plotly_text(title), stamp, height=480)
     stamp_lines_below(fig)

@@ -14,12 +14,14 @@ from ..common import chart, csv_download, ensure_choice, guarded, header, number
 from ..params import Param
 from ..results import (
     TIME_COLUMNS,
+    TIMES,
     TIMES_CAPTION,
     chart_stamp,
     display_names,
     failed,
     result_sources,
     share_stamp,
+    time_shown,
 )
 from ..share import share_button
 from ..state import file_slug
@@ -28,7 +30,7 @@ PARAMS = (  # bench_bundled: ui/results.py
     Param("tshape", "text", ""),
     Param("bench_bundled", "flag", False, sparse=True),
     Param("twfile", "text", "", sparse=True),  # the file drawn across widths, where several measured them
-    Param("ttime", "word", "device", choices=tuple(figures.TIME_FIELDS)[::-1], sparse=True),  # the bars' time
+    Param("ttime", "word", "device", choices=TIMES, sparse=True),  # the bars' time
 )
 
 TABLE_COLUMNS = [
@@ -137,7 +139,7 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
     stamp = chart_stamp(chosen, sources)
     broken = failed(chosen)
     timed = chosen.drop(index=broken.index)
-    time = _time_shown(timed)
+    time = time_shown(timed, "ttime")
     t, g = figures.timing_figures(display_names(timed), figures.plotly_text(ss["tshape"]), stamp, time)
     figures.stamp_lines_below(t, g)
     slug = file_slug("softmax_timing", *ss["tshape"].split())
@@ -173,28 +175,6 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
         ss["tshape"],
         TIMING_COLUMNS,
     )
-
-
-def _time_shown(timed: pd.DataFrame) -> str:
-    """The time the bars show: the choice of device time (CUPTI, the kernels alone) or event time (what a Python loop
-    sees), device where every row of the shape has it; event time, and why, where one does not."""
-    device = "device_us" in timed and pd.to_numeric(timed["device_us"], errors="coerce").notna().all()
-    st.radio(
-        "Time shown",
-        tuple(figures.TIME_FIELDS)[::-1],
-        key="ttime",
-        horizontal=True,
-        disabled=not device,
-        format_func={"device": "device (CUPTI: the kernels alone)", "event": "event (CUDA events: per launch)"}.get,
-        help="Device time: the kernels' own durations from CUPTI records. Event time: CUDA events around each launch, "
-        "launch gaps included. They agree on large problems; on small ones (a few µs) event time is mostly launch.",
-    )
-    if not device:
-        st.caption(
-            "Device time is not in every result of this shape (a file measured without torch): event time shown."
-        )
-        return "event"
-    return ss["ttime"]
 
 
 def _across_widths(df: pd.DataFrame, chosen: pd.DataFrame, sources: dict[str, dict]) -> None:

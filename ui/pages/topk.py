@@ -33,6 +33,7 @@ from ..common import (
     stamp,
 )
 from ..params import Param, ParamTable
+from ..results import TIMES
 from ..state import MAX_DIM, UPLOAD, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text, source_slug
 
 ss = st.session_state
@@ -48,6 +49,7 @@ PARAMS = (
     Param("tk_log", "flag", True, sparse=True, hint="1 (log scale) or 0 (linear) is needed"),
     Param("tk_tshape", "text", "", sparse=True),
     Param("tk_bundled", "flag", False, sparse=True),
+    Param("tk_ttime", "word", "device", choices=TIMES, sparse=True),  # the timing bars' time: ui/results.py
 )
 OPTIONS = ParamTable(PARAMS).options  # what each widget offers: its row's choices
 AGREEMENT_COLUMNS = number_columns({"index agreement": "%.4f", "max rel": "%.2e", "wall ms (not a benchmark)": "%.1f"})
