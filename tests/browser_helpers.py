@@ -298,29 +298,10 @@ def bench_file(tmp_path: Path, name: str = "example_bench.json", **kwargs) -> Pa
     return path
 
 
-_OVERLAPS_JS = """
-() => [...document.querySelectorAll('.js-plotly-plot')].map((plot, i) => {
-  const boxes = [...plot.querySelectorAll('.main-svg text, .main-svg .legendtext')]
+_CLOSE_TEXTS_JS = """
+([selector, gap]) => [...document.querySelectorAll('.js-plotly-plot')].map((plot, i) => {
+  const boxes = [...plot.querySelectorAll(selector)]
     .filter(t => t.textContent.trim() && getComputedStyle(t).display !== 'none' && t.getAttribute('opacity') !== '0')
-    .map(t => ({text: t.textContent.trim(), r: t.getBoundingClientRect()}))
-    .filter(b => b.r.width > 0 && b.r.height > 0);
-  const hits = [];
-  for (let a = 0; a < boxes.length; a++)
-    for (let b = a + 1; b < boxes.length; b++) {
-      const p = boxes[a].r, q = boxes[b].r;
-      const w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
-      const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
-      if (w > 1 && h > 1) hits.push(`chart ${i}: "${boxes[a].text}" × "${boxes[b].text}"`);
-    }
-  return hits;
-}).flat()
-"""
-
-
-_CROWDED_BAR_LABELS_JS = """
-(gap) => [...document.querySelectorAll('.js-plotly-plot')].map((plot, i) => {
-  const boxes = [...plot.querySelectorAll('.main-svg .bartext')]
-    .filter(t => t.textContent.trim())
     .map(t => ({text: t.textContent.trim(), r: t.getBoundingClientRect()}))
     .filter(b => b.r.width > 0 && b.r.height > 0);
   const hits = [];
@@ -339,10 +320,10 @@ _CROWDED_BAR_LABELS_JS = """
 def crowded_bar_labels(pg, gap: float = 3) -> list[str]:
     """Pairs of bar labels in one chart at the same height with less than `gap` pixels between them (touching labels
     read as one: "98% of copy98% of copy"), as 'chart i: "a" × "b"'."""
-    return pg.evaluate(_CROWDED_BAR_LABELS_JS, gap)
+    return pg.evaluate(_CLOSE_TEXTS_JS, [".main-svg .bartext", gap])
 
 
 def chart_text_overlaps(pg) -> list[str]:
     """Every pair of text boxes in one chart's SVG (titles, ticks, labels, legend) whose rectangles overlap by more
     than a pixel each way, as 'chart i: "a" × "b"'."""
-    return pg.evaluate(_OVERLAPS_JS)
+    return pg.evaluate(_CLOSE_TEXTS_JS, [".main-svg text, .main-svg .legendtext", -1])
