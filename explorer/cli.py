@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import NoReturn
 
 from . import api, bench, checks
-from .errors import ExplorerError, InvalidInput
+from .errors import ExplorerError, InvalidInput, shown
 from .inputs import DISTRIBUTIONS, MAX_UPLOAD_BYTES, make_input
 from .numerics import DTYPES
 from .registry import VARIANTS
@@ -35,11 +36,20 @@ def _param(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"parameter {name} must be a number, got {value!r}") from None
 
 
+CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x1f\x7f-\x9f]")  # terminal escapes, control characters
+
+
+def _printable(text: object, limit: int = 60) -> str:
+    """Text from a results file for the terminal: escape sequences and control characters out (a file cannot move
+    the cursor or recolour the screen), runs of white space one space, cut with its length said when long."""
+    return shown(" ".join(CONTROL.sub(" ", str(text)).split()), limit, quoted=False)
+
+
 def _table(rows: list[dict], columns: list[str]) -> str:
     def cell(v):
         if isinstance(v, float):
             return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.0f}"
-        return "—" if v is None else str(v)
+        return "—" if v is None else _printable(v)
 
     body = [[cell(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(c), *(len(b[i]) for b in body)) if body else len(c) for i, c in enumerate(columns)]
@@ -104,7 +114,8 @@ def cmd_run(args) -> int:
     return 0
 
 
-RESULT_COLUMNS = ["name", "dtype", "rows", "cols", "block_size", *bench.EVENT_FIELDS, "gbps", "pct_copy", "max_rel"]
+RESULT_COLUMNS = ["name", "version", "dtype", "rows", "cols", "block_size", *bench.EVENT_FIELDS, "gbps", "pct_copy"]
+DEVICE_COLUMNS = ["device_us", "pct_copy_device"]  # where the file has device time (CUPTI, through torch)
 
 
 def cmd_topk(args) -> int:
@@ -122,9 +133,18 @@ def cmd_topk(args) -> int:
 
 
 def _print_results(doc: dict, columns: list[str] = RESULT_COLUMNS) -> None:
-    meta = {key: doc["meta"].get(key, "?") for key in ("gpu", "cuda_runtime", "cupy", "torch", "date")}
+    """The file's GPU and versions, its results as a table (event time, then device time where the file has it),
+    and a line for each result that could not be timed, with why."""
+    meta = {key: _printable(doc["meta"].get(key, "?")) for key in ("gpu", "cuda_runtime", "cupy", "torch", "date")}
     print(f"{meta['gpu']}, CUDA {meta['cuda_runtime']}, CuPy {meta['cupy']}, torch {meta['torch']}, {meta['date']}")
-    print(_table(doc["results"], columns))
+    results = doc["results"]
+    device = DEVICE_COLUMNS if any(r.get("device_us") is not None for r in results) else []
+    print(_table(results, [*columns, *device, "max_rel"]))
+    for r in results:
+        if r.get("error"):
+            name = " ".join(_printable(r[k]) for k in ("name", "version") if r.get(k))
+            shape = f"{r.get('rows')}×{r.get('cols')} {r.get('dtype')}" + (f" top-{r['k']}" if r.get("k") else "")
+            print(f"{name} could not run on {_printable(shape)}: {_printable(r['error'], 200)}")
 
 
 def cmd_bench(args) -> int:
@@ -133,7 +153,7 @@ def cmd_bench(args) -> int:
         doc = bench.bench_topk(args.shapes or bench.TOPK_SHAPES, args.topk, args.dtypes, not args.no_peers, progress)
         if args.json:
             Path(args.json).write_text(bench.dumps(doc))
-        _print_results(doc, ["name", "dtype", "rows", "cols", "k", *bench.EVENT_FIELDS, "bytes_moved", "max_rel"])
+        _print_results(doc, ["name", "version", "dtype", "rows", "cols", "k", *bench.EVENT_FIELDS, "bytes_moved"])
         return 0
     shapes = args.shapes or []
     for sweep in args.sweep or []:

@@ -194,6 +194,27 @@ def test_show_with_an_empty_meta_prints_the_table(capsys, tmp_path):
     assert "?, CUDA ?" in out and "fast" in out
 
 
+def test_show_prints_device_time_where_the_file_has_it_and_why_a_peer_failed(capsys, tmp_path):
+    """Device time and its % of copy beside event time; a peer that could not run on a line of its own, its error
+    with the terminal escapes and control characters of the file taken out; without device times, no such columns."""
+    doc = valid_doc({"gpu": "H200\x1b[2J"})
+    doc["results"][0] |= {"device_us": 2.5, "pct_copy_device": 61.0}
+    failed = {**doc["results"][0], "name": "quack", "kind": "peer", "version": "0.6.5", "median_us": None}
+    doc["results"].append(failed | {"error": "CUDADialectError: \n\x1b[91m\x1b[1merror\x1b[0m: launch\tfailed\x07"})
+    code, out, err = call(capsys, "show", results_file(tmp_path, doc))
+    assert code == 0, err
+    header, fast = out.splitlines()[1:3]
+    assert header.split()[-3:] == ["device_us", "pct_copy_device", "max_rel"] and fast.split()[-3:] == [
+        "2.5",
+        "61",
+        "1e-07",
+    ]
+    assert "quack 0.6.5 could not run on 4×1024 float32: CUDADialectError: error : launch failed" in out
+    assert "\x1b" not in out and "\x07" not in out and out.startswith("H200, CUDA ?")
+    code, out, _ = call(capsys, "show", results_file(tmp_path, valid_doc({}), "plain.json"))
+    assert code == 0 and "device_us" not in out and "could not run" not in out
+
+
 @pytest.mark.parametrize(
     ("content", "words"),
     [
