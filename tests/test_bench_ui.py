@@ -83,7 +83,7 @@ def test_timing_page_shows_versions_both_times_and_failed_peers():
     ok(at)
     t, g = charts(at)
     assert "<b>GPU" not in json.dumps(g)
-    assert t["data"][0]["x"] == ["copy", "online_warp", "torch 2.11 (peer)", "quack 0.6.5 (peer)"]  # liger failed
+    assert t["data"][0]["x"] == ["copy", "online_warp", "torch<br>2.11", "quack<br>0.6.5"]  # liger failed
     assert t["data"][0]["name"] == "&lt;b&gt;GPU&lt;/b&gt; &amp; co" and "<b>GPU" not in json.dumps(t)
     table = frame(at)
     assert {"version", "device_us", "pct_copy_device", "error"} <= set(table.columns)

@@ -60,12 +60,19 @@ TIME_COLUMNS = number_columns(
 ) | {"version": st.column_config.TextColumn("version"), "error": st.column_config.TextColumn("error")}
 
 
-def display_names(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy for the figures: names carry the peer's version, and every file string is escaped for plotly."""
+def display_names(df: pd.DataFrame, ticks: bool = False) -> pd.DataFrame:
+    """A copy for the figures: names carry the peer's version, and every file string is escaped for plotly. ticks:
+    the version on a line of its own and without its local part (torch's "+cu130"; the table has it), so that a bar
+    chart's names stay narrow enough to stand level."""
     out = df.copy()
-    if "version" in out.columns:
-        out["name"] = [f"{n} {v}" if isinstance(v, str) and v else n for n, v in zip(out["name"], out["version"])]
-    for c in ("name", "source", "kind"):
+    versions = out["version"] if "version" in out.columns else [None] * len(out)
+    out["name"] = [
+        plotly_text(n) + (("<br>" + plotly_text(v.split("+")[0])) if ticks else plotly_text(" " + v))
+        if isinstance(v, str) and v
+        else plotly_text(n)
+        for n, v in zip(out["name"], versions)
+    ]
+    for c in ("source", "kind"):
         out[c] = [plotly_text(v) for v in out[c]]
     return out
 

@@ -284,6 +284,14 @@ def plotly_text(text) -> str:
     return html.escape(str(text), quote=False)
 
 
+def stamp_under_tall_ticks(fig: go.Figure) -> go.Figure:
+    """The stamp, of one line or several, under the x axis title of a chart whose ticks are two lines tall (they push
+    the title down to where figures.finish puts the stamp), with the bottom margin grown to hold it."""
+    lines = max((a.text.count("<br>") + 1 for a in fig.layout.annotations if a.name == "stamp"), default=1)
+    fig.update_annotations(selector=dict(name="stamp"), yshift=-88, align="right")
+    return fig.update_layout(margin_b=115 + 14 * (lines - 1), height=fig.layout.height + 14 * (lines - 1))
+
+
 def stamp_lines_below(*figs: go.Figure) -> None:
     """A stamp of several lines goes under the x axis title (figures.finish puts one line beside it, where
     several would run over the title), with the bottom margin grown to hold it."""

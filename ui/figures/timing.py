@@ -8,7 +8,17 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .common import COLORS, REF_COLOR, finish, legend_right, note_above, plotly_text, stamp_below, stamp_lines_below
+from .common import (
+    COLORS,
+    REF_COLOR,
+    finish,
+    legend_right,
+    note_above,
+    plotly_text,
+    stamp_below,
+    stamp_lines_below,
+    stamp_under_tall_ticks,
+)
 
 
 def results_frame(sources: dict[str, dict]) -> pd.DataFrame:
@@ -64,9 +74,8 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str, time: str = "event"
     pct_label = "{:.0f}% of copy" if groups.ngroups == 1 else "{:.0f}%"
     for i, (source, part) in enumerate(groups):
         color = COLORS[i % len(COLORS)]
-        names = [f"{n} ({k})" if k not in ("variant", n) else n for n, k in zip(part["name"], part["kind"])]
-        patterns = [{"peer": "/", "copy": "."}.get(k, "") for k in part["kind"]]
-        bars = dict(x=names, name=source, marker_color=color, marker_pattern_shape=patterns)  # both figures'
+        patterns = [{"peer": "/", "copy": "."}.get(k, "") for k in part["kind"]]  # the kind: hatched peers, dotted copy
+        bars = dict(x=part["name"], name=source, marker_color=color, marker_pattern_shape=patterns)  # both figures'
         t.add_trace(
             go.Bar(
                 **bars,
@@ -96,9 +105,10 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str, time: str = "event"
         else f"GB/s ({time} time), labels % of copy"  # no longer than the plot is tall
     )
     for f in (t, g):
-        f.update_layout(barmode="group", bargroupgap=0.06, showlegend=True)
-        f.update_xaxes(title_text="kernel (variants, peers, copy)")
-    return (finish(t, f"{title}: time", stamp, height=460), finish(g, f"{title}: bandwidth", stamp, height=460))
+        f.update_layout(barmode="group", bargroupgap=0.12, showlegend=True)
+        f.update_xaxes(title_text="kernel (hatched: peers; dotted: the copy)")
+    t, g = finish(t, f"{title}: time", stamp, height=460), finish(g, f"{title}: bandwidth", stamp, height=460)
+    return stamp_under_tall_ticks(t), stamp_under_tall_ticks(g)
 
 
 SWEEP_MIN_WIDTHS = 3  # a file's shapes of one dtype and element count make a line across widths from this many
@@ -227,9 +237,7 @@ def topk_bars_figure(
         f"dotted: tie swapped within rounding ({counts['tie']}) · crossed, red edge: index "
         f"differs beyond rounding ({counts['wrong']}) · ties go to the lower index",
     )
-    fig = legend_right(finish(fig, title, stamp, height=520))  # the key above the plot has the top to itself
-    fig.update_layout(margin=dict(b=115))  # two-line ticks (rank, index) push the axis title down: the stamp under it
-    return fig.update_annotations(selector=dict(name="stamp"), yshift=-88)
+    return stamp_under_tall_ticks(legend_right(finish(fig, title, stamp, height=520)))  # ticks: rank, index
 
 
 def _rank_axes(fig: go.Figure, ranks: list[str], ref_indices: np.ndarray, log: bool) -> None:
