@@ -50,7 +50,7 @@ TIME_COLUMNS = number_columns(
         "median_us": ("median µs", "%.2f"),
         "p10_us": ("p10 µs", "%.2f"),
         "p90_us": ("p90 µs", "%.2f"),
-        "gbps": ("GB/s", "%.0f"),
+        "gbps": ("GB/s (event)", "%.0f"),
         "device_us": ("device µs", "%.2f"),
         "device_p10_us": ("device p10 µs", "%.2f"),
         "device_p90_us": ("device p90 µs", "%.2f"),
