@@ -390,6 +390,8 @@ def test_the_bars_show_device_time_where_every_result_has_it_else_event_time():
     assert us == pytest.approx(want["median_us"]) and gbps == pytest.approx(want["gbps"])
     assert label == f"{want['pct_copy']:.0f}% of copy" and "event time" in axis and _query(at)["ttime"] == "event"
     assert goto(make(_query(at)), "timing").radio(key="ttime").value == "event"
+    at.selectbox(key="tshape").set_value("4096×32768 float32 acc float32").run()  # across widths: event time too
+    assert charts(at)[2]["layout"]["yaxis"]["title"]["text"] == "% of copy (event time)"
     plain = goto(make(), "timing")
     doc = softmax_doc("H100")
     for r in doc["results"]:

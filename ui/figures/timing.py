@@ -149,11 +149,11 @@ def width_ticks(widths: list[int]) -> list[int]:
     return sorted(ticks)
 
 
-def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str) -> go.Figure:
+def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str, time: str = "device") -> go.Figure:
     """One file's rows across widths (sweep_rows): % of copy against width, one line per kernel, from device time
-    where every point has it, else event time (the axis says which); the chosen width's points circled."""
-    device = "pct_copy_device" in part and part["pct_copy_device"].notna().all()
-    field = "pct_copy_device" if device else "pct_copy"
+    where asked and every point has it, else event time (the axis says which); the chosen width's points circled."""
+    device = time == "device" and "pct_copy_device" in part and part["pct_copy_device"].notna().all()
+    field = TIME_FIELDS["device" if device else "event"]["pct"]
     fig = go.Figure()
     fig.add_hline(y=100, line=dict(color=REF_COLOR, width=1, dash="dot"))
     for i, (name, line) in enumerate(part.groupby("name", sort=False)):

@@ -114,8 +114,8 @@ def render(cfg) -> None:
     if sources:
         df = figures.results_frame(sources)
         chosen = _chosen_rows(cfg, df)
-        _show_results(chosen, sources, origins)
-        _across_widths(df, chosen, sources)
+        time = _show_results(chosen, sources, origins)
+        _across_widths(df, chosen, sources, time)
 
 
 def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
@@ -134,8 +134,9 @@ def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
     return chosen
 
 
-def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[str, str]) -> None:
-    """The chosen rows' time and bandwidth charts, their table with its downloads, and the share image."""
+def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[str, str]) -> str:
+    """The chosen rows' time and bandwidth charts, their table with its downloads, and the share image; the time
+    they show (device or event)."""
     stamp = chart_stamp(chosen, sources)
     broken = failed(chosen)
     timed = chosen.drop(index=broken.index)
@@ -174,11 +175,13 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
         ss["tshape"],
         TIMING_COLUMNS,
     )
+    return time
 
 
-def _across_widths(df: pd.DataFrame, chosen: pd.DataFrame, sources: dict[str, dict]) -> None:
-    """The chosen shape's kernels at every width of its dtype and element count that a file measured, as % of copy:
-    where each kernel reaches the copy's bandwidth, and where it falls off. One file at a time, where several did."""
+def _across_widths(df: pd.DataFrame, chosen: pd.DataFrame, sources: dict[str, dict], time: str) -> None:
+    """The chosen shape's kernels at every width of its dtype and element count that a file measured, as % of copy
+    from the `time` the bars above show (event time where a width lacks device time): where each kernel reaches the
+    copy's bandwidth, and where it falls off. One file at a time, where several did."""
     part = figures.sweep_rows(df, chosen.drop(index=failed(chosen).index))
     if part.empty:
         return
@@ -196,7 +199,7 @@ def _across_widths(df: pd.DataFrame, chosen: pd.DataFrame, sources: dict[str, di
     about = "" if (part["rows"] * part["cols"] == elements).all() else "≈ "
     title = f"% of copy against width: {r['dtype']} acc {r['acc']}, {about}{elements:,} elements"
     title = f"{figures.plotly_text(title)}<br><sup>{figures.plotly_text(source)}</sup>"  # the file on a line of its own
-    fig = figures.sweep_figure(display_names(part), int(r["cols"]), title, chart_stamp(part, sources))
+    fig = figures.sweep_figure(display_names(part), int(r["cols"]), title, chart_stamp(part, sources), time)
     chart(fig, file_slug("softmax_widths", r["dtype"], f"acc-{r['acc']}", str(elements)), "chart_widths")
     st.caption(
         f"Every width at which the file measured {elements:,} {r['dtype']} elements (within 0.1 %: rows filling them "
