@@ -43,8 +43,6 @@ TIME_FIELDS = {
     "device": {"us": "device_us", "p10": "device_p10_us", "p90": "device_p90_us", "pct": "pct_copy_device"},
 }
 TIME_AXIS = {"event": "event time per launch ({}), bars p10–p90", "device": "device time per call ({}), bars p10–p90"}
-
-
 LOG_TIME_RATIO = 20  # the time chart's axis is logarithmic where its longest bar is this many times its shortest
 
 
@@ -104,9 +102,9 @@ def timing_figures(df: pd.DataFrame, title: str, stamp: str, time: str = "event"
         if groups.ngroups == 1
         else f"GB/s ({time} time), labels % of copy"  # no longer than the plot is tall
     )
-    for f in (t, g):
-        f.update_layout(barmode="group", bargroupgap=0.12, showlegend=True)
-        f.update_xaxes(title_text="kernel (hatched: peers; dotted: the copy)")
+    for fig in (t, g):
+        fig.update_layout(barmode="group", bargroupgap=0.12, showlegend=True)
+        fig.update_xaxes(title_text="kernel (hatched: peers; dotted: the copy)")
     t, g = finish(t, f"{title}: time", stamp, height=460), finish(g, f"{title}: bandwidth", stamp, height=460)
     return stamp_under_tall_ticks(t), stamp_under_tall_ticks(g)
 
