@@ -64,14 +64,17 @@ def display_names(df: pd.DataFrame, ticks: bool = False) -> pd.DataFrame:
     """A copy for the figures: names carry the peer's version, and every file string is escaped for plotly. ticks:
     the version on a line of its own and without its local part (torch's "+cu130"; the table has it), so that a bar
     chart's names stay narrow enough to stand level."""
+
+    def named(name, version) -> str:
+        if not (isinstance(version, str) and version):
+            return plotly_text(name)
+        return plotly_text(name) + (
+            "<br>" + plotly_text(version.split("+")[0]) if ticks else plotly_text(" " + version)
+        )
+
     out = df.copy()
     versions = out["version"] if "version" in out.columns else [None] * len(out)
-    out["name"] = [
-        plotly_text(n) + (("<br>" + plotly_text(v.split("+")[0])) if ticks else plotly_text(" " + v))
-        if isinstance(v, str) and v
-        else plotly_text(n)
-        for n, v in zip(out["name"], versions)
-    ]
+    out["name"] = [named(n, v) for n, v in zip(out["name"], versions)]
     for c in ("source", "kind"):
         out[c] = [plotly_text(v) for v in out[c]]
     return out

@@ -37,10 +37,17 @@ def shape_label(row) -> str:
     return f"{int(row['rows'])}×{int(row['cols'])} {row['dtype']} acc {row['acc']}"
 
 
-# A results row's times in each of its two measures (explorer/harness.py), and the % of copy from each
+# A results row's times in each of its two measures (explorer/harness.py), and the % of copy and (top-k rows) of the
+# read-once floor from each
 TIME_FIELDS = {
-    "event": {"us": "median_us", "p10": "p10_us", "p90": "p90_us", "pct": "pct_copy"},
-    "device": {"us": "device_us", "p10": "device_p10_us", "p90": "device_p90_us", "pct": "pct_copy_device"},
+    "event": {"us": "median_us", "p10": "p10_us", "p90": "p90_us", "pct": "pct_copy", "floor": "pct_floor"},
+    "device": {
+        "us": "device_us",
+        "p10": "device_p10_us",
+        "p90": "device_p90_us",
+        "pct": "pct_copy_device",
+        "floor": "pct_floor_device",
+    },
 }
 TIME_AXIS = {"event": "event time per launch ({}), bars p10–p90", "device": "device time per call ({}), bars p10–p90"}
 LOG_TIME_RATIO = 20  # the time chart's axis is logarithmic where its longest bar is this many times its shortest
@@ -150,7 +157,8 @@ def width_ticks(widths: list[int]) -> list[int]:
 def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str, time: str = "device") -> go.Figure:
     """One file's rows across widths (sweep_rows): % of copy against width, one line per kernel, from device time
     where asked and every point has it, else event time (the axis says which); the chosen width's points circled."""
-    device = time == "device" and "pct_copy_device" in part and part["pct_copy_device"].notna().all()
+    device_pct = TIME_FIELDS["device"]["pct"]
+    device = time == "device" and device_pct in part and part[device_pct].notna().all()
     field = TIME_FIELDS["device" if device else "event"]["pct"]
     fig = go.Figure()
     fig.add_hline(y=100, line=dict(color=REF_COLOR, width=1, dash="dot"))
@@ -326,11 +334,8 @@ def topk_timing_table(df: pd.DataFrame, time: str = "event") -> pd.DataFrame:
     return out[[c for c in columns if c in out.columns]].reset_index(drop=True)
 
 
-FLOOR_FIELDS = {"event": "pct_floor", "device": "pct_floor_device"}  # % of the read-once floor from each time
-
-
 def _pct_floor_label(r, time: str) -> str:
-    v = r.get(FLOOR_FIELDS[time])
+    v = r.get(TIME_FIELDS[time]["floor"])
     return f" · {v:.0f}% of floor" if isinstance(v, (int, float)) and np.isfinite(v) else ""
 
 
