@@ -274,8 +274,8 @@ __device__ __forceinline__ void normalise_back_to_front(const Pack<T, VEC>* xr, 
     }
 }
 
-// One batch of fast_split_partial's fold: this thread's packs base + k·blockDim.x below end (pack_of(p) reads
-// pack p), online at batch granularity: one rescale a batch, one exp an element.
+// One batch of fast_split_partial's fold: this thread's packs base + k·blockDim.x below end (pack_of(k, p) gives
+// pack p, the thread's k-th of the batch), online at batch granularity: one rescale a batch, one exp an element.
 template <typename T, int VEC, int PER, typename PackOf>
 __device__ __forceinline__ State<float> fold_batch(State<float> s, int base, int end, PackOf pack_of) {
     float v[PER * VEC];
@@ -284,19 +284,9 @@ __device__ __forceinline__ State<float> fold_batch(State<float> s, int base, int
     for (int k = 0; k < PER; ++k) {
         const int p = base + k * blockDim.x + threadIdx.x;
         Pack<T, VEC> pack;
-        if (p < end) pack = pack_of(p);
+        if (p < end) pack = pack_of(k, p);
         widen_pack(pack, p < end, k, v, valid);
     }
-    return fast_merge(s, exps_in_place(v, valid));
-}
-
-// A batch's fold (fold_batch's arithmetic) on packs already loaded.
-template <typename T, int VEC, int PER>
-__device__ __forceinline__ State<float> fold_packs(State<float> s, const Pack<T, VEC> (&pack)[PER], int base, int end) {
-    float v[PER * VEC];
-    bool valid[PER * VEC];
-#pragma unroll
-    for (int k = 0; k < PER; ++k) widen_pack(pack[k], base + k * blockDim.x + threadIdx.x < end, k, v, valid);
     return fast_merge(s, exps_in_place(v, valid));
 }
 
@@ -306,7 +296,7 @@ template <typename T, int VEC, int PER, bool AHEAD>
 __device__ __forceinline__ State<float> fold_streamed(State<float> s, const Pack<T, VEC>* xr, int from, int end) {
     const int batch = PER * blockDim.x;
     if constexpr (!AHEAD) {
-        for (int base = from; base < end; base += batch) s = fold_batch<T, VEC, PER>(s, base, end, [&](int p) { return xr[p]; });
+        for (int base = from; base < end; base += batch) s = fold_batch<T, VEC, PER>(s, base, end, [&](int, int p) { return xr[p]; });
         return s;
     }
     Pack<T, VEC> next[PER];
@@ -319,7 +309,7 @@ __device__ __forceinline__ State<float> fold_streamed(State<float> s, const Pack
         const int ahead = base + batch;
 #pragma unroll
         for (int k = 0; k < PER; ++k) if (ahead + k * blockDim.x + threadIdx.x < end) next[k] = xr[ahead + k * blockDim.x + threadIdx.x];
-        s = fold_packs<T, VEC, PER>(s, pack, base, end);
+        s = fold_batch<T, VEC, PER>(s, base, end, [&](int k, int) { return pack[k]; });
     }
     return s;
 }
@@ -338,7 +328,7 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_split_partial(const T* __res
     const ChunkBounds bounds = chunk_bounds(cols / VEC, chunks, c);
     const int begin = bounds.begin, end = bounds.end;
     State<float> s = {NEG_INF, 0.0f};
-    for (int base = begin; base < end; base += PER * blockDim.x) s = fold_batch<T, VEC, PER>(s, base, end, [&](int p) { return xr[p]; });
+    for (int base = begin; base < end; base += PER * blockDim.x) s = fold_batch<T, VEC, PER>(s, base, end, [&](int, int p) { return xr[p]; });
     s = fast_block_merge(s);
     if (threadIdx.x == 0) { partial[2 * blockIdx.x] = s.m; partial[2 * blockIdx.x + 1] = s.d; }
 }
@@ -436,15 +426,26 @@ __global__ void split_finish(const T* __restrict__ x, T* __restrict__ y, const f
     for (int j = begin + threadIdx.x; j < end; j += blockDim.x) yr[j] = normalise(xr[j], s);
 }
 
+// fold(j) for the held batches j = 0 ... HELD - 1 in order, each once its own cp.async group (the thread's j-th) has
+// landed: the later groups stay in flight meanwhile.
+template <int HELD, int J = 0, typename Fold>
+__device__ __forceinline__ void fold_held(Fold fold) {
+    if constexpr (J < HELD) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(HELD - 1 - J) : "memory");
+        fold(J);
+        fold_held<HELD, J + 1>(fold);
+    }
+}
+
 // fast_stream: fast_split in one launch, for rows too long to hold on chip. Block c of a row folds chunk c
-// as fast_split_partial does, but the chunk's first HELD batches arrive by cp.async into shared memory and
-// stay there (loaded evict-first: L2 is not asked for them again), while the rest, read with plain loads,
-// is left in L2 for its second read. The row's chunk states merge through global memory (exchange_row:
-// fast_split_finish's fold, so the bits of fast_split), then the block writes the rest back to front
-// (evict-first, as fast_split_finish) and its held batches from shared memory: 1 read of x plus a second
-// of the part not held (from L2 where it fits there), 1 write. A row's chunks wait for each other, so
-// all of them must be resident; blocks take start-order tickets unless the whole grid is. At two blocks an SM
-// (64 registers a thread) the streamed batches are loaded one batch ahead, both in the fold and in the write.
+// as fast_split_partial does, but the chunk's first HELD batches arrive by cp.async into shared memory (a group a
+// batch, each folded as it lands) and stay there (loaded evict-first: L2 is not asked for them again), while the
+// rest, read with plain loads, is left in L2 for its second read. The row's chunk states merge through global
+// memory (exchange_row: fast_split_finish's fold, so the bits of fast_split), then the block writes the rest back
+// to front (evict-first, as fast_split_finish) and its held batches from shared memory: 1 read of x plus a second
+// of the part not held (from L2 where it fits there), 1 write. A row's chunks wait for each other, so all of them
+// must be resident; blocks take start-order tickets unless the whole grid is. At two blocks an SM (64 registers a
+// thread) the streamed batches are loaded one batch ahead, both in the fold and in the write.
 template <typename T, typename Acc, int VEC, int PER, int BLOCKS, int HELD>
 __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                                            unsigned* __restrict__ sync, int rows, int cols, int chunks, int resident) {
@@ -464,17 +465,23 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__
         unsigned long long evict_first;
         asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(evict_first));
 #pragma unroll 1
-        for (int k = 0; k < HELD * PER; ++k) {
-            const int p = begin + k * blockDim.x + threadIdx.x;
-            if (p < held_end) {
-                const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + (p - begin)));
-                asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(to), "l"(xr + p), "l"(evict_first));
+        for (int j = 0; j < HELD; ++j) {  // a cp.async group a batch
+#pragma unroll
+            for (int k = 0; k < PER; ++k) {
+                const int p = begin + (j * PER + k) * blockDim.x + threadIdx.x;
+                if (p < held_end) {
+                    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + (p - begin)));
+                    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(to), "l"(xr + p), "l"(evict_first));
+                }
             }
+            asm volatile("cp.async.commit_group;\n" ::: "memory");
         }
-        asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
     }
     State<float> s = {NEG_INF, 0.0f};
-    for (int base = begin; base < held_end; base += batch) s = fold_batch<T, VEC, PER>(s, base, held_end, held);
+    fold_held<HELD>([&](int j) {  // each batch as soon as its group lands: the fold overlaps the later batches' loads
+        const int base = begin + j * batch;
+        if (base < held_end) s = fold_batch<T, VEC, PER>(s, base, held_end, [&](int, int p) { return held(p); });
+    });
     s = fold_streamed<T, VEC, PER, BLOCKS <= 2>(s, xr, held_end, end);  // two blocks an SM: registers to load ahead
     FAST_STAMP(1);
     s = fast_block_merge(s);

@@ -11,6 +11,7 @@ import pytest
 import explorer
 from explorer.backends import cuda, emulator
 from explorer.fast_launch import fast_row_launch, fast_split_launch, fast_stream_launch
+from explorer.geometry import ITEMSIZE
 from explorer.numerics import FORMATS, softmax_bound
 
 pytestmark = pytest.mark.gpu
@@ -154,14 +155,32 @@ def test_fast_stream_gives_fast_splits_bits(shape, dtype, blocks_per_sm, seed):
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (seed, stream.describe())
 
 
+@pytest.mark.parametrize("held", (0, 1))
+@pytest.mark.parametrize("blocks_per_sm", (2, 3))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 2**22), (3, 2**21 + 8)], ids=["aligned", "rows"])
+def test_fast_stream_streaming_16_byte_packs_gives_fast_splits_bits(shape, dtype, blocks_per_sm, held, seed):
+    """fast_stream holding none or one batch of each chunk, so that most 16-byte packs are streamed (loaded a batch
+    ahead at two blocks an SM) and read again back to front: fast_split's bits, and float64's tolerance."""
+    stream = fast_stream_launch(*shape, dtype, blocks_per_sm, held)
+    split = fast_split_launch(*shape, dtype, blocks_per_sm)
+    vec = stream.template_args[0]
+    assert stream.template_args == (*split.template_args, held) and vec * ITEMSIZE[dtype] == 16
+    x = explorer.make_input("normal", *shape, dtype, seed)
+    got, _ = cuda.run(explorer.VARIANTS["fast"], stream, x, dtype, "float32", None)
+    want, _ = cuda.run(explorer.VARIANTS["fast"], split, x, dtype, "float32", None)
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (seed, stream.describe())
+    assert explorer.errors(got, x).max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, stream.describe())
+
+
 def test_rows_over_clusters_share_the_streams_words_launch_after_launch(seed):
     """fast_row_cluster over a row of several clusters (ACROSS) tags the words its clusters post with the launch's
     epoch, so launches of other geometries one after another share the stream's words (cuda.row_exchange): fp32 and
     bf16 rows of 1M, two rows of 512K, a loose width, four blocks an SM (fp32 2×2M: 128 threads holding 64; bf16
-    4×1M: 256 threads holding 32), then all again; each against float64 and the emulation the first time, and bit for
-    bit the same the second."""
+    4×1M: 256 threads holding 32), fp32 1×2M in 66 clusters, then all again; each against float64 and the emulation
+    the first time, and bit for bit the same the second."""
     shapes = [(1, 2**20, "float32"), (1, 2**20, "bfloat16"), (2, 2**19, "bfloat16"), (1, 2**20 + 3, "float32")]
-    shapes += [(2, 2**21, "float32"), (4, 2**20, "bfloat16")]
+    shapes += [(2, 2**21, "float32"), (4, 2**20, "bfloat16"), (1, 2**21, "float32")]
     launches = {shape: explorer.VARIANTS["fast"].launch(shape[0], shape[1], None, shape[2]) for shape in shapes}
     assert all(launch.kernel == "fast_row_cluster" and launch.template_args[-1] for launch in launches.values())
     inputs = {shape: explorer.make_input("normal", *shape, seed) for shape in shapes}

@@ -95,3 +95,10 @@ def test_a_row_in_one_cluster_exchanges_nothing_through_global_memory(across, wo
     one = explorer.VARIANTS["fast"].launch(4, 65536, None, "float32")
     assert one.protocol == "cluster" and not fast_launch.across_clusters(one)
     assert cuda.row_exchange(None, one, 4, 0)[2] is True and not words_by_stream
+
+
+def test_a_driver_that_cannot_count_clusters_refuses_the_launch_with_a_reason(monkeypatch):
+    """cuOccupancyMaxActiveClusters came with CUDA 12.0: without it no across launch can be checked, so none runs."""
+    monkeypatch.setattr(cuda, "_max_active_clusters", lambda: None)
+    with pytest.raises(explorer.KernelFailed, match="cannot count resident clusters"):
+        cuda._resident_clusters.__wrapped__(object(), 256, 128, 0)

@@ -94,11 +94,12 @@ GPU_SHAPES = (  # fast's launches at these are test_cuda.py's (compiled once); s
     (1, 2**20),  # fast_row_cluster over 32 clusters: the clusters' words, kept per stream
     (1, 2**22),  # fast_row_cluster over 66 clusters (fp32) or 16 (bf16, slices in shared memory)
 )
+FAST_ONLY_SHAPES = ((1, 2**23),)  # fast_stream (part of each chunk in shared memory, the rest read twice)
 GPU_RUNS = [
     (key, dtype, traced, rows, cols)
     for key, v in explorer.VARIANTS.items()
     for dtype in ("float32", "bfloat16")
-    for rows, cols in GPU_SHAPES
+    for rows, cols in GPU_SHAPES + (FAST_ONLY_SHAPES if key == "fast" else ())
     if v.family != "thread" or cols <= 2048  # one thread a row: a long row takes it seconds
     for traced in ((False, True) if v.traceable else (False,))
     if not traced or budget.trace_seconds(v, v.launch(rows, cols, None, dtype), cols, "cuda") < 0.5

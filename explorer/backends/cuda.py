@@ -339,19 +339,30 @@ class _LaunchConfig(ctypes.Structure):
 @functools.cache
 def _resident_clusters(kernel, grid: int, threads: int, shared_bytes: int) -> int:
     """Clusters of a launch that the GPU holds at once (cuOccupancyMaxActiveClusters; CuPy does not wrap it)."""
+    count = _max_active_clusters()
+    if count is None:
+        raise KernelFailed(
+            "this CUDA driver cannot count resident clusters (cuOccupancyMaxActiveClusters, CUDA 12.0 on)"
+        )
     config = _LaunchConfig((grid, 1, 1), (threads, 1, 1), shared_bytes, None, None, 0)
     found = ctypes.c_int()
-    status = _driver().cuOccupancyMaxActiveClusters(
-        ctypes.byref(found), ctypes.c_void_p(kernel.kernel.ptr), ctypes.byref(config)
-    )
+    status = count(ctypes.byref(found), kernel.kernel.ptr, ctypes.byref(config))
     if status:
         raise KernelFailed(f"cuOccupancyMaxActiveClusters failed (CUresult {status})")
     return found.value
 
 
 @functools.cache
-def _driver() -> ctypes.CDLL:
-    return ctypes.CDLL("libcuda.so.1")  # already loaded by CuPy
+def _max_active_clusters():
+    """The driver's cuOccupancyMaxActiveClusters(int*, CUfunction, const CUlaunchConfig*), typed; None where the
+    driver (loaded by CuPy already) lacks it."""
+    try:
+        count = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
+    except (OSError, AttributeError):
+        return None
+    count.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_LaunchConfig)]
+    count.restype = ctypes.c_int
+    return count
 
 
 @functools.cache
