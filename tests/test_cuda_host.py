@@ -38,18 +38,25 @@ def words_by_stream(monkeypatch):
 
 
 @pytest.fixture
-def across(monkeypatch, words_by_stream):
-    """A launch of a row over several clusters, and row_exchange with CuPy stood in for (one stream)."""
+def across_unchecked(monkeypatch, words_by_stream):
+    """A launch of a row over several clusters, and row_exchange with CuPy stood in for (one stream); the driver's
+    count of resident clusters as it is."""
     fake = SimpleNamespace(
         cuda=SimpleNamespace(get_current_stream=lambda: SimpleNamespace(ptr=0)),
         zeros=lambda size, dtype: Words(size),
     )
     monkeypatch.setattr(cuda, "cp", fake)
-    monkeypatch.setattr(cuda, "_resident_clusters", lambda kernel, grid, threads, shared: 4 * 132 // 8)
     monkeypatch.setattr(cuda, "_null_trace", lambda: (None, None, None))
     launch = explorer.VARIANTS["fast"].launch(1, 2**20, None, "float32")
     assert launch.kernel == "fast_row_cluster" and fast_launch.across_clusters(launch)
     return launch
+
+
+@pytest.fixture
+def across(monkeypatch, across_unchecked):
+    """across_unchecked on an H200 that holds four blocks an SM of the launch."""
+    monkeypatch.setattr(cuda, "_resident_clusters", lambda kernel, grid, threads, shared: 4 * 132 // 8)
+    return across_unchecked
 
 
 def epoch_of(launch) -> int:
@@ -97,8 +104,8 @@ def test_a_row_in_one_cluster_exchanges_nothing_through_global_memory(across, wo
     assert cuda.row_exchange(None, one, 4, 0)[2] is True and not words_by_stream
 
 
-def test_a_driver_that_cannot_count_clusters_refuses_the_launch_with_a_reason(monkeypatch):
+def test_a_driver_that_cannot_count_clusters_refuses_the_launch_with_a_reason(across_unchecked, monkeypatch):
     """cuOccupancyMaxActiveClusters came with CUDA 12.0: without it no across launch can be checked, so none runs."""
     monkeypatch.setattr(cuda, "_max_active_clusters", lambda: None)
     with pytest.raises(explorer.KernelFailed, match="cannot count resident clusters"):
-        cuda._resident_clusters.__wrapped__(object(), 256, 128, 0)
+        cuda.row_exchange(object(), across_unchecked, 1, 0)
