@@ -358,6 +358,21 @@ def test_the_chosen_shapes_kernels_are_drawn_across_every_width_a_file_measured(
     assert len(charts(again)) == 2 and not any(w.key == "twfile" for w in again.selectbox)
 
 
+def test_a_shape_whose_every_result_failed_shows_the_failures_and_no_chart_across_widths():
+    """A file may hold a shape where nothing could be timed (a peer alone, out of shared memory): the page says so in
+    the table and the warning, and draws nothing across widths from it."""
+    doc = softmax_doc("H200")
+    alone = softmax_row("liger", "peer", 0.0, "0.8.5", error="RuntimeError: n = 8192 too long")
+    doc["results"].append(alone | {"cols": 8192})
+    at = goto(make(), "timing")
+    at.file_uploader(key="bench_files").set_value([("one.json", json.dumps(doc).encode(), "application/json")]).run()
+    at.selectbox(key="tshape").set_value("4096×8192 float32 acc float32").run()
+    ok(at)
+    assert list(frame(at)["error"]) == ["RuntimeError: n = 8192 too long"]
+    assert any("could not be timed" in w.value for w in at.warning)
+    assert not [h for h in at.subheader if h.value == "Across widths"]
+
+
 def test_the_bars_show_device_time_where_every_result_has_it_else_event_time():
     """fp32 1×1M in the long-rows file: device time (6.5 µs, the kernel alone) by default, event time (15 µs, launch
     gaps included) one click away and in a link; GB/s and the % labels follow the time shown. A file without device

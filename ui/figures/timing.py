@@ -124,7 +124,10 @@ TICK_SPACING = 0.5  # decades between width ticks at least: every other power of
 def sweep_rows(df: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
     """The rows to draw across widths for the chosen shape's rows: its kernels (no copy) at every width of the same
     dtype, accumulator and element count (rows × cols, within SWEEP_COUNT_TOLERANCE) that a file measured, from files
-    with SWEEP_MIN_WIDTHS widths of it or more (those with the most widths first); timed rows only."""
+    with SWEEP_MIN_WIDTHS widths of it or more (those with the most widths first); timed rows only. None where no
+    chosen row was timed."""
+    if chosen.empty:
+        return df.iloc[0:0]
     r = chosen.iloc[0]
     count = r["rows"] * r["cols"]
     same = (
