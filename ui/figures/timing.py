@@ -161,8 +161,8 @@ def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str, t
     """One file's rows across widths (sweep_rows): % of copy against width, one line per kernel, from device time
     where asked and every point has it, else event time (the axis says which); the chosen width's points circled."""
     device_pct = TIME_FIELDS["device"]["pct"]
-    device = time == "device" and device_pct in part and part[device_pct].notna().all()
-    field = TIME_FIELDS["device" if device else "event"]["pct"]
+    basis = "device" if time == "device" and device_pct in part and part[device_pct].notna().all() else "event"
+    field = TIME_FIELDS[basis]["pct"]
     fig = go.Figure()
     fig.add_hline(y=100, line=dict(color=REF_COLOR, width=1, dash="dot"))
     for i, (name, line) in enumerate(part.groupby("name", sort=False)):
@@ -192,7 +192,7 @@ def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str, t
     ticks = width_ticks(sorted(set(part["cols"])))
     labels = [width_label(w) for w in ticks]
     fig.update_xaxes(type="log", tickvals=ticks, ticktext=labels, tickangle=0, title_text="row width (cols)")
-    fig.update_yaxes(title_text=f"% of copy ({'device' if device else 'event'} time)", rangemode="tozero")
+    fig.update_yaxes(title_text=f"% of copy ({basis} time)", rangemode="tozero")
     return stamp_below(legend_right(finish(fig, title, stamp, height=460)))
 
 
