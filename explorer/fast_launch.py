@@ -44,7 +44,7 @@ STREAM_BLOCKS_PER_SM = {"float32": 2, "float16": 3, "bfloat16": 3}  # fast_strea
 # 8×4M at 73.4-73.5 / 65.9 % of copy against 70.8-70.9 / 61.0-61.2 at three an SM; bf16 1×16M / 8×4M 60.5-60.7 /
 # 65.7-65.8 against 61.0 / 67.1-68.1 (device time, docs/fast-notes.md item 31)
 BLOCK_SHARED_RESERVED = 1024  # shared memory the CUDA runtime keeps for each block
-STREAM_STATIC_SHARED = 2560  # fast_stream's static shared memory (block merge, exchange, ticket), rounded up
+STREAM_STATIC_SHARED = 4608  # fast_stream's static shared memory (block merge, 512 staged states), rounded up
 STREAM_GRID_PER_SM = 4  # fast_row slices exchanging through global memory over this many blocks an SM: fast_stream
 
 
