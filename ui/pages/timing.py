@@ -114,8 +114,8 @@ def render(cfg) -> None:
     if sources:
         df = figures.results_frame(sources)
         chosen = _chosen_rows(cfg, df)
-        time = _show_results(chosen, sources, origins)
-        _across_widths(df, chosen, sources, time)
+        timed, time = _show_results(chosen, sources, origins)
+        _across_widths(df, timed, sources, time)
 
 
 def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
@@ -134,9 +134,9 @@ def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
     return chosen
 
 
-def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[str, str]) -> str:
-    """The chosen rows' time and bandwidth charts, their table with its downloads, and the share image; the time
-    they show (device or event)."""
+def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[str, str]) -> tuple[pd.DataFrame, str]:
+    """The chosen rows' time and bandwidth charts, their table with its downloads, and the share image; the rows
+    that were timed (the failures left out), and the time they show (device or event)."""
     stamp = chart_stamp(chosen, sources)
     broken = failed(chosen)
     timed = chosen.drop(index=broken.index)
@@ -175,17 +175,17 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
         ss["tshape"],
         TIMING_COLUMNS,
     )
-    return time
+    return timed, time
 
 
-def _across_widths(df: pd.DataFrame, chosen: pd.DataFrame, sources: dict[str, dict], time: str) -> None:
-    """The chosen shape's kernels at every width of its dtype and element count that a file measured, as % of copy
+def _across_widths(df: pd.DataFrame, timed: pd.DataFrame, sources: dict[str, dict], time: str) -> None:
+    """The chosen shape's timed kernels at every width of its dtype and element count that a file measured, as % of copy
     from the `time` the bars above show (event time where a width lacks device time): where each kernel reaches the
     copy's bandwidth, and where it falls off. One file at a time, where several did."""
-    part = figures.sweep_rows(df, chosen.drop(index=failed(chosen).index))
+    part = figures.sweep_rows(df, timed)
     if part.empty:
         return
-    r = chosen.iloc[0]
+    r = timed.iloc[0]
     elements = int(r["rows"]) * int(r["cols"])
     st.subheader("Across widths")
     files = list(dict.fromkeys(part["source"]))
