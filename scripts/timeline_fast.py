@@ -2,7 +2,8 @@
 with FAST_STAMP recording when each block passes each stage (%globaltimer, ns), over many back-to-back launches
 on rotated inputs. Printed per stage: when the first, the median and the last block passed it, from the launch's
 first block start (medians over the launches); then how many blocks shared their SM with another block of the
-launch, and when those had their slices against the others. Beside it, the device time (CUPTI) of the kernel as the
+launch, and when those had their slices against the others, and when each block had its slice by its place in
+its SM's start order. Beside it, the device time (CUPTI) of the kernel as the
 explorer builds it and as stamped: each stamp adds a block barrier. The launch is the rule's, or the fast_row geometry
 given after @ (as scripts/profile_fast.py takes it).
 
@@ -113,6 +114,23 @@ def report(ns: np.ndarray) -> None:
             return np.median([np.nanmedian(times[blocks]) for times, blocks in zip(rel[:, :, 1], which)])
 
         print(f"  slice loaded (median block): sharing an SM {loaded(shared):.0f} ns, alone {loaded(~shared):.0f} ns")
+    place = place_on_sm(rel[:, :, 0], ns[:, :, SM_SLOT])
+    if place.max() > 0:  # some SM ran several blocks: does the first to start there load first?
+        medians = ", ".join(f"{np.nanmedian(rel[:, :, 1][place == p]):.0f}" for p in range(place.max() + 1))
+        print(
+            f"  slice loaded, by the block's place in its SM's start order (1st, 2nd, ...; median block): {medians} ns"
+        )
+
+
+def place_on_sm(start: np.ndarray, sm: np.ndarray) -> np.ndarray:
+    """start[launch, block], sm[launch, block] -> each block's place among its SM's blocks by start time (0: the
+    first; ties in block order)."""
+    place = np.zeros(sm.shape, int)
+    for launch, blocks in enumerate(sm):
+        for s in np.unique(blocks):
+            on_sm = np.flatnonzero(blocks == s)
+            place[launch, on_sm[np.argsort(start[launch, on_sm], kind="stable")]] = np.arange(len(on_sm))
+    return place
 
 
 def sharing_an_sm(sm: np.ndarray) -> np.ndarray:

@@ -67,6 +67,20 @@ def test_the_fast_timeline_says_when_blocks_sharing_an_sm_had_their_slices(capsy
     stamps[1, :, timeline_fast.SM_SLOT] = [7, 7, 8, 9]
     stamps[1, :2, 1] += 300
     timeline_fast.report(stamps)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[-2].strip() == "blocks sharing their SM with another of the launch: 2 of 4"
-    assert lines[-1].strip() == "slice loaded (median block): sharing an SM 1300 ns, alone 1000 ns"
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    assert "blocks sharing their SM with another of the launch: 2 of 4" in lines
+    assert "slice loaded (median block): sharing an SM 1300 ns, alone 1000 ns" in lines
+
+
+def test_the_fast_timeline_says_when_each_block_loaded_by_its_place_in_its_sms_start_order(capsys):
+    """Three blocks an SM: the later a block starts on its SM, the later its slice (block order breaks start ties)."""
+    stamps = fast_stamps(2, 6)
+    stamps[:, :, timeline_fast.SM_SLOT] = [1, 2, 1, 2, 1, 2]
+    stamps[:, :, 0] = [1000, 1000, 1020, 1000, 1010, 1000]  # SM 1: blocks 0, 4, 2; SM 2 (ties): blocks 1, 3, 5
+    stamps[:, :, 1] = [2000, 2100, 2400, 2200, 2300, 2400]
+    timeline_fast.report(stamps)
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    want = (
+        "slice loaded, by the block's place in its SM's start order (1st, 2nd, ...; median block): 1050, 1250, 1400 ns"
+    )
+    assert want in lines
