@@ -359,6 +359,17 @@ def test_errors_page(at):
     assert (df["NaN"] > 0).all()
 
 
+def test_the_error_page_fails_a_variant_whose_outputs_are_nan_where_float64_is_finite():
+    """naive overflows on large logits: its NaNs are left out of max rel, so the bound must not be said to hold."""
+    at = make({"dist": "large", "rows": "4", "cols": "300", "variants": "naive,online_warp"})
+    goto(at, "errors")
+    ok(at)
+    df = frame(at)
+    assert df.loc["naive", "NaN/inf ≠ ref"] > 0
+    assert df.loc["naive", "bound says"] == f"fails: {df.loc['naive', 'NaN/inf ≠ ref']:,} NaN/inf ≠ ref"
+    assert df.loc["online_warp", "NaN/inf ≠ ref"] == 0 and not df.loc["online_warp", "bound says"].startswith("fails")
+
+
 def test_variant_refusing_a_dtype_is_a_warning_not_a_crash(at, monkeypatch):
     # a registry entry that takes fewer dtypes than the one chosen: words, and the other variants still run
     import dataclasses

@@ -18,6 +18,18 @@ COLUMNS = number_columns(  # the page's and the share image's
 )
 
 
+def bound_verdict(max_rel: float, bound: float, flushed: int, mismatched: int) -> str:
+    """What the error bound says of a variant's output. The errors are over the elements finite in both, so an output
+    whose NaN/inf pattern differs from float64's fails whatever they are."""
+    if mismatched:
+        return f"fails: {mismatched:,} NaN/inf ≠ ref"
+    if bound >= 1:
+        return "vacuous (≥ 1)"
+    if max_rel <= bound:
+        return "holds"
+    return "exceeded (outputs flushed to 0)" if flushed else "exceeded"
+
+
 @guarded
 def errors_page() -> None:
     ran = run_page("Error vs float64")
@@ -30,14 +42,15 @@ def errors_page() -> None:
     df = figures.error_table(reports)
     df["bound"] = pd.Series(bounds)
     df["bound says"] = [
-        "vacuous (≥ 1)" if b >= 1 else "holds" if r <= b else "exceeded (outputs flushed to 0)" if z else "exceeded"
-        for r, b, z in zip(df["max rel"], df["bound"], df["flushed to 0"])
+        bound_verdict(r, b, z, n)
+        for r, b, z, n in zip(df["max rel"], df["bound"], df["flushed to 0"], df["NaN/inf ≠ ref"])
     ]
     st.subheader("Over the whole input")
     show_table(df, key="table_errors", column_config=COLUMNS)
     st.caption(
         f"rel: |y − ref| / max(|ref|, smallest normal); ULP: units in the last place of {cfg.dtype} "
-        f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}); |Σ−1|: worst row sum; NaN, inf: counts of "
+        f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}), both over the elements finite in output and reference; "
+        "|Σ−1|: worst row sum (rows finite in both); NaN, inf: counts of "
         "outputs; NaN/inf ≠ ref: elements whose non-finite pattern differs from float64's; argmax agree: "
         "fraction of rows whose largest probability sits where the reference's does; flushed to 0: outputs 0 where the reference is not (below the type's range; each has relative error up to 1); bound: the seed's "
         "3·n·u_acc + u_out with n = terms one accumulator folds in sequence (its share of the row, plus one "
