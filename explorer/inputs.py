@@ -11,7 +11,7 @@ import numpy as np
 
 from .checks import check_dtype, check_memory, check_shape, sizes, whole
 from .errors import ExplorerError, InvalidInput, shown
-from .numerics import DTYPES
+from .numerics import DTYPES, FORMATS
 
 MAX_UPLOAD_BYTES = 64 * 2**20
 CHUNK_ELEMENTS = 2**20  # make_input generates in float64 this many elements (rows) at a time
@@ -295,8 +295,9 @@ def load_logits(data: bytes, filename: str, dtype: str = "float32", max_bytes: i
     """Parse uploaded logits (.npy or .csv; 1-D is one row) as data only, never as code.
 
     Raises InvalidInput for data that is not bytes, a filename that is not a str, a file over max_bytes,
-    of another format, or not holding a non-empty vector or matrix of numbers; TooLarge for more
-    elements than this server's limit or the host's free memory can take.
+    of another format, not holding a non-empty vector or matrix of numbers, or holding finite numbers beyond
+    dtype's range (they would become ±inf); TooLarge for more elements than this server's limit or the host's
+    free memory can take.
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise InvalidInput(f"data must be the file's bytes, got {type(data).__name__}")
@@ -339,5 +340,17 @@ def load_logits(data: bytes, filename: str, dtype: str = "float32", max_bytes: i
     if array.size == 0:
         raise InvalidInput(f"{filename} is empty (shape {array.shape})")
     check_memory(*array.shape, DTYPES[dtype].itemsize, array.size * 8, "emulator", f"{filename} as {dtype}")
+    wide = array.astype(np.float64)
     with np.errstate(over="ignore"):
-        return np.ascontiguousarray(array.astype(np.float64).astype(DTYPES[dtype]))
+        logits = np.ascontiguousarray(wide.astype(DTYPES[dtype]))
+    overflowed = np.isfinite(wide) & ~np.isfinite(logits)
+    if overflowed.any():  # the float64 reference would be of ±inf, not of the file's numbers
+        row, col = (int(i) for i in np.argwhere(overflowed)[0])
+        fits = np.abs(wide[np.isfinite(wide)]).max() <= FORMATS["float32"].max_value
+        remedy = "choose float32 or scale the logits down" if fits and dtype != "float32" else "scale the logits down"
+        raise InvalidInput(
+            f"{filename}: {int(overflowed.sum()):,} finite value(s) are beyond {dtype}'s range "
+            f"(±{FORMATS[dtype].max_value:g}) and would become ±inf, the first x[{row}, {col}] = {wide[row, col]:g}; "
+            f"{remedy}"
+        )
+    return logits

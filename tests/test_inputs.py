@@ -414,9 +414,25 @@ def test_csv_column_vector_is_one_row_per_line():
     assert np.array_equal(got.ravel(), np.array([1, 2, 3], np.float32))
 
 
-def test_overflowing_values_become_inf_in_the_target_type():
-    got = explorer.load_logits(npy_bytes(np.array([[1e6, -1e6, 1.0]])), "x.npy", dtype="float16")
-    assert got[0, 0] == np.inf and got[0, 1] == -np.inf and got[0, 2] == 1.0
+@pytest.mark.parametrize(
+    ("dtype", "data", "filename", "words"),
+    [
+        ("float16", npy_bytes(np.array([[1.0, 1e6, -1e6]])), "x.npy", "2 finite value(s) are beyond float16's range"),
+        ("bfloat16", b"1,2\n3,3.4e38\n", "x.csv", "x[1, 1] = 3.4e+38; choose float32"),
+        ("float32", npy_bytes(np.array([1e300, 0.0])), "x.npy", "x[0, 0] = 1e+300; scale the logits down"),
+    ],
+)
+def test_finite_values_beyond_the_dtypes_range_are_refused_not_made_inf(dtype, data, filename, words):
+    """The float64 reference would be of ±inf, not of the file's numbers: the upload is refused, in words."""
+    with pytest.raises(explorer.InvalidInput, match="would become ±inf") as refused:
+        explorer.load_logits(data, filename, dtype=dtype)
+    assert words in str(refused.value)
+
+
+def test_infinities_in_the_file_stay_infinities_at_the_dtypes_edge():
+    top = float(np.finfo(np.float16).max)
+    got = explorer.load_logits(npy_bytes(np.array([[top, -np.inf, np.inf, 1.0]])), "x.npy", dtype="float16")
+    assert got[0, 0] == top and got[0, 1] == -np.inf and got[0, 2] == np.inf and got[0, 3] == 1.0
 
 
 def assert_invalid(data: bytes, filename: str, *words: str, **kwargs):
