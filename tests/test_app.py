@@ -296,6 +296,17 @@ def test_bad_upload_is_refused_in_words(at):
     assert any("bad.csv could not be read as numbers" in e.value for e in at.error)
 
 
+def test_an_upload_beyond_the_dtypes_range_is_refused_and_runs_once_the_dtype_holds_it(at):
+    at.selectbox(key="dist").set_value("upload").run()
+    at.selectbox(key="dtype").set_value("float16").run()
+    at.file_uploader(key="upload").set_value(("big.csv", b"70000,1,2,3\n", "text/csv")).run()
+    ok(at)
+    assert any("big.csv" in e.value and "beyond float16's range" in e.value for e in at.error)
+    at.selectbox(key="dtype").set_value("float32").run()
+    ok(at)
+    assert not at.error and at.number_input(key="cols").value == 4
+
+
 def test_an_npy_whose_header_claims_a_huge_shape_is_refused_in_words(at):
     """192 bytes announcing 100000×100000: refused from the header before np.load allocates, the sidebar and
     settings kept."""
