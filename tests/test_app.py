@@ -381,6 +381,15 @@ def test_the_error_page_fails_a_variant_whose_outputs_are_nan_where_float64_is_f
     assert df.loc["online_warp", "NaN/inf ≠ ref"] == 0 and not df.loc["online_warp", "bound says"].startswith("fails")
 
 
+def test_a_row_of_nan_outputs_has_a_nan_sum_and_no_argmax_on_the_outputs_page():
+    at = make({"dist": "nonfinite", "rows": "4", "cols": "300", "variants": "online_warp,fast"})
+    ok(at)
+    df = frame(at)
+    nan_rows = df[df["NaN"] == 300]
+    assert set(nan_rows.index) == {"online_warp", "fast", "float64 reference"}
+    assert nan_rows["sum of row"].isna().all() and nan_rows["argmax"].isna().all() and nan_rows["max p"].isna().all()
+
+
 def test_variant_refusing_a_dtype_is_a_warning_not_a_crash(at, monkeypatch):
     # a registry entry that takes fewer dtypes than the one chosen: words, and the other variants still run
     import dataclasses

@@ -28,13 +28,14 @@ COLUMNS = number_columns(
 
 
 def row_summary(y: np.ndarray) -> dict:
-    """Sum, largest probability and where, and the counts of NaN, inf and zero outputs of one row."""
+    """Sum (NaN or inf where the row holds one), largest finite probability and where (none without one), and the
+    counts of NaN, inf and zero outputs of one row."""
     y64 = np.asarray(y, dtype=np.float64)
     finite = np.isfinite(y64)
     return {
-        "sum of row": float(y64[finite].sum()),
+        "sum of row": float(y64.sum()),
         "max p": float(y64[finite].max()) if finite.any() else math.nan,
-        "argmax": int(np.nanargmax(np.where(finite, y64, -np.inf))) if finite.any() else -1,
+        "argmax": int(np.argmax(np.where(finite, y64, -np.inf))) if finite.any() else None,
         "NaN": int(np.isnan(y64).sum()),
         "inf": int(np.isinf(y64).sum()),
         "zeros": int((y64 == 0).sum()),
@@ -103,7 +104,7 @@ def summary_frame(ran: Ran, ref: np.ndarray, outputs: dict[str, np.ndarray]) -> 
     rows.append(
         {"variant": "float64 reference", "backend": "numpy", **row_summary(ref), "wall ms (not a benchmark)": math.nan}
     )
-    return pd.DataFrame(rows).set_index("variant")
+    return pd.DataFrame(rows).set_index("variant").astype({"argmax": "Int64"})  # a row with no finite output has none
 
 
 def _downloads(ran: Ran, fig, df: pd.DataFrame) -> None:
