@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backends import cuda
-from .numerics import DTYPES
+from .topk import TORCH_TOPK_PASSES, torch_topk_bytes
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,7 @@ class TopkPeer:
     passes: int  # logits-sized passes through memory the formulation needs at least (reads and writes)
 
     def bytes_moved(self, rows: int, cols: int, k: int, dtype: str) -> int:
-        item = DTYPES[dtype].itemsize
-        return self.passes * rows * cols * item + rows * k * (item + 8)
+        return torch_topk_bytes(self.passes, rows, cols, k, dtype)
 
 
 def torch_module():
@@ -117,6 +116,10 @@ def topk_peers(k: int) -> list[TopkPeer]:
         return torch.exp(v - torch.logsumexp(tx, -1, keepdim=True)), i
 
     return [
-        TopkPeer("torch", torch.__version__, "torch.softmax + torch.topk", softmax_then_topk, 3),
-        TopkPeer("torch_lse", torch.__version__, "torch.topk + torch.logsumexp", topk_lse, 2),
+        TopkPeer(
+            "torch", torch.__version__, "torch.softmax + torch.topk", softmax_then_topk, TORCH_TOPK_PASSES["torch"]
+        ),
+        TopkPeer(
+            "torch_lse", torch.__version__, "torch.topk + torch.logsumexp", topk_lse, TORCH_TOPK_PASSES["torch_lse"]
+        ),
     ]

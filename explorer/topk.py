@@ -58,6 +58,19 @@ class TopkVariant:
         return logits + out if self.fused else 3 * logits + out
 
 
+# torch's top-k pipelines (explorer.peers), by the logits-sized passes through memory each formulation needs at least:
+# torch.softmax writes every probability and torch.topk reads them again; torch.topk then torch.logsumexp reads the
+# logits twice. Both return int64 indices.
+TORCH_TOPK_PASSES = {"torch": 3, "torch_lse": 2}
+
+
+def torch_topk_bytes(passes: int, rows: int, cols: int, k: int, dtype: str) -> int:
+    """Bytes a torch top-k pipeline of `passes` logits-sized passes moves at least: then k values and k int64 indices
+    a row."""
+    item = ITEMSIZE[dtype]
+    return passes * rows * cols * item + rows * k * (item + 8)
+
+
 TOPK_VARIANTS = {
     v.key: v
     for v in [

@@ -291,3 +291,16 @@ def test_emulated_pooled_launch_folds_a_row_without_packs_as_the_kernel_does():
     pooled_values, pooled_indices = fast_emulation.run_topk(True, launch, x, 2)
     values, indices = fast_emulation.run_topk(True, unpooled, x, 2)
     assert pooled_values.tobytes() == values.tobytes() and np.array_equal(pooled_indices, indices)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_torch_topk_peers_count_their_passes_and_int64_indices(dtype):
+    """explorer.peers' top-k pipelines and the top-k page's bytes table count bytes through one function."""
+    from explorer.peers import TopkPeer
+    from explorer.topk import TORCH_TOPK_PASSES, torch_topk_bytes
+
+    item = explorer.DTYPES[dtype].itemsize
+    for name, passes in TORCH_TOPK_PASSES.items():
+        peer = TopkPeer(name, None, name, lambda tx: tx, passes)
+        assert peer.bytes_moved(4, 1000, 8, dtype) == torch_topk_bytes(passes, 4, 1000, 8, dtype)
+        assert torch_topk_bytes(passes, 4, 1000, 8, dtype) == passes * 4 * 1000 * item + 4 * 8 * (item + 8)

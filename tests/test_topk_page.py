@@ -385,7 +385,10 @@ def test_helpers_batches_bytes_slug_and_agreement():
     assert all(topk.vocab_label(v).startswith(f"{v:,} (") for v in VOCABS)
     moved = topk.bytes_table(512, 128256, 50, "bfloat16")
     assert moved.loc["topk_fused", "bytes moved"] == 512 * 128256 * 2 + 512 * 50 * 6
-    assert moved.loc["topk_unfused", "bytes moved"] == moved.loc["torch.softmax + torch.topk", "bytes moved"]
+    logits = 512 * 128256 * 2
+    assert moved.loc["topk_unfused", "bytes moved"] == 3 * logits + 512 * 50 * (2 + 4)  # int32 indices
+    assert moved.loc["torch.softmax + torch.topk", "bytes moved"] == 3 * logits + 512 * 50 * (2 + 8)  # int64
+    assert moved.loc["torch.topk + logsumexp", "bytes moved"] == 2 * logits + 512 * 50 * (2 + 8)
     spec = GeneratedInput("zipf", (("s", 1.1),), 8, 50257, "float16", 3)
     assert topk.input_slug(spec, 50, 2) == "softmax_topk_zipf_s1.1_8x50257_float16_seed3_k50_row2"
     assert (

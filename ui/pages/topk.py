@@ -17,7 +17,15 @@ import streamlit as st
 
 import explorer
 from explorer.numerics import dtype_name
-from explorer.topk import K_MAX, TOPK_VARIANTS, VOCABS, TopkReport, tie_within_rounding
+from explorer.topk import (
+    K_MAX,
+    TOPK_VARIANTS,
+    TORCH_TOPK_PASSES,
+    VOCABS,
+    TopkReport,
+    tie_within_rounding,
+    torch_topk_bytes,
+)
 
 from .. import background, compute, figures, topk_timing
 from ..common import (
@@ -60,8 +68,8 @@ Sampling from a language model's head, or routing tokens in a mixture of experts
 probabilities** of a row of logits, not all of them. The **fused** kernel (Milakov & Gimelshein 2018) keeps a
 running top-k beside the online (m, d) and reads the logits **once**, writing only k probabilities and indices.
 The **unfused** pipeline runs the `fast` softmax (read the logits, write every probability) and then selects
-(read every probability again): three passes over the row, to keep k values. `torch.softmax` + `torch.topk` moves
-the same bytes as the unfused pair.
+(read every probability again): three passes over the row, to keep k values. `torch.softmax` + `torch.topk` makes
+the same three passes (its indices are int64, not int32).
 
 **Order.** Larger probability first; **ties go to the lower index**; NaN ranks below −inf.
 
@@ -107,20 +115,19 @@ def position_status(ref_row: np.ndarray, ref_indices: np.ndarray, indices: np.nd
 
 
 def bytes_table(rows: int, cols: int, k: int, dtype: str) -> pd.DataFrame:
-    """Global-memory bytes each pipeline moves for this shape (TOPK_VARIANTS.bytes_moved; torch as unfused;
-    torch_lse reads the logits twice), at least: what the formulation needs, not what torch's kernels move."""
-    itemsize = explorer.DTYPES[dtype].itemsize
+    """Global-memory bytes each pipeline moves for this shape (TOPK_VARIANTS.bytes_moved; torch's as
+    explorer.topk.torch_topk_bytes), at least: what the formulation needs, not what torch's kernels move."""
     pipelines = [(key, v.passes, v.bytes_moved(rows, cols, k, dtype)) for key, v in TOPK_VARIANTS.items()]
     pipelines += [
         (
             "torch.softmax + torch.topk",
-            "softmax writes every probability; topk reads them again (as unfused)",
-            TOPK_VARIANTS["topk_unfused"].bytes_moved(rows, cols, k, dtype),
+            "softmax writes every probability; topk reads them again (as unfused); int64 indices",
+            torch_topk_bytes(TORCH_TOPK_PASSES["torch"], rows, cols, k, dtype),
         ),
         (
             "torch.topk + logsumexp",
             "topk reads the logits, logsumexp reads them again; int64 indices",
-            2 * rows * cols * itemsize + rows * k * (itemsize + 8),
+            torch_topk_bytes(TORCH_TOPK_PASSES["torch_lse"], rows, cols, k, dtype),
         ),
     ]
     df = pd.DataFrame(pipelines, columns=["pipeline", "what it does to memory", "bytes moved"]).set_index("pipeline")
