@@ -289,6 +289,20 @@ def test_upload_npy_and_csv(at):
     assert at.number_input(key="cols").value == 4
 
 
+def test_leaving_an_upload_brings_back_the_shape_and_row_it_replaced():
+    at = make({"rows": "4", "cols": "100", "row": "2", "variants": "online_warp"})
+    at.selectbox(key="dist").set_value("upload").run()
+    at.file_uploader(key="upload").set_value(("row.csv", b"1,2,3,4,5,6,7,8,9,10\n", "text/csv")).run()
+    ok(at)
+    assert (at.number_input(key="rows").value, at.number_input(key="cols").value) == (1, 10)
+    at.file_uploader(key="upload").set_value(("two.csv", b"1,2,3\n4,5,6\n", "text/csv")).run()  # a second file
+    assert (at.number_input(key="rows").value, at.number_input(key="cols").value) == (2, 3)
+    at.selectbox(key="dist").set_value("normal").run()
+    ok(at)
+    assert (at.number_input(key="rows").value, at.number_input(key="cols").value) == (4, 100)
+    assert at.number_input(key="row").value == 2
+
+
 def test_bad_upload_is_refused_in_words(at):
     at.selectbox(key="dist").set_value("upload").run()
     at.file_uploader(key="upload").set_value(("bad.csv", b"a,b,c\n", "text/csv")).run()

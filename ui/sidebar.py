@@ -224,8 +224,14 @@ def sidebar(page: str = "") -> Config:
     ss["_cfg"] = ss["_fit_problem"] = None  # until this run's sidebar is drawn: a failed one leaves no stale run
     init_from_url()
     keep_widget_state()
-    if shape := ss.pop("_upload_shape", None):
+    if shape := ss.pop("_upload_shape", None):  # the upload's shape, while it is the input; the user's comes back after
+        ss.setdefault(
+            "_shape_before_upload", (ss.get("_rows_ok", ss["rows"]), ss.get("_cols_ok", ss["cols"]), ss["row"])
+        )
         ss["rows"], ss["cols"] = ss["_rows_ok"], ss["_cols_ok"] = shape
+    elif ss.get("dist") != UPLOAD and (before := ss.pop("_shape_before_upload", None)):
+        ss["rows"], ss["cols"], ss["row"] = before
+        ss["_rows_ok"], ss["_cols_ok"] = before[:2]
     ss["variants"] = [k for k in ss.get("variants", []) if k in explorer.VARIANTS]
     uses = USES.get(page, tuple(SECTIONS))
     unused = [name for name in SECTIONS if name not in uses]
