@@ -60,6 +60,23 @@ def test_each_page_folds_away_what_it_does_not_read(page, unused):
     assert at.query_params["rows"] == "8" and at.query_params["variants"] == "online_warp,online_block"
 
 
+def test_timing_without_a_gpu_folds_away_the_shape_it_cannot_run():
+    """No benchmark runs on the emulator: the results files' shapes are chosen on the page, so rows, cols, dtype and
+    accumulator are folded away there, and a shape too large to run is not refused on a page that runs nothing."""
+    at = open_page("timing", {**QUERY, "rows": "1048576", "cols": "1048576"})
+    assert {"Rows", "Cols", "Input dtype", "Accumulator"} <= folded(at)
+    assert "Variants" not in folded(at)
+    assert not any("Not run" in e.value for e in at.sidebar.error)
+
+
+def test_the_kernels_page_shows_a_launch_without_refusing_a_shape_too_large_to_run():
+    at = open_page("kernels", {**QUERY, "rows": "1048576", "cols": "1048576"})
+    assert "Rows" not in folded(at)
+    assert not any("Not run" in e.value for e in at.sidebar.error)
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "A run needs" not in captions
+
+
 def test_widget_labels_are_unique_on_every_page():
     for page in ("", "step", "errors", "precision", "kernels"):
         at = open_page(page)

@@ -216,6 +216,9 @@ USES = {  # the sections each page reads (by url path; "" is the default page, O
     "kernels": ("shape", "dtype", "accumulator", "kernels"),
     "precision": (),
 }
+TIMING_WITHOUT_GPU = ("kernels",)  # no benchmark runs: the results files' shapes are chosen on the page
+RUNS_THE_SHAPE = ("", "step", "errors", "timing")  # pages that run the chosen shape (Timing: its benchmark, on a GPU),
+# where the sidebar says what a run needs and refuses one that does not fit
 
 
 def sidebar(page: str = "") -> Config:
@@ -233,7 +236,9 @@ def sidebar(page: str = "") -> Config:
         ss["rows"], ss["cols"], ss["row"] = before
         ss["_rows_ok"], ss["_cols_ok"] = before[:2]
     ss["variants"] = [k for k in ss.get("variants", []) if k in explorer.VARIANTS]
-    uses = USES.get(page, tuple(SECTIONS))
+    backend = explorer.resolve_backend("auto")
+    uses = TIMING_WITHOUT_GPU if page == "timing" and backend != "cuda" else USES.get(page, tuple(SECTIONS))
+    runs = "shape" in uses and page in RUNS_THE_SHAPE
     unused = [name for name in SECTIONS if name not in uses]
     with st.sidebar:
         backend_badge()
@@ -256,10 +261,10 @@ def sidebar(page: str = "") -> Config:
             block=int(ss.get("block", TABLE["block"].default_value())),
             row=int(ss["row"]),
         )
-        line, problem = _memory_line(cfg, explorer.resolve_backend("auto"))
-        if "shape" in uses and problem:
+        line, problem = _memory_line(cfg, backend)
+        if runs and problem:
             st.error(problem, icon=":material/block:")
-        elif "shape" in uses:
+        elif runs:
             st.caption(line)
     ss["_cfg"] = cfg
     ss["_fit_problem"] = problem
