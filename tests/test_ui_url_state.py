@@ -24,6 +24,19 @@ def emulator_backend(monkeypatch):
 # --- pure --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("raw", "used"), [("1.5", None), ("1e3", 1000), ("12.0", 12), ("0.999", None)])
+def test_a_url_number_is_used_only_when_whole(raw, used):
+    """?rows=1.5 is refused with a why (the box refuses 1.5 too), not read as 1."""
+    values, problems = url.parse_query({"rows": raw})
+    assert values.get("rows") == used
+    assert bool(problems) == (used is None)
+
+
+def test_a_block_size_off_the_multiples_of_32_says_so():
+    values, problems = url.parse_query({"block": "33"})
+    assert "block" not in values and any("a multiple of 32 from 32 to 1024" in p for p in problems)
+
+
 def test_the_table_holds_both_pages_keys_in_the_url_only_when_changed():
     for p in (*topk.PARAMS, *precision_page.PARAMS):
         assert p.key in url.TABLE and p.key in url.defaults() and url.TABLE[p.key].sparse

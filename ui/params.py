@@ -66,7 +66,8 @@ class Param:
 
     def _parse_int(self, raw: str, options: tuple) -> tuple[int | None, str | None]:
         try:
-            value = int(float(raw))
+            number = float(raw)
+            value = int(number) if number.is_integer() else None  # 1.5 is refused, not read as 1
         except (TypeError, ValueError, OverflowError):
             value = None
         if options:
@@ -75,7 +76,7 @@ class Param:
             listed = (
                 ", ".join(map(str, options)) if len(options) <= SHOWN_CHOICES else f"{options[0]}, …, {options[-1]}"
             )
-            return None, f"choose one of {listed}"
+            return None, self.hint or f"choose one of {listed}"
         if value is not None and self.low <= value <= self.high and value % self.multiple == 0:
             return value, None
         if self.multiple > 1:

@@ -38,7 +38,13 @@ RUN_PARAMS = (
     Param("dtype", "word", "float32", choices=tuple(explorer.DTYPES)),
     Param("acc", "word", "float32", choices=tuple(explorer.DTYPES)),
     Param("variants", "words", lambda: tuple(explorer.VARIANTS), choices=lambda: tuple(explorer.VARIANTS)),
-    Param("block", "int", default_block, choices=tuple(range(32, 1025, 32))),
+    Param(
+        "block",
+        "int",
+        default_block,
+        choices=tuple(range(32, 1025, 32)),
+        hint="a multiple of 32 from 32 to 1024 is needed",
+    ),
     Param("row", "int", 0, low=0, high=MAX_DIM),
 )
 
