@@ -90,7 +90,13 @@ def test_widget_labels_are_unique_on_every_page():
 
 @pytest.mark.parametrize(
     ("typed", "words"),
-    [(0, "Rows 0 not used"), (-5, "Rows -5 not used"), (3e9, "Rows 3e+09 not used"), (2.5, "Rows 2.5 not used")],
+    [
+        (0, "Rows 0 not used"),
+        (-5, "Rows -5 not used"),
+        (3e9, "Rows 3,000,000,000 not used"),
+        (2.5, "Rows 2.5 not used"),
+        (2147483648, "Rows 2,147,483,648 not used"),
+    ],
 )
 def test_a_number_out_of_range_goes_back_and_says_why(typed, words):
     at = open_page("")

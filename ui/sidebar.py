@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 import explorer
@@ -150,7 +152,8 @@ def whole_number(key: str) -> str | None:
         return None
     ss[key] = good
     number = isinstance(value, float) or (isinstance(value, int) and abs(value) < 2**63)  # :g of 10**400 overflows
-    typed = f"{value:g}" if number else shown(value)
+    whole_value = number and math.isfinite(value) and float(value).is_integer() and abs(value) < 1e21
+    typed = f"{int(value):,}" if whole_value else f"{value:.15g}" if number else shown(value)  # not 2.14748e+09
     return f"{WHOLE[key]} {typed} not used: a whole number from {low:,} to {high:,} is needed; still {good:,}."
 
 
