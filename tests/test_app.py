@@ -233,7 +233,7 @@ def test_row_is_clamped_when_rows_shrink(at):
 
 def test_memory_estimate_and_refusal(at):
     captions = " ".join(c.value for c in at.sidebar.caption)
-    assert "A run needs ≈" in captions and "MiB" in captions
+    assert "A run needs ≈" in captions and "KiB" in captions  # 4 × 100: in KiB, not "0.0 MiB"
     # both widgets change in one rerun: no intermediate 4 × 2^20 run (slow on a slow box)
     at.number_input(key="cols").set_value(2**20)
     at.number_input(key="rows").set_value(2**20).run()

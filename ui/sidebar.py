@@ -61,8 +61,8 @@ def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
     page = budget.page_bytes(runs, cfg.rows, cfg.cols, cfg.dtype, cfg.acc)  # reference, outputs, error reports
     limit = budget.run_budget()
     line = (
-        f"A run needs ≈ {per_run / 2**20:,.1f} MiB and this page ≈ {page / 2**20:,.1f} MiB "
-        f"(this server's limit: {limit / 2**20:,.1f} MiB)."
+        f"A run needs ≈ {checks.size(per_run)} and this page ≈ {checks.size(page)} "
+        f"(this server's limit: {checks.size(limit)})."
     )
     for v, b in runs:
         try:
