@@ -333,12 +333,13 @@ def load_logits(data: bytes, filename: str, dtype: str = "float32", max_bytes: i
         raise
     except (ValueError, EOFError, OSError):  # NumPy's words (allow_pickle, ...) are not for the user
         raise InvalidInput(f"{filename} could not be read: {NOT_AN_ARRAY}") from None
+    if array.size == 0:
+        shape = f"; its array has shape {array.shape}" if name.endswith(".npy") else ""  # a CSV's says nothing more
+        raise InvalidInput(f"{filename} is empty: it holds no numbers{shape}")
     if array.ndim == 1:
         array = array[None, :]
     if array.ndim != 2:
         raise InvalidInput(f"{filename} has shape {array.shape}; give a vector or a rows × cols matrix")
-    if array.size == 0:
-        raise InvalidInput(f"{filename} is empty (shape {array.shape})")
     check_memory(*array.shape, DTYPES[dtype].itemsize, array.size * 8, "emulator", f"{filename} as {dtype}")
     wide = array.astype(np.float64)
     with np.errstate(over="ignore"):

@@ -499,13 +499,15 @@ def test_zero_d_refused():
 
 @pytest.mark.parametrize("shape", [(0,), (0, 5), (3, 0)])
 def test_empty_npy_refused(shape):
-    assert_invalid(npy_bytes(np.zeros(shape)), "e.npy", "e.npy", "empty")
+    assert_invalid(
+        npy_bytes(np.zeros(shape)), "e.npy", "e.npy", f"empty: it holds no numbers; its array has shape {shape}"
+    )
 
 
 @pytest.mark.parametrize("data", [b"", b"\n\n"])
 def test_empty_csv_refused(data):
     with pytest.warns(UserWarning):  # numpy warns about an empty file; the explorer must still refuse it
-        assert_invalid(data, "e.csv", "e.csv", "empty")
+        assert_invalid(data, "e.csv", "e.csv", "e.csv is empty: it holds no numbers")
 
 
 @pytest.mark.parametrize("data", [b"a,b,c\n", b"1,2\n3,x\n", b"1,2\n3\n", b"1;2;3\n"])
