@@ -15,7 +15,7 @@ from ..share import run_share_button
 FORMAT_2E = ("max rel", "mean rel", "max abs", "max |Σ−1|", "bound")
 COLUMNS = number_columns(  # the page's and the share image's
     dict.fromkeys(FORMAT_2E, "%.2e") | {"max ULP": "%.1f", "argmax agree": "%.3f"}
-)
+) | {"bound says": st.column_config.TextColumn(width=230)}  # "exceeded (outputs flushed to 0)" in full
 
 
 def bound_verdict(max_rel: float, bound: float, flushed: int, mismatched: int) -> str:
@@ -45,6 +45,7 @@ def errors_page() -> None:
         bound_verdict(r, b, z, n)
         for r, b, z, n in zip(df["max rel"], df["bound"], df["flushed to 0"], df["NaN/inf ≠ ref"])
     ]
+    df = df[["bound says", *df.columns.drop("bound says")]]  # the verdict first: the table may scroll sideways
     st.subheader("Over the whole input")
     show_table(df, key="table_errors", column_config=COLUMNS)
     st.caption(
