@@ -67,6 +67,7 @@ def test_timing_without_a_gpu_folds_away_the_shape_it_cannot_run():
     assert {"Rows", "Cols", "Input dtype", "Accumulator"} <= folded(at)
     assert "Variants" not in folded(at)
     assert not any("Not run" in e.value for e in at.sidebar.error)
+    assert not [c.value for c in at.main.caption if "seed" in c.value or "1048576" in c.value]  # no header of a run
 
 
 def test_the_kernels_page_shows_a_launch_without_refusing_a_shape_too_large_to_run():
@@ -75,6 +76,7 @@ def test_the_kernels_page_shows_a_launch_without_refusing_a_shape_too_large_to_r
     assert not any("Not run" in e.value for e in at.sidebar.error)
     captions = " ".join(c.value for c in at.sidebar.caption)
     assert "A run needs" not in captions
+    assert "1048576×1048576 float32 · acc float32" in [c.value for c in at.main.caption]  # what it reads, no input
 
 
 def test_widget_labels_are_unique_on_every_page():

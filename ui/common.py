@@ -73,11 +73,12 @@ def stamp() -> str:
     return figures.stamp_text(compute.backend_info(), datetime.date.today().isoformat())
 
 
-def header(title: str, cfg: Config | None) -> None:
+def header(title: str, caption: str | None) -> None:
+    """The page's title, what it shows (cfg.describe() where it runs the input; None: nothing), the backend's badge."""
     st.title(title)
     left, right = st.columns([3, 2], vertical_alignment="center")
-    if cfg is not None:
-        left.caption(cfg.describe())
+    if caption:
+        left.caption(caption)
     with right:
         backend_badge()
 
@@ -211,7 +212,7 @@ def run_page(title: str) -> Ran | None:
     """The start of a page over the chosen variants' results: its header, every variant run (failures
     shown); None when there is nothing to show."""
     cfg, spec = config_and_spec()
-    header(title, cfg)
+    header(title, cfg.describe() if cfg is not None else None)
     if cfg is None:
         return None
     ran = run_all(cfg, spec)

@@ -143,7 +143,11 @@ class Config:
 
     def describe(self) -> str:
         source = f"upload {self.upload_name}" if self.uploaded else self.dist + params_text(self.params, " ", "=")
-        return f"{source} · {self.rows}×{self.cols} {self.dtype} · acc {self.acc} · seed {self.seed}"
+        return f"{source} · {self.shape_text()} · seed {self.seed}"
+
+    def shape_text(self) -> str:
+        """The shape, dtype and accumulator: what the Kernels page and a GPU's benchmark read of the sidebar."""
+        return f"{self.rows}×{self.cols} {self.dtype} · acc {self.acc}"
 
 
 # --- the distributions' parameters ---------------------------------------------------------------------

@@ -110,7 +110,7 @@ def _launch_and_resources(v: explorer.Variant, cfg: Config) -> None:
 @guarded
 def kernels_page() -> None:
     cfg = ss.get("_cfg")
-    header("Kernels", cfg)
+    header("Kernels", cfg.shape_text() if cfg is not None else None)
     keys = list(explorer.VARIANTS)
     ensure_choice("kv", keys, cfg.variants[0] if cfg is not None and cfg.variants else keys[0])
     st.selectbox("Variant", keys, key="kv", format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")

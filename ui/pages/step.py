@@ -48,7 +48,7 @@ def latex_number(v: float) -> str:
 @guarded
 def step_page() -> None:
     cfg, spec = config_and_spec()
-    header("Step through", cfg)
+    header("Step through", cfg.describe() if cfg is not None else None)
     if cfg is None:
         return
     traceable = [k for k in cfg.variants if explorer.VARIANTS[k].traceable]

@@ -211,5 +211,6 @@ def _across_widths(df: pd.DataFrame, timed: pd.DataFrame, sources: dict[str, dic
 @guarded
 def timing_page() -> None:
     cfg = st.session_state.get("_cfg")
-    header("Timing", cfg)
+    gpu = compute.backend_info().get("backend") == "cuda"  # without one nothing runs: the shapes are the files'
+    header("Timing", cfg.shape_text() if cfg is not None and gpu else None)
     render(cfg)
