@@ -30,6 +30,7 @@ def default_block() -> int:
     return sizes[0] if sizes else 256
 
 
+BLOCKS = tuple(range(32, 1025, 32))  # the block sizes the block variants take (Variant.check_block_size)
 RUN_PARAMS = (
     Param("dist", "word", default_dist, choices=lambda: (*explorer.DISTRIBUTIONS, UPLOAD)),
     Param("rows", "int", 8, low=1, high=MAX_DIM),
@@ -42,8 +43,8 @@ RUN_PARAMS = (
         "block",
         "int",
         default_block,
-        choices=tuple(range(32, 1025, 32)),
-        hint="a multiple of 32 from 32 to 1024 is needed",
+        choices=BLOCKS,
+        hint=f"a multiple of 32 from {BLOCKS[0]} to {BLOCKS[-1]} is needed",
     ),
     Param("row", "int", 0, low=0, high=MAX_DIM),
 )

@@ -90,9 +90,7 @@ def _run_benchmark(cfg) -> None:
         )
 
 
-def render(cfg) -> None:
-    info = compute.backend_info()
-    gpu = info.get("backend") == "cuda"
+def render(cfg, gpu: bool) -> None:
     if not gpu:
         st.info(
             "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
@@ -213,4 +211,4 @@ def timing_page() -> None:
     cfg = st.session_state.get("_cfg")
     gpu = compute.backend_info().get("backend") == "cuda"  # without one nothing runs: the shapes are the files'
     header("Timing", cfg.shape_text() if cfg is not None and gpu else None)
-    render(cfg)
+    render(cfg, gpu)
