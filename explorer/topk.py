@@ -52,10 +52,14 @@ class TopkVariant:
         return topk_launch(rows, cols, k, dtype)
 
     def bytes_moved(self, rows: int, cols: int, k: int, dtype: str) -> int:
-        item = ITEMSIZE[dtype]
-        out = rows * k * (item + 4)
-        logits = rows * cols * item
-        return logits + out if self.fused else 3 * logits + out
+        return topk_bytes(1 if self.fused else 3, rows, cols, k, dtype, index_bytes=4)
+
+
+def topk_bytes(passes: int, rows: int, cols: int, k: int, dtype: str, index_bytes: int) -> int:
+    """Bytes a top-k pipeline moves at least: `passes` logits-sized passes through memory (reads and writes), then
+    k values and k indices of index_bytes a row."""
+    item = ITEMSIZE[dtype]
+    return passes * rows * cols * item + rows * k * (item + index_bytes)
 
 
 # torch's top-k pipelines (explorer.peers), by the logits-sized passes through memory each formulation needs at least:
@@ -65,10 +69,8 @@ TORCH_TOPK_PASSES = {"torch": 3, "torch_lse": 2}
 
 
 def torch_topk_bytes(passes: int, rows: int, cols: int, k: int, dtype: str) -> int:
-    """Bytes a torch top-k pipeline of `passes` logits-sized passes moves at least: then k values and k int64 indices
-    a row."""
-    item = ITEMSIZE[dtype]
-    return passes * rows * cols * item + rows * k * (item + 8)
+    """topk_bytes of a torch pipeline: int64 indices."""
+    return topk_bytes(passes, rows, cols, k, dtype, index_bytes=8)
 
 
 TOPK_VARIANTS = {
