@@ -400,6 +400,6 @@ def _bytes_section(rows: int, cols: int, k: int, dtype: str) -> None:
     show_table(bytes_table(rows, cols, k, dtype), key="table_topk_bytes", column_config=BYTES_COLUMNS)
     st.caption(
         f"For {rows}×{cols} {dtype}, top-{k}: logits read (and, unfused, probabilities written and read "
-        "again), plus k probabilities and int32 indices written per row. Top-k is memory-bound, so time "
+        "again), plus k probabilities and int32 indices (torch's: int64) written per row. Top-k is memory-bound, so time "
         "should follow these bytes."
     )
