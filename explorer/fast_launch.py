@@ -39,10 +39,13 @@ FAST_WARP_BLOCK = 64  # two warps a block: fp32 x256 at 98.5 % of copy against 9
 # at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 9-22 points in fp32
 SPLIT_BLOCK = 512
 SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM: one wave
-STREAM_BLOCKS_PER_SM = {"float32": 2, "float16": 3, "bfloat16": 3}  # fast_stream's unless asked for: at two an SM
-# each batch's loads go out before the batch before is folded or written (fast.cu, registers allowing): fp32 1×16M /
-# 8×4M at 73.4-73.5 / 65.9 % of copy against 70.8-70.9 / 61.0-61.2 at three an SM; bf16 1×16M / 8×4M 60.5-60.7 /
-# 65.7-65.8 against 61.0 / 67.1-68.1 (device time, docs/fast-notes.md item 31)
+STREAM_BLOCKS_PER_SM = 2  # fast_stream's unless asked for: each batch's loads go out before the batch before is
+# folded or written (fast.cu, registers allowing). fp32 1×16M / 8×4M at 73.4-73.5 / 65.9 % of copy against 70.8-70.9 /
+# 61.0-61.2 at three an SM (item 31); bf16 1×16M / 8×4M / 32×1M / 32×300000 68.8-69.1 / 70.2-70.6 / 70.9-71.0 /
+# 77.9-78.5 against 67.1-67.3 / 68.5-68.7 / 66.5-66.7 / 70.1-70.6 (device time, docs/fast-notes.md item 34) ...
+STREAM_L2_BLOCKS_PER_SM = 3  # ... but 16-bit rows whose part read twice is a sixth to a half of the L2 run three an SM:
+# bf16 24×1M / 12×2M / 64×300000 (23, 23 and 13 MB read twice) at 78.2-79.0 / 74.4-74.9 / 74.1-74.2 against
+# 71.1-71.3 / 70.7-70.9 / 69.7-69.8 at two; 7 MB (1×16M) and 39 MB (8×4M) gain at two (item 34; why is open)
 BLOCK_SHARED_RESERVED = 1024  # shared memory the CUDA runtime keeps for each block
 STREAM_STATIC_SHARED = 4608  # fast_stream's static shared memory (block merge, 512 staged states), rounded up
 STREAM_GRID_PER_SM = 4  # fast_row slices exchanging through global memory over this many blocks an SM: fast_stream
@@ -315,15 +318,26 @@ def fast_split_launch(rows: int, cols: int, dtype: str, blocks_per_sm: int = SPL
     return two_stage_launch("fast_split", rows, chunks, SPLIT_BLOCK, 264, (vec, per, blocks_per_sm))
 
 
+def stream_blocks_per_sm(rows: int, cols: int, dtype: str) -> int:
+    """fast_stream's blocks an SM: STREAM_BLOCKS_PER_SM, or STREAM_L2_BLOCKS_PER_SM for 16-bit rows whose part read
+    twice (what the held batches leave, the same at either count) is a sixth to a half of the L2."""
+    if ITEMSIZE[dtype] == 2:
+        stream = fast_stream_launch(rows, cols, dtype, STREAM_BLOCKS_PER_SM)
+        twice = rows * cols * ITEMSIZE[dtype] - stream.grid * stream.staging_bytes
+        if l2_bytes() / 6 <= twice <= l2_bytes() / 2:
+            return STREAM_L2_BLOCKS_PER_SM
+    return STREAM_BLOCKS_PER_SM
+
+
 def fast_stream_launch(
     rows: int, cols: int, dtype: str, blocks_per_sm: int | None = None, held: int | None = None
 ) -> Launch:
     """fast_stream: fast_split's chunks (the same arithmetic) in one launch, blocks_per_sm blocks an SM (default
-    STREAM_BLOCKS_PER_SM's), each block holding the first `held` batches of its chunk in shared memory (default: as
+    stream_blocks_per_sm's), each block holding the first `held` batches of its chunk in shared memory (default: as
     many as fit; none where the loads are narrower than 16 bytes) and reading the rest twice; a row's chunks exchange
     (m, d) through global memory, so they must all be resident (cuda.row_exchange checks)."""
     if blocks_per_sm is None:
-        blocks_per_sm = STREAM_BLOCKS_PER_SM[dtype]
+        blocks_per_sm = stream_blocks_per_sm(rows, cols, dtype)
     split = fast_split_launch(rows, cols, dtype, blocks_per_sm)
     vec, per = split.template_args[:2]
     batch_bytes = SPLIT_BLOCK * per * 16

@@ -240,6 +240,17 @@ __device__ __forceinline__ ChunkBounds chunk_bounds(int packs, int chunks, int c
     return {c * chunk, min(packs, c * chunk + chunk)};
 }
 
+// This thread's packs of the batch at `first` below end (its k-th: pack first + k·blockDim.x + threadIdx.x), each as
+// load(p) gives it.
+template <int PER, typename P, typename Load>
+__device__ __forceinline__ void load_batch(P (&to)[PER], int first, int end, Load load) {
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        const int p = first + k * blockDim.x + threadIdx.x;
+        if (p < end) to[k] = load(p);
+    }
+}
+
 // Normalise packs [from, end) of a row, batches of PER packs a thread, the last batch first, each batch loaded
 // before any of it is written; reads and writes evict-first (ld/st .cs), so what is done leaves the L2 before
 // what is still to be read. AHEAD: the batch below is loaded before this one is written (twice the bytes in
@@ -249,28 +260,24 @@ __device__ __forceinline__ void normalise_back_to_front(const Pack<T, VEC>* xr, 
                                                         float inv_d) {
     const int batch = PER * blockDim.x;
     if (end <= from) return;
+    const auto load = [&](int p) { return load_streaming(xr + p); };
     int first = from + (end - from - 1) / batch * batch;
     Pack<T, VEC> next[PER];
-    if constexpr (AHEAD) {
-#pragma unroll
-        for (int k = 0; k < PER; ++k) if (first + threadIdx.x + k * blockDim.x < end) next[k] = load_streaming(xr + first + threadIdx.x + k * blockDim.x);
-    }
+    if constexpr (AHEAD) load_batch(next, first, end, load);
     for (; first >= from; first -= batch) {
-        const int base = first + threadIdx.x;
         Pack<T, VEC> in[PER];
         if constexpr (AHEAD) {
 #pragma unroll
             for (int k = 0; k < PER; ++k) in[k] = next[k];
-            if (first - batch >= from) {  // the batch before: whole
-#pragma unroll
-                for (int k = 0; k < PER; ++k) next[k] = load_streaming(xr + base - batch + k * blockDim.x);
-            }
+            if (first - batch >= from) load_batch(next, first - batch, first, load);
         } else {
-#pragma unroll
-            for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) in[k] = load_streaming(xr + base + k * blockDim.x);
+            load_batch(in, first, end, load);
         }
 #pragma unroll
-        for (int k = 0; k < PER; ++k) if (base + k * blockDim.x < end) store_streaming(yr + base + k * blockDim.x, normalised<T, VEC>(in[k], m, inv_d));
+        for (int k = 0; k < PER; ++k) {
+            const int p = first + k * blockDim.x + threadIdx.x;
+            if (p < end) store_streaming(yr + p, normalised<T, VEC>(in[k], m, inv_d));
+        }
     }
 }
 
@@ -295,20 +302,18 @@ __device__ __forceinline__ State<float> fold_batch(State<float> s, int base, int
 template <typename T, int VEC, int PER, bool AHEAD>
 __device__ __forceinline__ State<float> fold_streamed(State<float> s, const Pack<T, VEC>* xr, int from, int end) {
     const int batch = PER * blockDim.x;
+    const auto load = [&](int p) { return xr[p]; };
     if constexpr (!AHEAD) {
-        for (int base = from; base < end; base += batch) s = fold_batch<T, VEC, PER>(s, base, end, [&](int, int p) { return xr[p]; });
+        for (int base = from; base < end; base += batch) s = fold_batch<T, VEC, PER>(s, base, end, [&](int, int p) { return load(p); });
         return s;
     }
     Pack<T, VEC> next[PER];
-#pragma unroll
-    for (int k = 0; k < PER; ++k) if (from + k * blockDim.x + threadIdx.x < end) next[k] = xr[from + k * blockDim.x + threadIdx.x];
+    load_batch(next, from, end, load);
     for (int base = from; base < end; base += batch) {
         Pack<T, VEC> pack[PER];
 #pragma unroll
         for (int k = 0; k < PER; ++k) pack[k] = next[k];
-        const int ahead = base + batch;
-#pragma unroll
-        for (int k = 0; k < PER; ++k) if (ahead + k * blockDim.x + threadIdx.x < end) next[k] = xr[ahead + k * blockDim.x + threadIdx.x];
+        load_batch(next, base + batch, end, load);
         s = fold_batch<T, VEC, PER>(s, base, end, [&](int k, int) { return pack[k]; });
     }
     return s;
@@ -426,26 +431,29 @@ __global__ void split_finish(const T* __restrict__ x, T* __restrict__ y, const f
     for (int j = begin + threadIdx.x; j < end; j += blockDim.x) yr[j] = normalise(xr[j], s);
 }
 
-// fold(j) for the held batches j = 0 ... HELD - 1 in order, each once its own cp.async group (the thread's j-th) has
-// landed: the later groups stay in flight meanwhile.
-template <int HELD, int J = 0, typename Fold>
-__device__ __forceinline__ void fold_held(Fold fold) {
-    if constexpr (J < HELD) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(HELD - 1 - J) : "memory");
-        fold(J);
-        fold_held<HELD, J + 1>(fold);
+// fold(j) for the held batches j = 0 ... HELD - 1 in order, each once its cp.async group has landed, the next
+// group issued before the fold: one group of the thread in flight, so that an SM's blocks get their bytes in turn
+// rather than the first to start first. issue(j) starts and commits group j (an empty one past the last).
+template <int HELD, typename Issue, typename Fold>
+__device__ __forceinline__ void fold_held(Issue issue, Fold fold) {
+    if constexpr (HELD > 0) issue(0);
+#pragma unroll
+    for (int j = 0; j < HELD; ++j) {
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        issue(j + 1);  // the next group loads while this one folds
+        fold(j);
     }
 }
 
-// fast_stream: fast_split in one launch, for rows too long to hold on chip. Block c of a row folds chunk c
-// as fast_split_partial does, but the chunk's first HELD batches arrive by cp.async into shared memory (a group a
-// batch, each folded as it lands) and stay there (loaded evict-first: L2 is not asked for them again), while the
-// rest, read with plain loads, is left in L2 for its second read. The row's chunk states merge through global
-// memory (exchange_row: fast_split_finish's fold, so the bits of fast_split), then the block writes the rest back
-// to front (evict-first, as fast_split_finish) and its held batches from shared memory: 1 read of x plus a second
-// of the part not held (from L2 where it fits there), 1 write. A row's chunks wait for each other, so all of them
-// must be resident; blocks take start-order tickets unless the whole grid is. At two blocks an SM (64 registers a
-// thread) the streamed batches are loaded one batch ahead, both in the fold and in the write.
+// fast_stream: fast_split in one launch, for rows too long to hold on chip. Block c of a row folds chunk c as
+// fast_split_partial does, but the chunk's first HELD batches arrive by cp.async into shared memory (a group a
+// batch, one in flight, each folded as it lands) and stay there (loaded evict-first: L2 is not asked for
+// them again), while the rest, read with plain loads, is left in L2 for its second read. The row's chunk states
+// merge through global memory (exchange_row: fast_split_finish's fold, so the bits of fast_split), then the block
+// writes the rest back to front (evict-first, as fast_split_finish) and its held batches from shared memory: 1 read
+// of x plus a second of the part not held (from L2 where it fits there), 1 write. A row's chunks wait for each
+// other, so all of them must be resident; blocks take start-order tickets unless the whole grid is. At two blocks
+// an SM (64 registers a thread) the streamed batches are loaded one batch ahead, both in the fold and in the write.
 template <typename T, typename Acc, int VEC, int PER, int BLOCKS, int HELD>
 __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__ x, T* __restrict__ y, float* __restrict__ partial,
                                                            unsigned* __restrict__ sync, int rows, int cols, int chunks, int resident) {
@@ -460,25 +468,21 @@ __global__ void __launch_bounds__(512, BLOCKS) fast_stream(const T* __restrict__
     const int batch = PER * blockDim.x;
     const int held_end = min(end, begin + HELD * batch);  // packs [begin, held_end) stay in shared memory, pack p at p - begin
     const auto held = [&](int p) { return *reinterpret_cast<const Pack<T, VEC>*>(staging + (p - begin)); };
+    unsigned long long evict_first = 0;
     if constexpr (HELD > 0) {
         static_assert(sizeof(Pack<T, VEC>) == 16, "cp.async stages 16-byte packs");
-        unsigned long long evict_first;
         asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(evict_first));
-#pragma unroll 1
-        for (int j = 0; j < HELD; ++j) {  // a cp.async group a batch
-#pragma unroll
-            for (int k = 0; k < PER; ++k) {
-                const int p = begin + (j * PER + k) * blockDim.x + threadIdx.x;
-                if (p < held_end) {
-                    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + (p - begin)));
-                    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(to), "l"(xr + p), "l"(evict_first));
-                }
-            }
-            asm volatile("cp.async.commit_group;\n" ::: "memory");
-        }
     }
+    const auto issue = [&](int j) {  // batch j's cp.async group (empty past the held batches)
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const int p = begin + (j * PER + k) * blockDim.x + threadIdx.x;
+            if (j < HELD && p < held_end) copy_to_staging(p - begin, xr + p, evict_first);
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
     State<float> s = {NEG_INF, 0.0f};
-    fold_held<HELD>([&](int j) {  // each batch as soon as its group lands: the fold overlaps the later batches' loads
+    fold_held<HELD>(issue, [&](int j) {  // each batch as soon as its group lands: the fold overlaps the next batch's loads
         const int base = begin + j * batch;
         if (base < held_end) s = fold_batch<T, VEC, PER>(s, base, held_end, [&](int, int p) { return held(p); });
     });

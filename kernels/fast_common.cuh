@@ -93,6 +93,17 @@ template <int ROWS = 1> __device__ __forceinline__ State<float> fast_block_merge
 // Dynamic shared memory: fast_row's cp.async loads (HOLD 1 and 2), pack k of thread t at [k · blockDim.x + t]; fast_stream's held batches.
 extern __shared__ uint4 staging[];
 
+// A 16-byte cp.async copy of *from into staging slot `slot` (.cg: through L2, not L1), under an L2 cache policy
+// (createpolicy) where one is given.
+__device__ __forceinline__ void copy_to_staging(int slot, const void* from) {
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + slot));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from));
+}
+__device__ __forceinline__ void copy_to_staging(int slot, const void* from, unsigned long long policy) {
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + slot));
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "l"(policy));
+}
+
 // Start 16-byte cp.async copies of this thread's packs begin + k·stride + t (those below end; t is the
 // thread's index among the `stride` threads of its row) into staging and wait for them; each thread reads
 // back only what it copied (slot k · blockDim.x + threadIdx.x), so no barrier is needed.
@@ -102,10 +113,7 @@ __device__ __forceinline__ void stage_packs(const Pack<T, VEC>* row, int begin, 
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
         const int p = begin + k * stride + t;
-        if (p < end) {
-            const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staging + k * blockDim.x + threadIdx.x));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(row + p));
-        }
+        if (p < end) copy_to_staging(k * blockDim.x + threadIdx.x, row + p);
     }
     asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
 }

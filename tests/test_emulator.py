@@ -451,6 +451,23 @@ def test_rows_whose_clusters_would_not_leave_room_in_every_gpc_stay_in_fewer_blo
     assert (eight.grid, eight.block, eight.template_args[1] * 4) == (512, 160, 32)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_streamed_rows_run_three_an_sm_only_where_the_part_read_twice_is_a_sixth_to_a_half_of_the_l2(dtype):
+    """fast_stream at two blocks an SM (six held batches, loading ahead), three for the 16-bit rows measured to lose
+    at two (fast-notes item 34): 24×1M and 12×2M read 23 MiB twice, 64×300000 13 MiB; 1×16M reads 7 MiB twice,
+    8×4M 39, and 32×300000 is held whole. fp32 always runs two."""
+
+    def per_sm(rows, cols, dt):
+        launch = fast_launch.fast_launch(rows, cols, 1024, dt)
+        assert launch.kernel == "fast_stream"
+        return launch.template_args[2]
+
+    for rows, cols in ((24, 2**20), (12, 2**21), (64, 300000)):
+        assert per_sm(rows, cols, dtype) == 3 and fast_launch.stream_blocks_per_sm(rows, cols, "float32") == 2
+    for rows, cols in ((1, 2**24), (8, 2**22), (32, 300000), (16, 2**20)):
+        assert per_sm(rows, cols, dtype) == 2
+
+
 def test_every_variant_runs_at_64x4096():
     """Every registry variant (the core's and any other that takes float32), one 64×4096 run each, against
     float64. How long it takes is left to the suite's per-test timeout: no test depends on the box's speed."""
