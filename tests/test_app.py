@@ -224,11 +224,21 @@ def test_rows_cols_seed_dtype_acc_row(at):
     assert "6×33 bfloat16 · acc float16 · seed 7" in at.caption[0].value
 
 
-def test_row_is_clamped_when_rows_shrink(at):
+def test_row_is_clamped_when_rows_shrink_and_a_toast_says_so(at):
     at.number_input(key="row").set_value(3).run()
     at.number_input(key="rows").set_value(2).run()
     ok(at)
     assert at.number_input(key="row").value == 1
+    assert [t.value for t in at.toast] == ["Row 3 is outside 0–1: showing 1."]
+    ok(at.run())
+    assert not at.toast  # said once
+
+
+def test_a_links_row_past_its_rows_is_shown_as_the_last_row_with_a_toast():
+    at = make({**SMALL, "row": "50"})
+    ok(at)
+    assert at.number_input(key="row").value == 3 and at.query_params["row"] == "3"
+    assert [t.value for t in at.toast] == ["Row 50 is outside 0–3: showing 3."]
 
 
 def test_memory_estimate_and_refusal(at):

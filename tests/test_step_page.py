@@ -133,3 +133,15 @@ def test_a_trace_over_the_time_budget_is_refused_the_same_way_twice_and_runs_onc
     assert "through online_warp would take about" in " ".join(w.value for w in at.warning)
     ok(at.selectbox(key="tv").set_value("online_thread").run())  # the kept one is shown at once
     assert at.get("plotly_chart") and not at.warning
+
+
+def test_a_links_step_and_lane_past_the_trace_are_shown_as_its_last_with_a_toast():
+    """?step and ?lane beyond what the trace has: the last step and lane are shown, and a toast says so."""
+    at = step_page({"tv": "online_warp", "lane": "40", "step": "5000"})
+    assert at.number_input(key="lane").value == 31 and at.query_params["lane"] == "31"
+    last = at.slider(key="step").value
+    assert last < 5000 and at.query_params["step"] == str(last)
+    assert [t.value for t in at.toast] == [
+        "Lane 40 is outside 0–31: showing 31.",
+        f"Step 5,000 is outside 0–{last}: showing {last}.",
+    ]

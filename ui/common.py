@@ -229,9 +229,14 @@ def ensure_choice(key: str, options: list, default=None) -> None:
         ss[key] = default if default in options else options[0]
 
 
-def clamp(key: str, low: int, high: int) -> None:
-    """The widget's value is a whole number in [low, high]."""
+def clamp(key: str, low: int, high: int, what: str = "") -> None:
+    """The widget's value is a whole number in [low, high]. Where `what` names it ("Row") and its value was outside
+    (a shared link's, or a range that shrank under it), a toast says which value is shown instead."""
     try:
-        ss[key] = min(max(int(ss.get(key, low)), low), high)
+        value = int(ss.get(key, low))
     except (TypeError, ValueError):
         ss[key] = low
+        return
+    ss[key] = min(max(value, low), high)
+    if what and ss[key] != value:
+        st.toast(f"{what} {value:,} is outside {low:,}–{high:,}: showing {ss[key]:,}.", icon=":material/info:")

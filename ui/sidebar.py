@@ -197,7 +197,7 @@ def _kernels() -> None:
 
 
 def _row() -> None:
-    clamp("row", 0, int(ss["rows"]) - 1)
+    clamp("row", 0, int(ss["rows"]) - 1, "Row")
     st.number_input("Row to show and trace", min_value=0, max_value=int(ss["rows"]) - 1, step=1, key="row")
 
 

@@ -114,7 +114,7 @@ def _held_back(cfg: Config, spec: InputSpec, key: str) -> bool:
 def _choose_lane(trace: Trace, column) -> int:
     if trace.threads == 1:
         return 0
-    clamp("lane", 0, trace.threads - 1)
+    clamp("lane", 0, trace.threads - 1, "Lane")
     column.number_input(
         f"Lane (0–{trace.threads - 1}) to step through",
         min_value=0,
@@ -163,7 +163,7 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
     a fragment, so Play reruns only this part, one step per tick."""
     steps = figures.lane_steps(trace, lane)
     last = int(steps[-1])
-    clamp("step", int(steps[0]), last)
+    clamp("step", int(steps[0]), last, "Step")
     if ss["step"] >= last:
         ss["_playing"] = False
     if bool(ss.get("_playing")) != ss.get("_ticking"):

@@ -256,7 +256,7 @@ def _input_spec(cfg, emulated: bool) -> InputSpec | None:
                 icon=":material/block:",
             )
             return None
-        clamp("tk_k", 1, min(K_MAX, cols))
+        clamp("tk_k", 1, min(K_MAX, cols), "k")
         c2.number_input(f"k (1–{min(K_MAX, cols)})", min_value=1, max_value=min(K_MAX, cols), step=1, key="tk_k")
         return spec
     return _generated_spec(cfg, emulated, c1, c2, c3)
@@ -285,7 +285,7 @@ def _generated_spec(cfg, emulated: bool, c1, c2, c3) -> GeneratedInput:
         if emulated
         else "Rows of logits, one token each.",
     )
-    clamp("tk_k", 1, K_MAX)
+    clamp("tk_k", 1, K_MAX, "k")
     c3.number_input(f"k (1–{K_MAX})", min_value=1, max_value=K_MAX, step=1, key="tk_k")
     if emulated:
         st.caption(
@@ -348,7 +348,7 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
     """The shown row's top-k beside the reference, then the agreement over the whole input."""
     st.subheader("Top-k against the float64 reference")
     c1, c2 = st.columns([1, 2])
-    clamp("tk_row", 0, rows - 1)
+    clamp("tk_row", 0, rows - 1, "Row")
     if rows > 1:
         c1.number_input(f"Row (0–{rows - 1})", min_value=0, max_value=rows - 1, step=1, key="tk_row")
     c2.toggle("Log scale", key="tk_log", help="Top-k probabilities can span many decades (zeros are left off).")
