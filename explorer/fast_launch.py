@@ -39,13 +39,12 @@ FAST_WARP_BLOCK = 64  # two warps a block: fp32 x256 at 98.5 % of copy against 9
 # at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 9-22 points in fp32
 SPLIT_BLOCK = 512
 SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM: one wave
-STREAM_BLOCKS_PER_SM = 2  # fast_stream's unless asked for: each batch's loads go out before the batch before is
-# folded or written (fast.cu, registers allowing). fp32 1×16M / 8×4M at 73.4-73.5 / 65.9 % of copy against 70.8-70.9 /
-# 61.0-61.2 at three an SM (item 31); bf16 1×16M / 8×4M / 32×1M / 32×300000 68.8-69.1 / 70.2-70.6 / 70.9-71.0 /
-# 77.9-78.5 against 67.1-67.3 / 68.5-68.7 / 66.5-66.7 / 70.1-70.6 (device time, docs/fast-notes.md item 34) ...
-STREAM_L2_BLOCKS_PER_SM = 3  # ... but 16-bit rows whose part read twice is a sixth to a half of the L2 run three an SM:
-# bf16 24×1M / 12×2M / 64×300000 (23, 23 and 13 MB read twice) at 78.2-79.0 / 74.4-74.9 / 74.1-74.2 against
-# 71.1-71.3 / 70.7-70.9 / 69.7-69.8 at two; 7 MB (1×16M) and 39 MB (8×4M) gain at two (item 34; why is open)
+STREAM_BLOCKS_PER_SM = (2, 3)  # fast_stream's blocks an SM unless asked for: two, where each batch's loads go out
+# before the batch before is folded or written (fast.cu, registers allowing), or three for 16-bit rows where
+# stream_blocks_per_sm finds it better. fp32 1×16M / 8×4M at 73.4-73.5 / 65.9 % of copy against 70.8-70.9 / 61.0-61.2
+# at three (item 31); 16-bit: 23 shapes timed at both (device time, docs/fast-notes.md item 34)
+STREAM_FILL_MARGIN = 0.04  # a grid this much fuller at the other count wins (bf16 96×300000: 192 of 264 slots at two,
+# 384 of 396 at three: 74.8-74.9 % against 65.0)
 BLOCK_SHARED_RESERVED = 1024  # shared memory the CUDA runtime keeps for each block
 STREAM_STATIC_SHARED = 4608  # fast_stream's static shared memory (block merge, 512 staged states), rounded up
 STREAM_GRID_PER_SM = 4  # fast_row slices exchanging through global memory over this many blocks an SM: fast_stream
@@ -319,14 +318,19 @@ def fast_split_launch(rows: int, cols: int, dtype: str, blocks_per_sm: int = SPL
 
 
 def stream_blocks_per_sm(rows: int, cols: int, dtype: str) -> int:
-    """fast_stream's blocks an SM: STREAM_BLOCKS_PER_SM, or STREAM_L2_BLOCKS_PER_SM for 16-bit rows whose part read
-    twice (what the held batches leave, the same at either count) is a sixth to a half of the L2."""
-    if ITEMSIZE[dtype] == 2:
-        stream = fast_stream_launch(rows, cols, dtype, STREAM_BLOCKS_PER_SM)
-        twice = rows * cols * ITEMSIZE[dtype] - stream.grid * stream.staging_bytes
-        if l2_bytes() / 6 <= twice <= l2_bytes() / 2:
-            return STREAM_L2_BLOCKS_PER_SM
-    return STREAM_BLOCKS_PER_SM
+    """fast_stream's blocks an SM: fp32 two. 16-bit: the count whose grid fills more of its SM slots, by more than
+    STREAM_FILL_MARGIN (empty slots are lost bandwidth); else three where the part read twice (what the held batches
+    leave, the same at either count) is a sixth to a half of the L2, two otherwise. The band follows the 23 shapes
+    of item 34, where this rule is within 0.75 points of the better count; why those rows lose at two is open."""
+    two, three = STREAM_BLOCKS_PER_SM
+    if ITEMSIZE[dtype] != 2:
+        return two
+    launch = {n: fast_stream_launch(rows, cols, dtype, n) for n in (two, three)}
+    fill = {n: launch[n].grid / (n * multiprocessors()) for n in (two, three)}
+    if abs(fill[two] - fill[three]) > STREAM_FILL_MARGIN:
+        return max(fill, key=fill.get)
+    twice = rows * cols * ITEMSIZE[dtype] - launch[two].grid * launch[two].staging_bytes
+    return three if l2_bytes() / 6 <= twice <= l2_bytes() / 2 else two
 
 
 def fast_stream_launch(

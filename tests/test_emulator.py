@@ -452,20 +452,23 @@ def test_rows_whose_clusters_would_not_leave_room_in_every_gpc_stay_in_fewer_blo
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_16_bit_streamed_rows_run_three_an_sm_only_where_the_part_read_twice_is_a_sixth_to_a_half_of_the_l2(dtype):
-    """fast_stream at two blocks an SM (six held batches, loading ahead), three for the 16-bit rows measured to lose
-    at two (fast-notes item 34): 24×1M and 12×2M read 23 MiB twice, 64×300000 13 MiB; 1×16M reads 7 MiB twice,
-    8×4M 39, and 32×300000 is held whole. fp32 always runs two."""
+def test_16_bit_streamed_rows_take_the_fuller_grid_then_three_an_sm_where_a_sixth_to_a_half_of_the_l2_is_read_twice(
+    dtype,
+):
+    """fast_stream's blocks an SM as timed in fast-notes item 34. The fuller grid: 96×300000 fills 192 of 264 slots at
+    two, 384 of 396 at three; 80×300000 240 of 264 at two, 320 of 396 at three. Then the band: 24×1M and 12×2M read
+    23 MiB twice, 64×300000 13 MiB (three); 1×16M 7 MiB, 8×4M 39, and 32×300000 is held whole (two). fp32: two."""
 
-    def per_sm(rows, cols, dt):
-        launch = fast_launch.fast_launch(rows, cols, 1024, dt)
+    def per_sm(rows, cols):
+        launch = fast_launch.fast_launch(rows, cols, 1024, dtype)
         assert launch.kernel == "fast_stream"
         return launch.template_args[2]
 
+    assert per_sm(96, 300000) == 3 and per_sm(80, 300000) == 2
     for rows, cols in ((24, 2**20), (12, 2**21), (64, 300000)):
-        assert per_sm(rows, cols, dtype) == 3 and fast_launch.stream_blocks_per_sm(rows, cols, "float32") == 2
+        assert per_sm(rows, cols) == 3 and fast_launch.stream_blocks_per_sm(rows, cols, "float32") == 2
     for rows, cols in ((1, 2**24), (8, 2**22), (32, 300000), (16, 2**20)):
-        assert per_sm(rows, cols, dtype) == 2
+        assert per_sm(rows, cols) == 2
 
 
 def test_every_variant_runs_at_64x4096():
