@@ -33,6 +33,7 @@ from .geometry import cdiv
 from .inputs import make_input
 from .numerics import DTYPES, FORMATS, errors, input_rounding, sequential_terms, softmax_bound, ulp
 from .registry import VARIANTS
+from .trace import d_relative_error
 
 ONLINE_VARIANTS = ("online_thread", "online_warp", "online_block")
 ACCUMULATORS = ("float16", "bfloat16", "float32")
@@ -142,8 +143,7 @@ def measure(
     x, r, seconds = _traced_row(variant, acc, dist, n, backend, dtype, block_size, seed)
     t = r.trace
     bound = softmax_bound(r.launch, x, acc)
-    with np.errstate(invalid="ignore", over="ignore"):
-        d_err = abs(t.final_d - t.exact_final_d) / abs(t.exact_final_d)
+    d_err = d_relative_error(t.final_d, t.exact_final_d)
     return Measurement(
         variant=variant,
         acc=acc,

@@ -91,8 +91,15 @@ class Trace:
     @property
     def d_rel_error(self) -> np.ndarray:
         """Relative error of the kernel's d_j against float64, per (thread, step)."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.abs(self.d - self.exact_d) / np.abs(self.exact_d)
+        return d_relative_error(self.d, self.exact_d)
+
+
+def d_relative_error(d, exact_d) -> np.ndarray:
+    """|d − exact d| / |exact d|, elementwise in float64; NaN where exact d is 0 (a lane or subtree that got no
+    element has d = 0 and no relative error)."""
+    d, exact = np.asarray(d, np.float64), np.asarray(exact_d, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return np.abs(d - exact) / np.where(exact == 0, np.nan, np.abs(exact))
 
 
 def _exact_merge(m1, d1, m2, d2):

@@ -145,3 +145,36 @@ def test_a_links_step_and_lane_past_the_trace_are_shown_as_its_last_with_a_toast
         "Lane 40 is outside 0–31: showing 31.",
         f"Step 5,000 is outside 0–{last}: showing {last}.",
     ]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"rows": "1", "cols": "2", "variants": "online_warp", "tv": "online_warp", "mlevel": "1"},
+        {"rows": "1", "cols": "100", "variants": "online_block", "tv": "online_block", "tree": "warp 5 lanes"},
+        {
+            "dist": "causal_mask",
+            "rows": "8",
+            "cols": "64",
+            "variants": "online_warp",
+            "tv": "online_warp",
+            "row": "3",
+            "mlevel": "2",
+        },
+    ],
+)
+def test_a_merge_tree_over_lanes_that_got_no_element_shows_no_relative_error_for_them(query):
+    """An empty lane's d is exactly 0, as float64's: the merge table leaves its relative error blank (it divided
+    by zero and the page failed)."""
+    at = step_page(query)
+    merges = [df.value for df in at.dataframe if "rel. error of d" in df.value.columns]
+    assert merges and any(frame["rel. error of d"].isna().any() for frame in merges)
+
+
+def test_the_bits_caption_says_exact_where_the_sum_fits_and_what_was_lost_where_it_did_not():
+    at = step_page({"tv": "online_thread", "step": "0"})
+    captions = " ".join(c.value for c in at.caption)
+    assert "The kernel adds 0 and 1; the sum 1 fits in float32's places: exact, nothing lost." in captions
+    rounded = step_page({"tv": "online_thread", "step": "42"})
+    captions = " ".join(c.value for c in rounded.caption)
+    assert "needs bits below d_j's last float32 place" in captions and "(lost " in captions

@@ -142,6 +142,20 @@ def test_nonfinite_rows_are_not_checked():
     assert (agree["rows checked"] < 8).all()
 
 
+def test_a_fully_masked_row_is_said_to_be_all_minus_inf_and_is_not_drawn():
+    """causal_mask's masked rows hold only −∞: the page says so (it said "a NaN or +inf logit") and draws no chart
+    for the row (it drew an empty one on a meaningless axis)."""
+    at = page({"dist": "causal_mask", "p_masked_rows": "3", "tk_row": "0"})
+    ok(at)
+    notes = " ".join(i.value for i in at.info)
+    assert "Row 0's softmax is NaN, in float64 too: every input is −∞" in notes and "NaN or +inf logit" not in notes
+    assert not any(c.key == "chart_topk" for c in at.get("plotly_chart"))
+    assert (table(at, "table_topk")["rows checked"] == 5).all()
+    ok(at.number_input(key="tk_row").set_value(5).run())
+    assert any(c.key == "chart_topk" for c in at.get("plotly_chart"))
+    assert "softmax is NaN" not in " ".join(i.value for i in at.info)
+
+
 def test_uploaded_logits_run_as_they_are():
     at = page()
     at.selectbox(key="dist").set_value("upload").run()

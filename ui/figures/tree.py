@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorer.trace import d_relative_error
+
 from .common import ERR_FLOOR, finish, format_value, stamp_below
 
 LABEL_DIGITS = 4  # significant digits of a merge node's (m, d) label; its hover shows them all
@@ -180,8 +182,7 @@ def _add_edges(fig: go.Figure, edges_x: list, edges_y: list, level: int) -> None
 def _node_markers(nodes: list, arr: np.ndarray, level: int) -> go.Scatter:
     """Every node coloured by its d's relative error, labelled with its (m, d) up to `level` (faded above it)."""
     shown = arr[:, 1] <= level
-    with np.errstate(all="ignore"):
-        rel = np.abs(arr[:, 3] - arr[:, 5]) / np.abs(arr[:, 5])
+    rel = d_relative_error(arr[:, 3], arr[:, 5])
     color = np.log10(np.maximum(np.nan_to_num(rel, nan=ERR_FLOOR), ERR_FLOOR))
     # no labels on a level of more than 8 merges: labels closer than 4 leaves apart would overlap at 1000 px
     crowded = {y: (arr[:, 1] == y).sum() > 8 for y in np.unique(arr[:, 1])}
@@ -220,21 +221,25 @@ def _node_markers(nodes: list, arr: np.ndarray, level: int) -> go.Scatter:
 def level_table(trace, choice: str, level: int) -> pd.DataFrame:
     """The merges of one level (1 = the first above the leaves) of a butterfly or chain, with their (m, d)."""
     nodes = [n for n in _tree_nodes(trace, choice)[0] if n[2] == level]
-    with np.errstate(all="ignore"):
-        return pd.DataFrame(
-            [
-                {"merge": n[7], "m": n[3], "d": n[4], "exact d": n[6], "rel. error of d": abs(n[4] - n[6]) / abs(n[6])}
-                for n in nodes
-            ]
-        )
+    return pd.DataFrame(
+        [
+            {
+                "merge": n[7],
+                "m": n[3],
+                "d": n[4],
+                "exact d": n[6],
+                "rel. error of d": float(d_relative_error(n[4], n[6])),
+            }
+            for n in nodes
+        ]
+    )
 
 
 def merge_table(trace) -> pd.DataFrame:
     rows = []
     for lv in trace.merges:
+        rel = d_relative_error(lv.d, lv.exact_d)
         for k in range(lv.left.size):
-            with np.errstate(all="ignore"):
-                rel = abs(lv.d[k] - lv.exact_d[k]) / abs(lv.exact_d[k])
             rows.append(
                 {
                     "stage": lv.stage,
@@ -247,7 +252,7 @@ def merge_table(trace) -> pd.DataFrame:
                     "d": float(lv.d[k]),
                     "exact m": float(lv.exact_m[k]),
                     "exact d": float(lv.exact_d[k]),
-                    "rel. error of d": rel,
+                    "rel. error of d": float(rel[k]),
                 }
             )
     df = pd.DataFrame(rows)

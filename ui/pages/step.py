@@ -297,11 +297,14 @@ def bits_section(trace: Trace, n: StepNumbers) -> None:
     st.subheader(f"The bits of d_j at step {n.step}, in {trace.acc}")
     st.markdown(figures.bits_html(parts, trace.acc, n.prev_d, n.exact_d), unsafe_allow_html=True)
     same = parts.d == n.d or (math.isnan(parts.d) and math.isnan(n.d))
-    note = (
-        f"The kernel adds {parts.product:.9g} and {parts.term:.9g}; the exact sum {parts.sum:.9g} needs "
-        f"bits below d_j's last {trace.acc} place, and rounding to {trace.acc} gives {parts.d:.9g} "
-        f"(lost {parts.sum - parts.d:+.3g})."
-    )
+    added = f"The kernel adds {parts.product:.9g} and {parts.term:.9g}"
+    if parts.sum == parts.d:
+        note = f"{added}; the sum {parts.d:.9g} fits in {trace.acc}'s places: exact, nothing lost."
+    else:
+        note = (
+            f"{added}; the exact sum {parts.sum:.9g} needs bits below d_j's last {trace.acc} place, and rounding "
+            f"to {trace.acc} gives {parts.d:.9g} (lost {parts.sum - parts.d:+.3g})."
+        )
     if parts.term != 0 and parts.d == parts.product:
         note += " The whole term rounded away: d did not move (stagnation)."
     if not same:

@@ -356,22 +356,24 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
     ref_row, ref_values, ref_indices = reference_row(spec, row, k)
     runs_row = {key: (r.values[row], r.indices[row]) for key, r in runs.items()}
     status = {key: position_status(ref_row, ref_indices, idx, dtype) for key, (_, idx) in runs_row.items()}
-    backend = "GPU" if gpu else "CPU emulation"
-    fig = figures.topk_bars_figure(
-        ref_values,
-        ref_indices,
-        runs_row,
-        bool(ss["tk_log"]),
-        f"Top-{k} of row {row}, {rows}×{cols} {dtype}: each variant ({backend}) vs float64",
-        stamp(),
-        status=status,
-    )
     slug = input_slug(spec, k, row)
-    chart(fig, slug, "chart_topk")
-    if not np.isfinite(ref_row).all():
+    if np.isfinite(ref_row).all():
+        backend = "GPU" if gpu else "CPU emulation"
+        fig = figures.topk_bars_figure(
+            ref_values,
+            ref_indices,
+            runs_row,
+            bool(ss["tk_log"]),
+            f"Top-{k} of row {row}, {rows}×{cols} {dtype}: each variant ({backend}) vs float64",
+            stamp(),
+            status=status,
+        )
+        chart(fig, slug, "chart_topk")
+    else:
+        reason = figures.nan_row_reason(compute.get_input(spec)[row])
         st.info(
-            f"Row {row} has a NaN or +inf logit: its float64 softmax is not finite, so it has no meaningful "
-            "top-k and is not checked.",
+            f"Row {row}'s softmax is NaN, in float64 too: {reason}. It has no meaningful top-k, so it is not drawn "
+            "or checked.",
             icon=":material/info:",
         )
 
@@ -383,7 +385,7 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
         "tie swaps: positions that differ only between probabilities the kernels cannot order "
         f"(within 2 ulps of {dtype} + 16 fp32 units of roundoff; not errors: see above); index agreement: "
         "1 − mismatches / positions; max rel: the returned probabilities against float64 at the returned "
-        "indices; rows with a NaN or +inf logit are not checked."
+        "indices; rows whose float64 softmax is NaN (a NaN or +inf logit, or every logit −∞) are not checked."
     )
     table = row_table(ref_values, ref_indices, runs_row, status)
     with st.expander(f"Row {row}, rank by rank"):
