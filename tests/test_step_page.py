@@ -178,3 +178,32 @@ def test_the_bits_caption_says_exact_where_the_sum_fits_and_what_was_lost_where_
     rounded = step_page({"tv": "online_thread", "step": "42"})
     captions = " ".join(c.value for c in rounded.caption)
     assert "needs bits below d_j's last float32 place" in captions and "(lost " in captions
+
+
+def test_leaving_the_step_page_pauses_play_and_keeps_its_view():
+    at = step_page({"tv": "online_warp", "lane": "3"})
+    ok(at.button(key="step_play").click().run())
+    assert at.session_state["_playing"]
+    hashes = {info.get("url_pathname"): h for h, info in at._registered_pages.items()}
+    at._page_hash = hashes["kernels"]
+    ok(at.run())
+    assert at.query_params["tv"] == "online_warp" and at.query_params["lane"] == "3"
+    assert not at.session_state["_playing"]
+    at._page_hash = hashes["step"]
+    ok(at.run())
+    assert at.selectbox(key="tv").value == "online_warp" and at.number_input(key="lane").value == 3
+    assert at.button(key="step_play")  # not "Pause": Play stopped when the page was left
+
+
+def test_url_values_a_late_play_tick_dropped_come_back_on_the_next_run(monkeypatch):
+    """streamlit#10805: a timed fragment's tick that fires after the user left its page drops the widget keys it
+    did not draw (the Step page came back as online_thread, lane 0); keep_widget_state brings them back."""
+    from ui import sidebar
+
+    state = {"tv": "online_warp", "lane": 3, "p_mean": 2.0, "_private": 1}
+    monkeypatch.setattr(sidebar, "ss", state)
+    sidebar.keep_widget_state()
+    del state["tv"], state["lane"], state["p_mean"]
+    sidebar.keep_widget_state()
+    assert (state["tv"], state["lane"], state["p_mean"]) == ("online_warp", 3, 2.0)
+    assert "_private" not in state["_kept"]

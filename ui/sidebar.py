@@ -34,10 +34,16 @@ def init_from_url() -> None:
 
 def keep_widget_state() -> None:
     """A widget not drawn in a run loses its state: every URL parameter (page options, other distributions'
-    parameters) is written back as a plain session value, so it survives a visit to another page."""
-    for key in list(ss.keys()):
-        if isinstance(key, str) and (key in TABLE or key.startswith("p_")):
-            ss[key] = ss[key]
+    parameters) is written back as a plain session value, so it survives a visit to another page. A timed
+    fragment's tick (the Step page's Play) that fires after the user has left its page drops them anyway
+    (streamlit#10805), so each is also kept under "_kept" and brought back from there when it has gone."""
+    for key, value in ss.get("_kept", {}).items():
+        if key not in ss:
+            ss[key] = value
+    url_keys = [k for k in ss.keys() if isinstance(k, str) and (k in TABLE or k.startswith("p_"))]
+    for key in url_keys:
+        ss[key] = ss[key]
+    ss["_kept"] = {key: ss[key] for key in url_keys}
 
 
 def _variants_help() -> str:
@@ -230,6 +236,8 @@ def sidebar(page: str = "") -> Config:
     ss["_cfg"] = ss["_fit_problem"] = None  # until this run's sidebar is drawn: a failed one leaves no stale run
     init_from_url()
     keep_widget_state()
+    if page != "step":
+        ss["_playing"] = False  # Play runs on its page only: leaving it pauses, and coming back does not restart it
     if shape := ss.pop("_upload_shape", None):  # the upload's shape, while it is the input; the user's comes back after
         ss.setdefault(
             "_shape_before_upload", (ss.get("_rows_ok", ss["rows"]), ss.get("_cols_ok", ss["cols"]), ss["row"])
