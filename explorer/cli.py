@@ -76,7 +76,8 @@ def _block_sizes(variants: list[str], block_size: int | None) -> dict[str, int |
     sized = [k for k in variants if VARIANTS[k].takes_block_size]
     if block_size is not None and not sized:
         raise InvalidInput(
-            f"--block-size {block_size}: {', '.join(variants)} take no block size (only "
+            f"--block-size {block_size}: {', '.join(variants)} {'takes' if len(variants) == 1 else 'take'} no block "
+            "size (only "
             f"{', '.join(k for k, v in VARIANTS.items() if v.takes_block_size)} do)"
         )
     return {k: block_size if k in sized else None for k in variants}
@@ -120,7 +121,7 @@ DEVICE_COLUMNS = ["device_us", "pct_copy_device"]  # where the file has device t
 
 def cmd_topk(args) -> int:
     check_topk_fits(args.rows, args.cols, args.k, args.variant, args.dtype, args.backend)
-    x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed)
+    x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed, **dict(args.param or []))
     result = softmax_topk(x, args.k, args.variant, args.backend)
     report = topk_errors(result, x)
     print(
@@ -178,7 +179,11 @@ def cmd_bench(args) -> int:
 def _read_results(path: str) -> bytes:
     """A results file's bytes, read no further than MAX_UPLOAD_BYTES + 1 (as the Timing page takes them): a larger
     file, or an endless one such as /dev/zero, is refused without being read whole."""
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise InvalidInput(f"cannot be read: {exc.strerror or exc}") from None
+    with f:
         data = f.read(MAX_UPLOAD_BYTES + 1)
         if len(data) > MAX_UPLOAD_BYTES:
             length = os.fstat(f.fileno()).st_size  # 0 for a device or a pipe, whose length is unknown
@@ -206,6 +211,15 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
+def _input_arguments(p: argparse.ArgumentParser, dist: str, rows: int, cols: int) -> None:
+    """The input a command makes: distribution and its parameters, shape and dtype."""
+    p.add_argument("--dist", default=dist, choices=list(DISTRIBUTIONS))
+    p.add_argument("--param", action="append", type=_param, help="distribution parameter, name=value")
+    p.add_argument("--rows", type=int, default=rows)
+    p.add_argument("--cols", type=int, default=cols)
+    p.add_argument("--dtype", default="float32", choices=list(DTYPES))
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m explorer", description="Softmax kernel explorer")
     sub = p.add_subparsers(dest="command", required=True)
@@ -213,11 +227,7 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run variants and print the error table against float64")
     r.add_argument("--variant", action="append", required=True, choices=list(VARIANTS))
-    r.add_argument("--dist", default="normal", choices=list(DISTRIBUTIONS))
-    r.add_argument("--param", action="append", type=_param, help="distribution parameter, name=value")
-    r.add_argument("--rows", type=int, default=64)
-    r.add_argument("--cols", type=int, default=4096)
-    r.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    _input_arguments(r, "normal", 64, 4096)
     r.add_argument("--acc", default="float32", choices=list(DTYPES))
     r.add_argument("--block-size", type=int, help="threads per row for the variants that take one")
     r.add_argument("--seed", type=int, default=0)
@@ -227,10 +237,7 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("topk", help="softmax + top-k: print the index agreement and error against float64")
     t.add_argument("--k", type=int, default=8)
     t.add_argument("--variant", default="topk_fused", choices=list(TOPK_VARIANTS))
-    t.add_argument("--dist", default="zipf", choices=list(DISTRIBUTIONS))
-    t.add_argument("--rows", type=int, default=8)
-    t.add_argument("--cols", type=int, default=32000)
-    t.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    _input_arguments(t, "zipf", 8, 32000)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--backend", default="auto", choices=checks.BACKENDS)
     t.set_defaults(fn=cmd_topk)

@@ -112,8 +112,15 @@ def test_topk_is_held_to_its_own_memory_model(capsys, monkeypatch):
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        (["run", "--variant", "fast", "--block-size", "-1"], ("--block-size -1", "fast take no block size")),
-        (["run", "--variant", "online_warp", "--block-size", "64"], ("take no block size", "online_block")),
+        (["run", "--variant", "fast", "--block-size", "-1"], ("--block-size -1", "fast takes no block size")),
+        (
+            ["run", "--variant", "online_warp", "--block-size", "64"],
+            ("online_warp takes no block size", "online_block"),
+        ),
+        (
+            ["run", "--variant", "fast", "--variant", "online_warp", "--block-size", "64"],
+            ("fast, online_warp take no",),
+        ),
         (["run", "--variant", "online_block", "--block-size", "-1"], ("multiple of 32",)),
         (["run", "--variant", "online_block", "--variant", "fast", "--block-size", "100"], ("multiple of 32",)),
         (["run", "--variant", "fast", "--acc", "float16"], ("float16",)),
@@ -242,8 +249,18 @@ def test_show_refuses_a_file_over_the_limit_without_reading_it_whole(capsys, tmp
 
 
 def test_show_missing_file_and_directory(capsys, tmp_path):
-    refused(capsys, "show", str(tmp_path / "missing.json"), words=("No such file",))
-    refused(capsys, "show", str(tmp_path), words=("directory",))
+    missing = tmp_path / "missing.json"
+    refused(capsys, "show", str(missing), words=(f"{missing}: cannot be read: No such file or directory",))
+    refused(capsys, "show", str(tmp_path), words=("cannot be read", "directory"))
+    assert "Errno" not in capsys.readouterr().err
+
+
+def test_topk_takes_the_distributions_parameters(capsys):
+    code, out, err = call(
+        capsys, "topk", "--dist", "causal_mask", "--param", "masked_rows=2", "--rows", "4", "--cols", "100"
+    )
+    assert code == 0, err
+    assert "over 2 finite rows" in out  # two of four rows fully masked
 
 
 def run_module(*argv: str, **env: str) -> subprocess.CompletedProcess:
