@@ -540,6 +540,16 @@ def test_kernels_page_every_variant(at):
         assert any("needs a GPU" in i.value for i in at.info)
 
 
+def test_kernels_page_says_when_it_shows_another_dtype_or_accumulator_than_the_sidebars():
+    at = goto(make({**SMALL, "kv": "fast", "dtype": "bfloat16", "acc": "float16"}), "kernels")
+    ok(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "fast has no kernel for bfloat16 with a float16 accumulator" in captions
+    assert "its bfloat16 / float32 kernel is shown" in captions
+    ok(at.selectbox(key="kv").set_value("online_warp").run())
+    assert "has no kernel for" not in " ".join(c.value for c in at.caption)
+
+
 def test_every_page_after_every_distribution_has_no_exception():
     at = make({"rows": "3", "cols": "40"})
     for dist in ("large", "causal_mask", "nonfinite", "constant"):

@@ -207,3 +207,13 @@ def test_url_values_a_late_play_tick_dropped_come_back_on_the_next_run(monkeypat
     sidebar.keep_widget_state()
     assert (state["tv"], state["lane"], state["p_mean"]) == ("online_warp", 3, 2.0)
     assert "_private" not in state["_kept"]
+
+
+def test_a_links_variant_butterfly_or_merge_level_this_view_does_not_offer_is_replaced_with_a_toast():
+    at = step_page({"tv": "safe_thread", "tree": "nonsense", "mlevel": "7", "variants": "online_block"})
+    toasts = [t.value for t in at.toast]
+    assert "Variant to trace “safe_thread” is not one of this view's choices: showing “online_block”." in toasts
+    assert "Butterfly “nonsense” is not one of this view's choices: showing “across warps”." in toasts
+    assert "Merge level “7” is not one of this view's choices: showing “the whole tree”." in toasts
+    ok(at.run())
+    assert not at.toast  # said once

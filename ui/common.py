@@ -223,10 +223,18 @@ def run_page(title: str) -> Ran | None:
     return Ran(cfg, spec, results, failed) if results else None
 
 
-def ensure_choice(key: str, options: list, default=None) -> None:
-    """The widget's value is one of its options: the default (or the first option) otherwise."""
-    if ss.get(key) not in options:
-        ss[key] = default if default in options else options[0]
+def ensure_choice(key: str, options: list, default=None, what: str = "", label=str) -> None:
+    """The widget's value is one of its options: the default (or the first option) otherwise. Where `what` names it
+    and it held a value (a shared link's, or one the view no longer offers), a toast says which is shown instead."""
+    value = ss.get(key)
+    if value in options:
+        return
+    ss[key] = default if default in options else options[0]
+    if what and value not in (None, ""):
+        st.toast(
+            f"{what} “{label(value)}” is not one of this view's choices: showing “{label(ss[key])}”.",
+            icon=":material/info:",
+        )
 
 
 def clamp(key: str, low: int, high: int, what: str = "") -> None:

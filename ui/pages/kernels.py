@@ -90,6 +90,11 @@ def _launch_and_resources(v: explorer.Variant, cfg: Config) -> None:
     st.subheader(f"Launch for {cfg.rows}×{cfg.cols}")
     st.table(value_table(launch_fields(v, v.launch(cfg.rows, cfg.cols, block, dtype))))
     st.subheader(f"Compiled resources ({dtype} / acc {acc})")
+    if (dtype, acc) != (cfg.dtype, cfg.acc):
+        st.caption(
+            f"{v.key} has no kernel for {cfg.dtype} with a {cfg.acc} accumulator (it takes "
+            f"{', '.join(v.dtypes)} with {', '.join(v.accumulators)}): its {dtype} / {acc} kernel is shown."
+        )
     with st.spinner("Compiling the kernel to read its resources…"):
         res = explorer.kernel_resources(v.key, dtype, acc, cfg.rows, cfg.cols, block)
     if res is None:

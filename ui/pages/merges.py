@@ -29,12 +29,12 @@ def merges_section(trace: Trace, cfg: Config, key: str) -> None:
         "colour is the relative error of its d against float64."
     )
     choices = figures.tree_choices(trace)
-    ensure_choice("tree", choices, "across warps")
+    ensure_choice("tree", choices, "across warps", "Butterfly")
     c1, c2 = st.columns([2, 3])
     c1.selectbox("Butterfly", choices, key="tree")
     names = figures.level_names(trace, ss["tree"])
     options = [*range(len(names)), ALL_LEVELS]  # the last one shows the whole tree
-    ensure_choice("mlevel", options, ALL_LEVELS)
+    ensure_choice("mlevel", options, ALL_LEVELS, "Merge level", lambda k: "the whole tree" if k == ALL_LEVELS else k)
     c2.select_slider(
         "Merge levels shown",
         options,

@@ -60,7 +60,7 @@ def step_page() -> None:
         )
         return
     online = [k for k in traceable if explorer.VARIANTS[k].method == "online"]
-    ensure_choice("tv", traceable, online[0] if online else None)
+    ensure_choice("tv", traceable, online[0] if online else None, "Variant to trace")
     c1, c2 = st.columns(2)
     c1.selectbox("Variant to trace", traceable, key="tv", format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
     key = ss["tv"]
