@@ -217,3 +217,11 @@ def test_a_links_variant_butterfly_or_merge_level_this_view_does_not_offer_is_re
     assert "Merge level “7” is not one of this view's choices: showing “the whole tree”." in toasts
     ok(at.run())
     assert not at.toast  # said once
+
+
+def test_a_lane_without_elements_still_shows_the_lanes_and_the_merge_tree():
+    at = step_page({"rows": "1", "cols": "2", "variants": "online_warp", "tv": "online_warp", "lane": "10"})
+    assert any("Lane 10 gets no element of this 2-element row" in i.value for i in at.info)
+    keys = {c.key for c in at.get("plotly_chart")}
+    assert "chart_lanes" in keys and not any("step" in (k or "") for k in keys)
+    assert any("rel. error of d" in df.value.columns for df in at.dataframe)  # the merge tree's table

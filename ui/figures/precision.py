@@ -120,7 +120,7 @@ def _error_axis(fig: go.Figure, quantity: str, row: int = 1, col: int = 1, title
         if title
         else None,
     )
-    fig.add_hline(y=1.0, line=dict(color="#999", width=1, dash="dot"), row=row, col=col)
+    fig.add_hline(y=1.0, line=dict(color="#ccc", width=1), row=row, col=col)  # error 1: solid, unlike the bounds
 
 
 def _measured(
@@ -200,7 +200,8 @@ def _bound_line(
 def bound_label(quantity: str, dtype: str, variant: str) -> str:
     k = {"online_thread": "n", "online_warp": "⌈n/32⌉+5", "online_block": "⌈n/B⌉+log₂B"}.get(variant, "k")
     out = f" + u<sub>{_short(dtype)}</sub>" if quantity == "out" else ""
-    return f"bound 3·({k})·u<sub>acc</sub>{out}"
+    factor = k if k in ("n", "k") else f"({k})"
+    return f"bound 3·{factor}·u<sub>acc</sub>{out}"
 
 
 def _short(acc: str) -> str:

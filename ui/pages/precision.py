@@ -36,6 +36,7 @@ BLOCKS = (64, 128, 256, 512, 1024)
 STEP_CAPS = tuple(2**k for k in range(8, 21))
 STAGNATION_NS = tuple(2**k for k in range(11, 21))
 STAGNATION_DISTS = ("constant", "decreasing")
+STAGNATION_FLOOR = 2**13  # the stagnation rows offered whatever the step cap: fp16 stagnates past FP16_CEILING
 CAP_EMULATOR, CAP_GPU = 2**12, 2**16  # steps per lane by default: the GPU replays faster
 
 
@@ -184,7 +185,9 @@ def _controls() -> None:
         help="Every run is traced, and its float64 replay walks a lane's steps in a Python loop "
         "(about 15 µs a step; the emulator's own fold about 25 µs more), so online_thread at "
         "n = 2^20 costs ~15 s a point even on the GPU and ~40 s on the emulator. Points above this "
-        "cap are left out here; explorer.precision.sweep has no cap.",
+        "cap are left out of the error charts (explorer.precision.sweep has no cap); the stagnation section "
+        f"offers rows up to {STAGNATION_FLOOR:,} whatever the cap, since fp16's d stops growing only past "
+        f"{FP16_CEILING:,}.",
     )
     st.multiselect(
         "Variants in the lab",
@@ -271,7 +274,7 @@ def _stagnation(cap: int, dtype: str, backend: str) -> None:
             horizontal=True,
             format_func=precision.INPUT_TITLES.get,
         )
-        caps = [n for n in STAGNATION_NS if n <= max(cap, 2**13)]
+        caps = [n for n in STAGNATION_NS if n <= max(cap, STAGNATION_FLOOR)]
         ensure_choice("prec_stag_n", caps, caps[min(2, len(caps) - 1)])
         st.select_slider("Stagnation row length n", caps, key="prec_stag_n", format_func=lambda v: f"{v:,}")
         n = int(ss["prec_stag_n"])

@@ -70,17 +70,19 @@ def step_page() -> None:
         trace = compute.trace_row(spec, cfg.row, key, cfg.acc, cfg.block_for(key))
     lane = _choose_lane(trace, c2)
     st.caption(explorer.VARIANTS[key].lesson)
-    steps = figures.lane_steps(trace, lane)
-    if steps.size == 0:
-        st.info(f"Lane {lane} gets no element of this {cfg.cols}-element row; pick a lower lane.")
-        return
-    _fresh_step((cfg.describe(), cfg.row, key, lane))
     note = figures.row_nan_note(trace)
     if note:
         st.warning(note, icon=":material/error:")
-    playing = bool(ss.get("_playing"))
-    ss["_ticking"] = playing
-    st.fragment(_step_view, run_every=PLAY_SECONDS if playing else None)(trace, lane, cfg, key)
+    if figures.lane_steps(trace, lane).size == 0:
+        st.info(
+            f"Lane {lane} gets no element of this {cfg.cols}-element row, so it has no steps; pick a lower lane. "
+            "Its state stays (−∞, 0) in the lanes and the merge tree below."
+        )
+    else:
+        _fresh_step((cfg.describe(), cfg.row, key, lane))
+        playing = bool(ss.get("_playing"))
+        ss["_ticking"] = playing
+        st.fragment(_step_view, run_every=PLAY_SECONDS if playing else None)(trace, lane, cfg, key)
     if trace.threads > 1:
         _lanes(trace, cfg, key)
     if trace.merges:
