@@ -61,7 +61,7 @@ PARAMS = (
 )
 OPTIONS = ParamTable(PARAMS).options  # what each widget offers: its row's choices
 AGREEMENT_COLUMNS = number_columns({"index agreement": "%.4f", "max rel": "%.2e", "wall ms (not a benchmark)": "%.1f"})
-BYTES_COLUMNS = number_columns({"bytes moved": "%d", "MB moved": "%.2f", "× fused": "%.2f"})
+BYTES_COLUMNS = number_columns({"bytes moved": "%d", "× fused": "%.2f"})
 
 INTRO = """
 Sampling from a language model's head, or routing tokens in a mixture of experts, needs only the **k largest
@@ -131,7 +131,7 @@ def bytes_table(rows: int, cols: int, k: int, dtype: str) -> pd.DataFrame:
         ),
     ]
     df = pd.DataFrame(pipelines, columns=["pipeline", "what it does to memory", "bytes moved"]).set_index("pipeline")
-    df["MB moved"] = df["bytes moved"] / 1e6
+    df["size"] = [explorer.checks.size(int(b)) for b in df["bytes moved"]]  # 1.00 KiB, not "0.00 MB"
     df["× fused"] = df["bytes moved"] / TOPK_VARIANTS["topk_fused"].bytes_moved(rows, cols, k, dtype)
     return df
 
@@ -245,10 +245,7 @@ def _input_spec(cfg, emulated: bool) -> InputSpec | None:
             return None
         spec = cfg.input(data)
         rows, cols = compute.get_input(spec).shape
-        c1.caption(
-            f"Your logits, {cfg.upload_name}: {rows} × {cols} (the vocabulary and batch choices below apply "
-            "to generated inputs only)."
-        )
+        c1.caption(f"Your logits, {cfg.upload_name}: {rows} × {cols} (batch × vocabulary).")
         if emulated and rows * cols > EMULATOR_MAX_ELEMENTS:
             st.error(
                 f"Not run: {rows} × {cols} is more than the CPU emulation's {EMULATOR_MAX_ELEMENTS:,} elements "
