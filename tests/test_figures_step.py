@@ -113,6 +113,14 @@ def test_heatmap_of_few_steps_has_whole_number_ticks():
     assert fig.layout.xaxis.dtick == 1 and fig.layout.xaxis.tickmode == "linear"
 
 
+def test_a_heatmap_of_one_step_has_its_tick_and_a_scale_centred_on_its_one_value():
+    """online_block over 100 columns: one step a lane, where every d is 1 (log10 0): the step is ticked, and the
+    colour scale runs from −1 to 1 (plotly's own was −0.2 to 0.4 for a flat field)."""
+    fig = figures.lanes_heatmap(_normal(100, "online_block"), "d", "heat", STAMP)
+    assert fig.layout.xaxis.tickmode == "array" and list(fig.layout.xaxis.tickvals) == [0]
+    assert (fig.data[0].zmin, fig.data[0].zmax) == (-1.0, 1.0)
+
+
 def test_tree_leaves_carry_lane_numbers_and_levels_are_named_by_how_they_merge():
     block = _normal(1000, "online_block")
     lanes = figures.merge_tree_figure(block, "warp 1 lanes", "t", STAMP)

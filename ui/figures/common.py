@@ -198,7 +198,9 @@ def sampled_note(n: int, shown: int) -> str:
 def integer_ticks(fig: go.Figure, count: int, axis: str = "x", **where) -> None:
     """Whole-number ticks on an axis over `count` positions (plotly would put 0.5 steps on a short one)."""
     update = fig.update_xaxes if axis == "x" else fig.update_yaxes
-    if count <= 12:
+    if count == 1:  # plotly draws no tick on a one-cell axis
+        update(tickmode="array", tickvals=[0], **where)
+    elif count <= 12:
         update(tickmode="linear", tick0=0, dtick=1, **where)
     else:
         update(tickformat="d", **where)

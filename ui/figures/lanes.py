@@ -49,11 +49,15 @@ def lanes_heatmap(trace: Trace, quantity: str, title: str, stamp: str) -> go.Fig
     hover = np.dstack(
         [trace.index[cells], trace.m[cells], trace.d[cells], trace.exact_d[cells], trace.d_rel_error[cells]]
     )
+    finite = z[np.isfinite(z)]
+    flat = finite.size > 0 and finite.min() == finite.max()  # one value: a scale centred on it, not plotly's ±0.3
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=cols,
             y=rows,
+            zmin=finite.min() - 1 if flat else None,
+            zmax=finite.max() + 1 if flat else None,
             colorscale="Viridis",
             colorbar=dict(title=dict(text=label, side="right")),
             customdata=hover,
