@@ -172,6 +172,17 @@ def test_uploaded_logits_run_as_they_are():
     assert chart_configs(at)[0]["toImageButtonOptions"]["filename"] == "softmax_topk_upload-lm_float32_k8_row0"
 
 
+def test_k_narrowed_to_an_uploads_width_comes_back_after_the_upload():
+    at = page({"tk_k": "8"})
+    at.selectbox(key="dist").set_value("upload").run()
+    at.file_uploader(key="upload").set_value(("small.csv", b"1,2,3,4,5\n5,4,3,2,1", "text/csv")).run()
+    ok(at)
+    assert at.number_input(key="tk_k").value == 5
+    assert [t.value for t in at.toast] == ["k 8 is outside 1–5: showing 5."]
+    ok(at.selectbox(key="dist").set_value("zipf").run())
+    assert at.number_input(key="tk_k").value == 8
+
+
 # --- timing: a loaded results file, a refused one, and a (mocked) GPU run -----------------------------------
 
 

@@ -253,9 +253,14 @@ def _input_spec(cfg, emulated: bool) -> InputSpec | None:
                 icon=":material/block:",
             )
             return None
+        before = ss.get("tk_k")
         clamp("tk_k", 1, min(K_MAX, cols), "k")
+        if before != ss["tk_k"]:  # the user's k comes back after the upload, unless they change it meanwhile
+            ss["_k_before_upload"] = (before, ss["tk_k"])
         c2.number_input(f"k (1–{min(K_MAX, cols)})", min_value=1, max_value=min(K_MAX, cols), step=1, key="tk_k")
         return spec
+    if (kept := ss.pop("_k_before_upload", None)) and ss.get("tk_k") == kept[1]:
+        ss["tk_k"] = kept[0]
     return _generated_spec(cfg, emulated, c1, c2, c3)
 
 
