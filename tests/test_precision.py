@@ -1,6 +1,7 @@
 """The precision lab: measured errors of the online denominator against the seed's bound, stagnation,
 overflow, tree variants, the bit-level view, its figures and its page (emulator; one GPU test)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -268,6 +269,10 @@ def test_overflow_and_stagnation_figures():
     fig = page.overflow_figure(recs, "t", "s")
     warp = next(t for t in fig.data if t.name == "online_warp")
     assert list(warp.marker.symbol) == ["circle", "x"]
+    longer = page.overflow_figure([*recs, dataclasses.replace(recs[-1], n=2**18)], "t", "s")
+    warp = next(t for t in longer.data if t.name == "online_warp")
+    exact = next(t for t in longer.data if t.name == "exact d_n = n")
+    assert warp.y[-1] > 2 * max(exact.y)  # inf is drawn above the exact line's end (it was drawn where 2^18 ends)
     traj = [precision.d_trajectory("online_thread", "float16", "constant", 4096, backend="emulator")]
     fig = page.stagnation_figure(traj, "t", "s")
     assert any("frozen at 2048" in (t.text or [""])[0] for t in fig.data if t.mode == "markers+text")

@@ -318,7 +318,8 @@ def _add_trajectory(fig: go.Figure, t: Trajectory, max_points: int) -> None:
 def overflow_figure(records: list[Measurement], title: str, stamp_: str) -> go.Figure:
     """Final fp16 d vs n per variant on constant input (d_n = n exactly), with fp16's largest value."""
     fig = go.Figure()
-    top = FP16_MAX * 4
+    ns = sorted({r.n for r in records})
+    top = max([FP16_MAX, *ns]) * 4  # where inf is drawn: above fp16's largest value and the exact line's end
     for variant, width, size in zip(
         precision.ONLINE_VARIANTS, (2, 7, 2.5), (9, 15, 8)
     ):  # coinciding lines stay visible
@@ -339,7 +340,6 @@ def overflow_figure(records: list[Measurement], title: str, stamp_: str) -> go.F
                 hovertemplate=f"{variant}<br>n = %{{x}}<br>d = %{{text}}<extra></extra>",
             )
         )
-    ns = sorted({r.n for r in records})
     if ns:
         fig.add_trace(go.Scatter(x=ns, y=ns, mode="lines", name="exact d_n = n", line=dict(color="#222", dash="dash")))
     _level(fig, FP16_MAX, f"{FP16_MAX:g}: largest finite fp16", "#d62728")
