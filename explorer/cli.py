@@ -75,9 +75,9 @@ def _block_sizes(variants: list[str], block_size: int | None) -> dict[str, int |
     """--block-size for each variant that takes one; refused where none of them does."""
     sized = [k for k in variants if VARIANTS[k].takes_block_size]
     if block_size is not None and not sized:
+        takes = "takes" if len(variants) == 1 else "take"
         raise InvalidInput(
-            f"--block-size {block_size}: {', '.join(variants)} {'takes' if len(variants) == 1 else 'take'} no block "
-            "size (only "
+            f"--block-size {block_size}: {', '.join(variants)} {takes} no block size (only "
             f"{', '.join(k for k, v in VARIANTS.items() if v.takes_block_size)} do)"
         )
     return {k: block_size if k in sized else None for k in variants}
@@ -88,7 +88,7 @@ def cmd_run(args) -> int:
     backend = checks.resolve_backend(args.backend)
     for key, block_size in blocks.items():  # from the shape, before the input is made
         api.check_fits(args.rows, args.cols, args.dtype, backend, VARIANTS[key], block_size, acc=args.acc)
-    x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed, **dict(args.param or []))
+    x = _input(args)
     rows = []
     for key, block_size in blocks.items():
         result = api.softmax(x, key, acc=args.acc, backend=backend, block_size=block_size)
@@ -121,7 +121,7 @@ DEVICE_COLUMNS = ["device_us", "pct_copy_device"]  # where the file has device t
 
 def cmd_topk(args) -> int:
     check_topk_fits(args.rows, args.cols, args.k, args.variant, args.dtype, args.backend)
-    x = make_input(args.dist, args.rows, args.cols, args.dtype, args.seed, **dict(args.param or []))
+    x = _input(args)
     result = softmax_topk(x, args.k, args.variant, args.backend)
     report = topk_errors(result, x)
     print(
@@ -218,6 +218,12 @@ def _input_arguments(p: argparse.ArgumentParser, dist: str, rows: int, cols: int
     p.add_argument("--rows", type=int, default=rows)
     p.add_argument("--cols", type=int, default=cols)
     p.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _input(args: argparse.Namespace):
+    """The input _input_arguments describe."""
+    return make_input(args.dist, args.rows, args.cols, args.dtype, args.seed, **dict(args.param or []))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -230,7 +236,6 @@ def parser() -> argparse.ArgumentParser:
     _input_arguments(r, "normal", 64, 4096)
     r.add_argument("--acc", default="float32", choices=list(DTYPES))
     r.add_argument("--block-size", type=int, help="threads per row for the variants that take one")
-    r.add_argument("--seed", type=int, default=0)
     r.add_argument("--backend", default="auto", choices=checks.BACKENDS)
     r.set_defaults(fn=cmd_run)
 
@@ -238,7 +243,6 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--k", type=int, default=8)
     t.add_argument("--variant", default="topk_fused", choices=list(TOPK_VARIANTS))
     _input_arguments(t, "zipf", 8, 32000)
-    t.add_argument("--seed", type=int, default=0)
     t.add_argument("--backend", default="auto", choices=checks.BACKENDS)
     t.set_defaults(fn=cmd_topk)
 

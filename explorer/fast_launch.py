@@ -39,12 +39,13 @@ FAST_WARP_BLOCK = 64  # two warps a block: fp32 x256 at 98.5 % of copy against 9
 # at 99.2-100.1 against 98.4-99.5 (device time); one warp loses 9-22 points in fp32
 SPLIT_BLOCK = 512
 SPLIT_BLOCKS_PER_SM = 3  # fast_split's 512-thread blocks an SM: one wave
-STREAM_BLOCKS_PER_SM = (2, 3)  # fast_stream's blocks an SM unless asked for: two, where each batch's loads go out
-# before the batch before is folded or written (fast.cu, registers allowing), or three for 16-bit rows where
-# stream_blocks_per_sm finds it better. fp32 1×16M / 8×4M at 73.4-73.5 / 65.9 % of copy against 70.8-70.9 / 61.0-61.2
-# at three (item 31); 16-bit: 23 shapes timed at both (device time, docs/fast-notes.md item 34)
-STREAM_FILL_MARGIN = 0.04  # a grid this much fuller at the other count wins (bf16 96×300000: 192 of 264 slots at two,
-# 384 of 396 at three: 74.8-74.9 % against 65.0)
+STREAM_BLOCKS_PER_SM = 2  # fast_stream's unless asked for: each batch's loads go out before the batch before is
+# folded or written (fast.cu, registers allowing): fp32 1×16M / 8×4M at 73.4-73.5 / 65.9 % of copy against
+# 70.8-70.9 / 61.0-61.2 at three (item 31) ...
+STREAM_MORE_BLOCKS_PER_SM = 3  # ... or this many (no loading ahead) for the 16-bit rows stream_blocks_per_sm picks
+# (23 shapes timed at both, device time: docs/fast-notes.md item 34)
+STREAM_FILL_MARGIN = 0.04  # a last wave this much fuller at the other count wins (bf16 96×300000: 192 of 264 slots at
+# two, 384 of 396 at three: 74.8-74.9 % against 65.0)
 BLOCK_SHARED_RESERVED = 1024  # shared memory the CUDA runtime keeps for each block
 STREAM_STATIC_SHARED = 4608  # fast_stream's static shared memory (block merge, 512 staged states), rounded up
 STREAM_GRID_PER_SM = 4  # fast_row slices exchanging through global memory over this many blocks an SM: fast_stream
@@ -289,8 +290,16 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
 def stream_reads_once(stream: Launch, rows: int, cols: int, dtype: str) -> bool:
     """Whether fast_stream reads its input from memory about once: it holds some of it on chip (16-byte packs),
     and what it reads twice fits in the L2 (bf16 8×4M: 25 MB held, 39 MB twice)."""
-    held = stream.grid * stream.staging_bytes
-    return held > 0 and rows * cols * ITEMSIZE[dtype] - held <= l2_bytes()
+    return stream.staging_bytes > 0 and stream_read_twice_bytes(stream, rows, cols, dtype) <= l2_bytes()
+
+
+def stream_read_twice_bytes(stream: Launch, rows: int, cols: int, dtype: str) -> int:
+    """The bytes fast_stream reads a second time: each chunk's packs past what its block holds in shared memory."""
+    vec = stream.template_args[0]
+    pack_bytes = vec * ITEMSIZE[dtype]
+    chunk = cdiv(cols // vec, stream.chunks)  # fast.cu's chunk_bounds
+    chunks = [min(chunk, cols // vec - c * chunk) for c in range(stream.chunks)]
+    return rows * sum(max(0, packs * pack_bytes - stream.staging_bytes) for packs in chunks)
 
 
 def fast_warp_launch(rows: int, cols: int, dtype: str, lanes: int, block: int = FAST_WARP_BLOCK) -> Launch:
@@ -318,19 +327,21 @@ def fast_split_launch(rows: int, cols: int, dtype: str, blocks_per_sm: int = SPL
 
 
 def stream_blocks_per_sm(rows: int, cols: int, dtype: str) -> int:
-    """fast_stream's blocks an SM: fp32 two. 16-bit: the count whose grid fills more of its SM slots, by more than
-    STREAM_FILL_MARGIN (empty slots are lost bandwidth); else three where the part read twice (what the held batches
-    leave, the same at either count) is a sixth to a half of the L2, two otherwise. The band follows the 23 shapes
-    of item 34, where this rule is within 0.75 points of the better count; why those rows lose at two is open."""
-    two, three = STREAM_BLOCKS_PER_SM
+    """fast_stream's blocks an SM: fp32 STREAM_BLOCKS_PER_SM. 16-bit: the count whose last wave fills more of the SM
+    slots, by more than STREAM_FILL_MARGIN (empty slots are lost bandwidth); else STREAM_MORE_BLOCKS_PER_SM where the
+    part read twice (about the same at either count: the held bytes are) is a sixth to a half of the L2, else
+    STREAM_BLOCKS_PER_SM. The band follows the 23 shapes of item 34, where this rule is within 0.75 points of the
+    better count; why those rows lose at two is open."""
+    counts = (STREAM_BLOCKS_PER_SM, STREAM_MORE_BLOCKS_PER_SM)
     if ITEMSIZE[dtype] != 2:
-        return two
-    launch = {n: fast_stream_launch(rows, cols, dtype, n) for n in (two, three)}
-    fill = {n: launch[n].grid / (n * multiprocessors()) for n in (two, three)}
-    if abs(fill[two] - fill[three]) > STREAM_FILL_MARGIN:
+        return STREAM_BLOCKS_PER_SM
+    launch = {n: fast_stream_launch(rows, cols, dtype, n) for n in counts}
+    slots = {n: n * multiprocessors() for n in counts}
+    fill = {n: launch[n].grid / (cdiv(launch[n].grid, slots[n]) * slots[n]) for n in counts}
+    if abs(fill[counts[0]] - fill[counts[1]]) > STREAM_FILL_MARGIN:
         return max(fill, key=fill.get)
-    twice = rows * cols * ITEMSIZE[dtype] - launch[two].grid * launch[two].staging_bytes
-    return three if l2_bytes() / 6 <= twice <= l2_bytes() / 2 else two
+    twice = stream_read_twice_bytes(launch[STREAM_BLOCKS_PER_SM], rows, cols, dtype)
+    return STREAM_MORE_BLOCKS_PER_SM if l2_bytes() / 6 <= twice <= l2_bytes() / 2 else STREAM_BLOCKS_PER_SM
 
 
 def fast_stream_launch(

@@ -95,11 +95,11 @@ class Trace:
 
 
 def d_relative_error(d, exact_d) -> np.ndarray:
-    """|d − exact d| / |exact d|, elementwise in float64; NaN where exact d is 0 (a lane or subtree that got no
-    element has d = 0 and no relative error)."""
+    """|d − exact d| / |exact d|, elementwise in float64. Where exact d is 0: NaN if d is 0 too (a lane or subtree
+    that got no element has no relative error), inf if it is not."""
     d, exact = np.asarray(d, np.float64), np.asarray(exact_d, np.float64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        return np.abs(d - exact) / np.where(exact == 0, np.nan, np.abs(exact))
+        return np.abs(d - exact) / np.where((exact == 0) & (d == 0), np.nan, np.abs(exact))
 
 
 def _exact_merge(m1, d1, m2, d2):

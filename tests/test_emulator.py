@@ -465,6 +465,7 @@ def test_16_bit_streamed_rows_take_the_fuller_grid_then_three_an_sm_where_a_sixt
         return launch.template_args[2]
 
     assert per_sm(96, 300000) == 3 and per_sm(80, 300000) == 2
+    assert fast_launch.stream_blocks_per_sm(300, 2**23, dtype) == 3  # 300 one-chunk rows: one wave of 396, not 264 + 36
     for rows, cols in ((24, 2**20), (12, 2**21), (64, 300000)):
         assert per_sm(rows, cols) == 3 and fast_launch.stream_blocks_per_sm(rows, cols, "float32") == 2
     for rows, cols in ((1, 2**24), (8, 2**22), (32, 300000), (16, 2**20)):

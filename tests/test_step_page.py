@@ -197,7 +197,8 @@ def test_leaving_the_step_page_pauses_play_and_keeps_its_view():
 
 def test_url_values_a_late_play_tick_dropped_come_back_on_the_next_run(monkeypatch):
     """streamlit#10805: a timed fragment's tick that fires after the user left its page drops the widget keys it
-    did not draw (the Step page came back as online_thread, lane 0); keep_widget_state brings them back."""
+    did not draw (the Step page came back as online_thread, lane 0); keep_widget_state brings them back. This
+    checks that mechanism on a plain dict; the tick itself needs a browser (it was checked in Chromium)."""
     from ui import sidebar
 
     state = {"tv": "online_warp", "lane": 3, "p_mean": 2.0, "_private": 1}
@@ -212,9 +213,12 @@ def test_url_values_a_late_play_tick_dropped_come_back_on_the_next_run(monkeypat
 def test_a_links_variant_butterfly_or_merge_level_this_view_does_not_offer_is_replaced_with_a_toast():
     at = step_page({"tv": "safe_thread", "tree": "nonsense", "mlevel": "7", "variants": "online_block"})
     toasts = [t.value for t in at.toast]
-    assert "Variant to trace “safe_thread” is not one of this view's choices: showing “online_block”." in toasts
+    title = explorer.VARIANTS["online_block"].title
+    assert (
+        f"Variant to trace “safe_thread” is not one of this view's choices: showing “online_block — {title}”." in toasts
+    )
     assert "Butterfly “nonsense” is not one of this view's choices: showing “across warps”." in toasts
-    assert "Merge level “7” is not one of this view's choices: showing “the whole tree”." in toasts
+    assert any(t.startswith("Merge level “7” is not one of this view's choices: showing “across warps") for t in toasts)
     ok(at.run())
     assert not at.toast  # said once
 

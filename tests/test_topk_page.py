@@ -148,7 +148,7 @@ def test_a_fully_masked_row_is_said_to_be_all_minus_inf_and_is_not_drawn():
     at = page({"dist": "causal_mask", "p_masked_rows": "3", "tk_row": "0"})
     ok(at)
     notes = " ".join(i.value for i in at.info)
-    assert "Row 0's softmax is NaN, in float64 too: every input is −∞" in notes and "NaN or +inf logit" not in notes
+    assert "Row 0's softmax is NaN, in float64 too: every input is −∞, so" in notes and "NaN or +inf logit" not in notes
     assert not any(c.key == "chart_topk" for c in at.get("plotly_chart"))
     assert (table(at, "table_topk")["rows checked"] == 5).all()
     ok(at.number_input(key="tk_row").set_value(5).run())
@@ -179,8 +179,10 @@ def test_k_narrowed_to_an_uploads_width_comes_back_after_the_upload():
     ok(at)
     assert at.number_input(key="tk_k").value == 5
     assert [t.value for t in at.toast] == ["k 8 is outside 1–5: showing 5."]
+    at.file_uploader(key="upload").set_value(("smaller.csv", b"1,2,3\n3,2,1", "text/csv")).run()
+    assert at.number_input(key="tk_k").value == 3
     ok(at.selectbox(key="dist").set_value("zipf").run())
-    assert at.number_input(key="tk_k").value == 8
+    assert at.number_input(key="tk_k").value == 8  # the first k, not the first upload's 5
 
 
 # --- timing: a loaded results file, a refused one, and a (mocked) GPU run -----------------------------------

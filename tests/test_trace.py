@@ -328,3 +328,10 @@ def test_trace_row_on_an_untraceable_variant(variant):
 def test_numpy_integer_trace_row(row):
     x = explorer.make_input("normal", 3, 10)
     assert traced(x, "online_warp", row).trace.row == int(row)
+
+
+def test_the_relative_error_of_d_is_blank_for_an_empty_lane_and_infinite_for_a_d_where_none_should_be():
+    from explorer.trace import d_relative_error
+
+    rel = d_relative_error([0.0, 1.0, 3.0], [0.0, 0.0, 2.0])
+    assert np.isnan(rel[0]) and rel[1] == np.inf and rel[2] == 0.5

@@ -223,16 +223,17 @@ def run_page(title: str) -> Ran | None:
     return Ran(cfg, spec, results, failed) if results else None
 
 
-def ensure_choice(key: str, options: list, default=None, what: str = "", label=str) -> None:
+def ensure_choice(key: str, options: list, default=None, what: str = "", format_func=str) -> None:
     """The widget's value is one of its options: the default (or the first option) otherwise. Where `what` names it
-    and it held a value (a shared link's, or one the view no longer offers), a toast says which is shown instead."""
+    and it held a value (a shared link's, or one the view no longer offers), a toast quotes that value and the
+    option shown instead, as the widget labels it (format_func)."""
     value = ss.get(key)
     if value in options:
         return
     ss[key] = default if default in options else options[0]
     if what and value not in (None, ""):
         st.toast(
-            f"{what} “{label(value)}” is not one of this view's choices: showing “{label(ss[key])}”.",
+            f"{what} “{value}” is not one of this view's choices: showing “{format_func(ss[key])}”.",
             icon=":material/info:",
         )
 

@@ -207,7 +207,8 @@ def integer_ticks(fig: go.Figure, count: int, axis: str = "x", **where) -> None:
 
 
 def nan_row_reason(x_row: np.ndarray) -> str | None:
-    """Why the softmax of a row is NaN (None when it is not): its first NaN or +inf input, or only −inf inputs."""
+    """Why the softmax of a row is NaN (None when it is not): its first NaN or +inf input, or only −inf inputs; a
+    clause without a colon, so that it reads after one."""
     x = np.asarray(x_row, dtype=np.float64)
     bad = np.flatnonzero(np.isnan(x) | (x == np.inf))
     if bad.size:
@@ -217,9 +218,9 @@ def nan_row_reason(x_row: np.ndarray) -> str | None:
             if np.isnan(x[i])
             else "m becomes ∞ and e^(x − m) = e^(∞ − ∞) is undefined, so d is NaN"
         )
-        return f"x[{i}] = {format_value(float(x[i]))} ({bad.size:,} NaN/+∞ input(s) in the row): {why}"
+        return f"x[{i}] = {format_value(float(x[i]))} ({bad.size:,} NaN/+∞ input(s) in the row), so {why}"
     if x.size and np.all(x == -np.inf):
-        return "every input is −∞: m stays −∞ and d stays 0, so every output e^(x − m) / d is 0/0 = NaN"
+        return "every input is −∞, so m stays −∞ and d stays 0, and every output e^(x − m) / d is 0/0 = NaN"
     return None
 
 

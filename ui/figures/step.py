@@ -338,7 +338,7 @@ def row_nan_note(trace: Trace) -> str | None:
         lane, step = (int(v) for v in np.argwhere(trace.index == int(bad[0]))[0])
         at = f"lane {lane}, step {step}" if trace.threads > 1 else f"step {step}"
         merged = " The merges carry it into the final (m, d)." if trace.merges else ""
-        return f"Row {trace.row} is NaN from element {int(bad[0])} ({at}): {reason}.{merged}"
+        return f"Row {trace.row} is NaN from element {int(bad[0])} ({at}), as {reason}.{merged}"
     if reason:
         return f"Row {trace.row}: {reason}."
     if not math.isfinite(trace.final_d):

@@ -34,12 +34,16 @@ def merges_section(trace: Trace, cfg: Config, key: str) -> None:
     c1.selectbox("Butterfly", choices, key="tree")
     names = figures.level_names(trace, ss["tree"])
     options = [*range(len(names)), ALL_LEVELS]  # the last one shows the whole tree
-    ensure_choice("mlevel", options, ALL_LEVELS, "Merge level", lambda k: "the whole tree" if k == ALL_LEVELS else k)
+
+    def level_name(level: int) -> str:
+        return "leaves" if level == 0 else names[min(level, len(names)) - 1]
+
+    ensure_choice("mlevel", options, ALL_LEVELS, "Merge level", level_name)
     c2.select_slider(
         "Merge levels shown",
         options,
         key="mlevel",
-        format_func=lambda k: "leaves" if k == 0 else names[min(k, len(names)) - 1],
+        format_func=level_name,
         help="Step through the tree: levels above this one are faded.",
     )
     level = min(int(ss["mlevel"]), len(names))

@@ -45,6 +45,11 @@ def latex_number(v: float) -> str:
     return s
 
 
+def titled(key: str) -> str:
+    """A variant as its selectbox shows it."""
+    return f"{key} — {explorer.VARIANTS[key].title}"
+
+
 @guarded
 def step_page() -> None:
     cfg, spec = config_and_spec()
@@ -60,9 +65,9 @@ def step_page() -> None:
         )
         return
     online = [k for k in traceable if explorer.VARIANTS[k].method == "online"]
-    ensure_choice("tv", traceable, online[0] if online else None, "Variant to trace")
+    ensure_choice("tv", traceable, online[0] if online else None, "Variant to trace", titled)
     c1, c2 = st.columns(2)
-    c1.selectbox("Variant to trace", traceable, key="tv", format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
+    c1.selectbox("Variant to trace", traceable, key="tv", format_func=titled)
     key = ss["tv"]
     if _held_back(cfg, spec, key):
         return

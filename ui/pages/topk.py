@@ -256,7 +256,8 @@ def _input_spec(cfg, emulated: bool) -> InputSpec | None:
         before = ss.get("tk_k")
         clamp("tk_k", 1, min(K_MAX, cols), "k")
         if before != ss["tk_k"]:  # the user's k comes back after the upload, unless they change it meanwhile
-            ss["_k_before_upload"] = (before, ss["tk_k"])
+            first = ss.get("_k_before_upload", (before,))[0]  # a second, narrower upload keeps the first k
+            ss["_k_before_upload"] = (first, ss["tk_k"])
         c2.number_input(f"k (1–{min(K_MAX, cols)})", min_value=1, max_value=min(K_MAX, cols), step=1, key="tk_k")
         return spec
     if (kept := ss.pop("_k_before_upload", None)) and ss.get("tk_k") == kept[1]:
@@ -372,7 +373,7 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
         )
         chart(fig, slug, "chart_topk")
     else:
-        reason = figures.nan_row_reason(compute.get_input(spec)[row])
+        reason = figures.nan_row_reason(compute.get_input(spec)[row]) or "its float64 softmax is not finite"
         st.info(
             f"Row {row}'s softmax is NaN, in float64 too: {reason}. It has no meaningful top-k, so it is not drawn "
             "or checked.",
