@@ -23,6 +23,8 @@ from pathlib import Path
 
 from explorer import bench
 
+NOISY_SPREAD = 1.5  # event times spread wider than this (p90 / p10) are marked in the tables
+
 TOPK_KERNEL = "topk_fused"
 PEER_ORDER = ("cupyx", "torch", "torch_lse", "quack", "liger")
 COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
@@ -285,13 +287,20 @@ def header(name: str, rows: list[dict]) -> str:
     return esc(f"{name} {'/'.join(versions)}" if versions else name)
 
 
+def noisy(r: dict) -> bool:
+    """Whether a row's event times spread over more than NOISY_SPREAD× from p10 to p90 (a host-side hiccup)."""
+    p10, p90 = r.get("p10_us"), r.get("p90_us")
+    return bool(p10 and p90 and p90 > NOISY_SPREAD * p10)
+
+
 def cell(r: dict | None, pct: str) -> str:
-    """'median µs (x %) · dev µs (y %)' with pct the field ('pct_copy' or 'pct_floor'); the error if it failed."""
+    """'median µs (x %) · dev µs (y %)' with pct the field ('pct_copy' or 'pct_floor'); the error if it failed; ‡
+    after an event time whose spread is wide (noisy)."""
     if r is None:
         return "—"
     if r.get("error"):
         return f"error: {esc(plain(r['error'])[:60])}"
-    text = f"{r['median_us']:.1f}" + (f" ({r[pct]:.0f}%)" if r.get(pct) is not None else "")
+    text = f"{r['median_us']:.1f}" + "‡" * noisy(r) + (f" ({r[pct]:.0f}%)" if r.get(pct) is not None else "")
     if r.get("device_us") is not None:
         dev = r.get(f"{pct}_device")
         text += f" · dev {r['device_us']:.1f}" + (f" ({dev:.0f}%)" if dev is not None else "")
@@ -486,7 +495,9 @@ def report(docs: list[tuple[str, dict]]) -> tuple[str, dict[str, str]]:
         if plots
         else "## Softmax: % of copy\n\nNo sweep measured.",
         "## Tables\n\nEach cell: event-time µs (% of copy, or for top-k % of the floor) · dev: device-time µs "
-        "(the same from device time). Peers carry the version that was measured.",
+        "(the same from device time). Peers carry the version that was measured. ‡: that row's event times spread "
+        f"over more than {NOISY_SPREAD:g}× from p10 to p90 (the host, not the kernel): read its device time, and "
+        "the event-time % of any cell measured against it with care.",
     ]
     for label, doc in docs:
         parts += file_tables(label, doc)

@@ -206,3 +206,13 @@ def test_a_shown_figure_is_on_the_same_side_of_its_target(value, unit, target, e
     text = report_mod.shown(value, unit, lambda v: v >= target)
     assert text == expected
     assert (float(text.rstrip(unit)) >= target) == (value >= target)
+
+
+def test_an_event_time_whose_spread_is_wide_is_marked_and_the_mark_explained():
+    """long-rows.json of 2026-12-04: the first shape's copy took 41.9 µs of event time (p10 20.8, p90 48.5) against a
+    device time of 3.5, which made fast's event-time cell read 236 % of copy."""
+    steady = {"median_us": 10.6, "p10_us": 10.2, "p90_us": 11.0, "pct_copy": 100.0}
+    hiccup = {"median_us": 41.9, "p10_us": 20.8, "p90_us": 48.5, "pct_copy": 100.0}
+    assert report_mod.cell(steady, "pct_copy") == "10.6 (100%)"
+    assert report_mod.cell(hiccup, "pct_copy") == "41.9‡ (100%)"
+    assert "‡: that row's event times spread over more than 1.5×" in report_mod.report([("x", softmax_doc())])[0]
