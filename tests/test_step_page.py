@@ -214,11 +214,9 @@ def test_a_links_variant_butterfly_or_merge_level_this_view_does_not_offer_is_re
     at = step_page({"tv": "safe_thread", "tree": "nonsense", "mlevel": "7", "variants": "online_block"})
     toasts = [t.value for t in at.toast]
     title = explorer.VARIANTS["online_block"].title
-    assert (
-        f"Variant to trace “safe_thread” is not one of this view's choices: showing “online_block — {title}”." in toasts
-    )
-    assert "Butterfly “nonsense” is not one of this view's choices: showing “across warps”." in toasts
-    assert any(t.startswith("Merge level “7” is not one of this view's choices: showing “across warps") for t in toasts)
+    assert f"Variant to trace “safe_thread” is not offered here: showing “online_block — {title}”." in toasts
+    assert "Butterfly “nonsense” is not offered here: showing “across warps”." in toasts
+    assert any(t.startswith("Merge level “7” is not offered here: showing “across warps") for t in toasts)
     ok(at.run())
     assert not at.toast  # said once
 

@@ -233,7 +233,7 @@ def ensure_choice(key: str, options: list, default=None, what: str = "", format_
     ss[key] = default if default in options else options[0]
     if what and value not in (None, ""):
         st.toast(
-            f"{what} “{value}” is not one of this view's choices: showing “{format_func(ss[key])}”.",
+            f"{what} “{value}” is not offered here: showing “{format_func(ss[key])}”.",
             icon=":material/info:",
         )
 
