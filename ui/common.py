@@ -223,6 +223,11 @@ def run_page(title: str) -> Ran | None:
     return Ran(cfg, spec, results, failed) if results else None
 
 
+def variant_label(key: str) -> str:
+    """A variant as the selectors show it: its key and title."""
+    return f"{key} — {explorer.VARIANTS[key].title}"
+
+
 def ensure_choice(key: str, options: list, default=None, what: str = "", format_func=str) -> None:
     """The widget's value is one of its options: the default (or the first option) otherwise. Where `what` names it
     and it held a value (a shared link's, or one the view no longer offers), a toast quotes that value and the

@@ -51,13 +51,14 @@ def lanes_heatmap(trace: Trace, quantity: str, title: str, stamp: str) -> go.Fig
     )
     finite = z[np.isfinite(z)]
     flat = finite.size > 0 and finite.min() == finite.max()  # one value: a scale centred on it, not plotly's ±0.3
+    margin = max(1.0, abs(finite[0]) / 10) if flat else 0.0
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=cols,
             y=rows,
-            zmin=finite.min() - max(1.0, abs(finite.min()) / 10) if flat else None,
-            zmax=finite.max() + max(1.0, abs(finite.max()) / 10) if flat else None,
+            zmin=finite[0] - margin if flat else None,
+            zmax=finite[0] + margin if flat else None,
             colorscale="Viridis",
             colorbar=dict(title=dict(text=label, side="right")),
             customdata=hover,

@@ -12,7 +12,7 @@ import streamlit as st
 
 import explorer
 
-from ..common import ensure_choice, guarded, header, show_table
+from ..common import ensure_choice, guarded, header, show_table, variant_label
 from ..params import Param
 from ..state import Config
 
@@ -118,7 +118,7 @@ def kernels_page() -> None:
     header("Kernels", cfg.shape_text() if cfg is not None else None)
     keys = list(explorer.VARIANTS)
     ensure_choice("kv", keys, cfg.variants[0] if cfg is not None and cfg.variants else keys[0])
-    st.selectbox("Variant", keys, key="kv", format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}")
+    st.selectbox("Variant", keys, key="kv", format_func=variant_label)
     v = explorer.VARIANTS[ss["kv"]]
     st.markdown(f"**{v.title}**: {v.lesson}")
     c1, c2 = st.columns(2)

@@ -18,7 +18,7 @@ from explorer import precision
 from explorer.precision import Measurement
 
 from .. import lab_runs
-from ..common import chart, csv_download, ensure_choice, guarded, header, show_table, stamp
+from ..common import chart, csv_download, ensure_choice, guarded, header, show_table, stamp, variant_label
 from ..figures.precision import (
     FP16_CEILING,
     QUANTITIES,
@@ -193,7 +193,7 @@ def _controls() -> None:
         "Variants in the lab",
         OPTIONS("prec_variants"),
         key="prec_variants",
-        format_func=lambda k: f"{k} — {explorer.VARIANTS[k].title}",
+        format_func=variant_label,
     )
 
 

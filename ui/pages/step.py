@@ -13,7 +13,7 @@ from explorer import precision
 from explorer.trace import Trace
 
 from .. import compute, figures
-from ..common import chart, clamp, config_and_spec, ensure_choice, guarded, header, stamp
+from ..common import chart, clamp, config_and_spec, ensure_choice, guarded, header, stamp, variant_label
 from ..figures.common import format_value
 from ..figures.step import StepNumbers
 from ..params import Param, ParamTable
@@ -45,11 +45,6 @@ def latex_number(v: float) -> str:
     return s
 
 
-def titled(key: str) -> str:
-    """A variant as its selectbox shows it."""
-    return f"{key} — {explorer.VARIANTS[key].title}"
-
-
 @guarded
 def step_page() -> None:
     cfg, spec = config_and_spec()
@@ -65,9 +60,9 @@ def step_page() -> None:
         )
         return
     online = [k for k in traceable if explorer.VARIANTS[k].method == "online"]
-    ensure_choice("tv", traceable, online[0] if online else None, "Variant to trace", titled)
+    ensure_choice("tv", traceable, online[0] if online else None, "Variant to trace", variant_label)
     c1, c2 = st.columns(2)
-    c1.selectbox("Variant to trace", traceable, key="tv", format_func=titled)
+    c1.selectbox("Variant to trace", traceable, key="tv", format_func=variant_label)
     key = ss["tv"]
     if _held_back(cfg, spec, key):
         return
