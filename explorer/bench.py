@@ -26,8 +26,9 @@ from .bench_topk import TOPK_SHAPES as TOPK_SHAPES
 from .bench_topk import bench_topk as bench_topk
 from .checks import MAX_DIM
 from .errors import GPUUnavailable, InvalidInput, KernelFailed, shown
+from .geometry import Launch
 from .harness import SCHEMA as SCHEMA
-from .numerics import DTYPES, FORMATS
+from .numerics import DTYPES, FORMATS, error_bound, rounds_input, sequential_terms
 from .registry import VARIANTS, Variant
 
 RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "block_size", *harness.MEASURED_FIELDS, "max_rel")
@@ -74,18 +75,50 @@ def _row(
     }
 
 
-def max_rel_device(y, ref64, dtype: str) -> float:
-    """max |y - ref| / max(|ref|, smallest normal) over elements finite in both, on the GPU."""
+def as_float64_device(a, dtype: str):
+    """A GPU array of `dtype` as float64 (bfloat16, which CuPy lacks, is held as its uint16 bits)."""
     cp = cuda.cp
-    got = (
-        (y.view(cp.uint16).astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
-        if dtype == "bfloat16"
-        else y.astype(cp.float64)
-    )
+    if dtype == "bfloat16":
+        return (a.view(cp.uint16).astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+    return a.astype(cp.float64)
+
+
+def max_rel_device(y, ref64, dtype: str) -> float:
+    """max |y - ref| / max(|ref|, smallest normal) over elements finite in both, on the GPU; NaN where y's NaN/inf
+    pattern differs from the reference's (as numerics.errors counts nonfinite_mismatch)."""
+    cp = cuda.cp
+    got = as_float64_device(y, dtype)
     finite = cp.isfinite(got) & cp.isfinite(ref64)
     rel = cp.where(finite, cp.abs(got - ref64) / cp.maximum(cp.abs(ref64), FORMATS[dtype].smallest_normal), 0)
-    mismatch = int(cp.sum(cp.isnan(got) != cp.isnan(ref64)))
+    mismatch = int(cp.sum((cp.isnan(got) != cp.isnan(ref64)) | (cp.isinf(got) != cp.isinf(ref64))))
     return float("nan") if mismatch else float(rel.max())
+
+
+def bound_device(launch: Launch, x, dtype: str, acc: str) -> float:
+    """numerics.error_bound for the softmax of x (on the GPU) run with `launch`: max |x| counts wherever x may
+    round entering acc (numerics.softmax_bound counts it only where some x does: this bound is never tighter)."""
+    cp = cuda.cp
+    max_abs_x = 0.0
+    if rounds_input(dtype, acc):
+        x64 = as_float64_device(x, dtype)
+        max_abs_x = float(cp.where(cp.isfinite(x64), cp.abs(x64), 0).max())
+    return error_bound(sequential_terms(launch, x.shape[-1]), acc, dtype, max_abs_x)
+
+
+def check_output(name: str, launch: Launch, x, y, ref64, dtype: str, acc: str, poison) -> float:
+    """max_rel of y, the output of `launch` on x into a poisoned y, against float64; KernelFailed where an output
+    was left unwritten or max_rel is over the bound the tests hold the kernels to (bound_device)."""
+    rows, cols = x.shape
+    unwritten = int((y == poison).sum())
+    if unwritten:
+        raise KernelFailed(f"{name} left {unwritten} outputs unwritten on {rows}×{cols} {dtype}")
+    max_rel, bound = max_rel_device(y, ref64, dtype), bound_device(launch, x, dtype, acc)
+    if not max_rel <= bound:  # NaN too: a NaN or inf where float64 has none, or the reverse
+        raise KernelFailed(
+            f"{name} differs from float64 on {rows}×{cols} {dtype}, acc {acc}: max_rel {max_rel:.3g} over its "
+            f"bound {bound:.3g}"
+        )
+    return max_rel
 
 
 def _softmax_peers(dtype: str, xs: list, ys: list) -> list[tuple[str, str | None, str, Callable[[int], object]]]:
@@ -172,13 +205,9 @@ class _ShapeBench:
         rows, cols, dtype, acc = self.rows, self.cols, self.dtype, self.acc
         block = v.check_block_size(block_size if v.takes_block_size else None)
         geometry = v.launch(rows, cols, block, dtype)
-        y = self.ys[0]
-        y.fill(self.poison)
-        cuda.launch(v, geometry, self.xs[0], y, rows, cols, dtype, acc)
-        max_rel = max_rel_device(y, self.ref64, dtype)
-        unwritten = int((y == self.poison).sum())
-        if unwritten:
-            raise KernelFailed(f"{v.key} left {unwritten} outputs unwritten on {rows}×{cols} {dtype}")
+        self.ys[0].fill(self.poison)
+        cuda.launch(v, geometry, self.xs[0], self.ys[0], rows, cols, dtype, acc)
+        max_rel = check_output(v.key, geometry, self.xs[0], self.ys[0], self.ref64, dtype, acc, self.poison)
 
         def launch(i):
             cuda.launch(v, geometry, self.xs[i], self.ys[i], rows, cols, dtype, acc)
@@ -207,12 +236,9 @@ class _ShapeBench:
 
 
 def reference_device(x, dtype: str):
+    """numerics.reference on the GPU (x finite)."""
     cp = cuda.cp
-    x64 = (
-        (x.view(cp.uint16).astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
-        if dtype == "bfloat16"
-        else x.astype(cp.float64)
-    )
+    x64 = as_float64_device(x, dtype)
     e = cp.exp(x64 - x64.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 

@@ -8,10 +8,15 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import explorer
 from explorer import bench, bench_topk, devicetime, harness, peers
-from explorer.errors import InvalidInput
+from explorer.backends.cuda import POISON
+from explorer.errors import InvalidInput, KernelFailed
+from explorer.numerics import DTYPES, FORMATS, reference, softmax_bound
+from explorer.registry import VARIANTS
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -350,6 +355,54 @@ def test_wrongly_typed_optional_fields_are_refused(field, value):
 
 
 # --- on a GPU ---------------------------------------------------------------------------------------------------
+
+
+# The validation before timing, with NumPy standing in for CuPy (the same calls on host arrays).
+
+
+@pytest.fixture
+def numpy_as_cupy(monkeypatch):
+    monkeypatch.setattr(bench.cuda, "cp", np)
+
+
+def _checked(x, y, dtype="float32", acc="float32"):
+    launch = VARIANTS["online_warp"].launch(*x.shape, None, dtype)
+    ref64 = bench.reference_device(x, dtype)
+    return bench.check_output("online_warp", launch, x, y, ref64, dtype, acc, POISON)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_a_right_output_is_checked_and_its_max_rel_kept(numpy_as_cupy, dtype):
+    x = np.random.default_rng(0).standard_normal((4, 300)).astype(DTYPES[dtype])
+    y = reference(x).astype(DTYPES[dtype])
+    max_rel = _checked(x, y, dtype)
+    assert max_rel == explorer.errors(y, x).max_rel
+    assert 0 < max_rel <= FORMATS[dtype].unit_roundoff
+
+
+@pytest.mark.parametrize(
+    ("spoil", "words"),
+    [
+        (lambda y: y.__setitem__((1, 7), np.inf), "max_rel nan over its bound"),  # an inf where float64 is finite
+        (lambda y: y.__setitem__((2, 3), np.nan), "max_rel nan over its bound"),
+        (lambda y: y.__setitem__((3, 0), y[3, 0] * 1.001), "max_rel 0.001 over its bound"),
+        (lambda y: y.__setitem__((0, 5), POISON), "left 1 outputs unwritten on 4×300 float32"),
+    ],
+)
+def test_a_wrong_output_is_refused_before_it_is_timed(numpy_as_cupy, spoil, words):
+    x = np.random.default_rng(1).standard_normal((4, 300)).astype(np.float32)
+    y = reference(x).astype(np.float32)
+    spoil(y)
+    with pytest.raises(KernelFailed, match=re.escape(words)):
+        _checked(x, y)
+
+
+def test_the_bound_counts_max_abs_x_where_x_may_round_entering_the_accumulator(numpy_as_cupy):
+    x = np.array([[0.5, -3.0, 2.0]], np.float32)
+    launch = VARIANTS["online_warp"].launch(1, 3, None, "float32")
+    assert bench.bound_device(launch, x, "float32", "float32") == softmax_bound(launch, x, "float32")
+    with_x = bench.bound_device(launch, x, "float32", "float16")  # these x hold in fp16: softmax_bound counts none
+    assert with_x == softmax_bound(launch, x, "float16") + 2 * 3.0 * FORMATS["float16"].unit_roundoff
 
 
 @pytest.mark.gpu
