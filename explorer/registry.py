@@ -14,6 +14,9 @@ import numpy as np
 from .fast_launch import fast_launch
 from .geometry import DTYPE_NAMES, Launch, block_per_row, split_launch, thread_per_row, warp_per_row
 
+BLOCK_SIZES = tuple(range(32, 1025, 32))  # what the variants that take a block size take: whole warps, at most 1024
+BLOCK_SIZES_TEXT = f"multiple of 32 from {BLOCK_SIZES[0]} to {BLOCK_SIZES[-1]}"
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -54,11 +57,10 @@ class Variant:
         if not self.takes_block_size:
             raise ValueError(f"variant {self.key!r} has a fixed launch shape and takes no block size")
         if isinstance(block_size, bool) or not isinstance(block_size, int | np.integer):
-            raise ValueError(f"block size must be a whole multiple of 32 from 32 to 1024, got {block_size!r}")
-        block_size = int(block_size)
-        if block_size % 32 or not 32 <= block_size <= 1024:
-            raise ValueError(f"block size must be a multiple of 32 from 32 to 1024, got {block_size}")
-        return block_size
+            raise ValueError(f"block size must be a whole {BLOCK_SIZES_TEXT}, got {block_size!r}")
+        if int(block_size) not in BLOCK_SIZES:
+            raise ValueError(f"block size must be a {BLOCK_SIZES_TEXT}, got {block_size}")
+        return int(block_size)
 
 
 VARIANTS: dict[str, Variant] = {

@@ -37,6 +37,17 @@ def test_a_block_size_off_the_multiples_of_32_says_so():
     assert "block" not in values and any("a multiple of 32 from 32 to 1024" in p for p in problems)
 
 
+def test_a_distribution_parameter_round_trips_through_the_url_exactly():
+    view = {"dist": "normal", "p_normal_mean": 1.23456789, "p_normal_std": 0.1 + 0.2}
+    values, problems = url.parse_query(url.to_query(view))
+    assert not problems and (values["p_normal_mean"], values["p_normal_std"]) == (1.23456789, 0.1 + 0.2)
+
+
+def test_a_shared_lane_past_the_first_block_is_kept_for_the_trace_to_clamp():
+    values, problems = url.parse_query({"lane": "2000"})  # split_row over 1×65536 has 16384 lanes
+    assert not problems and values["lane"] == 2000
+
+
 def test_the_table_holds_both_pages_keys_in_the_url_only_when_changed():
     for p in (*topk.PARAMS, *precision_page.PARAMS):
         assert p.key in url.TABLE and p.key in url.defaults() and url.TABLE[p.key].sparse

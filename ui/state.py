@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import explorer
+from explorer.checks import MAX_DIM
 from explorer.errors import shown
+from explorer.registry import BLOCK_SIZES, BLOCK_SIZES_TEXT
 
 from .params import Param
 
 UPLOAD = "upload"  # the "distribution" that means the user's own logits
-MAX_DIM = 2**31 - 1
 UPLOAD_STEM = 40  # characters of an uploaded file's name kept in a file slug
 
 
@@ -30,7 +31,6 @@ def default_block() -> int:
     return sizes[0] if sizes else 256
 
 
-BLOCKS = tuple(range(32, 1025, 32))  # the block sizes the block variants take (Variant.check_block_size)
 RUN_PARAMS = (
     Param("dist", "word", default_dist, choices=lambda: (*explorer.DISTRIBUTIONS, UPLOAD)),
     Param("rows", "int", 8, low=1, high=MAX_DIM),
@@ -43,8 +43,8 @@ RUN_PARAMS = (
         "block",
         "int",
         default_block,
-        choices=BLOCKS,
-        hint=f"a multiple of 32 from {BLOCKS[0]} to {BLOCKS[-1]} is needed",
+        choices=BLOCK_SIZES,
+        hint=f"a {BLOCK_SIZES_TEXT} is needed",
     ),
     Param("row", "int", 0, low=0, high=MAX_DIM),
 )
@@ -186,5 +186,5 @@ def dist_params_query(values: Mapping) -> dict[str, str]:
     if spec is None:
         return {}
     return {
-        f"p_{name}": f"{float(values.get(param_key(spec.key, name), p.default)):g}" for name, p in spec.params.items()
+        f"p_{name}": repr(float(values.get(param_key(spec.key, name), p.default))) for name, p in spec.params.items()
     }

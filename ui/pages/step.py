@@ -26,7 +26,7 @@ PLAY_SECONDS = 0.7  # one step per tick while playing
 HEAT_CHOICES = {"d": "kernel's d (log10)", "m": "kernel's m", "err": "relative error of d (log10)"}
 PARAMS = (
     Param("tv", "word", "", choices=lambda: tuple(explorer.VARIANTS), hint="unknown variant"),
-    Param("lane", "int", 0, low=0, high=1023),
+    Param("lane", "int", 0, low=0, high=MAX_DIM),  # clamped to the trace's lanes once it is run
     Param("step", "int", 0, low=0, high=MAX_DIM),
     Param("heat", "word", "d", choices=tuple(HEAT_CHOICES)),
 )
