@@ -24,6 +24,7 @@ from .checks import (
     whole,
 )
 from .errors import InvalidInput
+from .fast_launch import MAX_CLUSTER
 from .geometry import ITEMSIZE, Launch, cdiv, multiprocessors
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
 from .registry import VARIANTS
@@ -33,7 +34,6 @@ TOPK_BLOCK = 128  # threads a block, the smallest the rule takes (topk_launch sa
 TOPK_LATENCY_ROWS = 16  # below this many rows a call is latency: many small chunks a row
 TOPK_LATENCY_CHUNK = 4096  # twice the elements of a k = 1 chunk then (128-thread blocks): 16 make a cluster
 TOPK_CHUNK = 65536  # elements a chunk at least, once rows are not few
-TOPK_CLUSTER_MAX = 16  # blocks a Hopper cluster may have (over 8 with the non-portable opt-in)
 VOCABS = (32000, 50257, 128256, 151936, 262144)  # LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma vocabularies
 
 
@@ -129,13 +129,11 @@ def topk_launch(
     latency = rows < TOPK_LATENCY_ROWS
     greedy_share = k == 1 and not latency and rows <= sms  # k = 1, up to a row an SM: rows share the SMs
     if cluster is None:
-        cluster = greedy_share or (latency and (k > 1 or cols <= TOPK_CLUSTER_MAX * TOPK_LATENCY_CHUNK))
+        cluster = greedy_share or (latency and (k > 1 or cols <= MAX_CLUSTER * TOPK_LATENCY_CHUNK))
     if not block and latency and k > 1:  # the fewest threads (then, k > 8, twice the batch) for <= 16 chunks
         sizes = [(TOPK_BLOCK, per), (2 * TOPK_BLOCK, per)] if k <= 8 else [(4 * TOPK_BLOCK, per)]
         sizes += [] if tuned_per else [(4 * TOPK_BLOCK, 2 * per)]
-        block, per = next(
-            ((b, p) for b, p in sizes if cdiv(cols, b * p * vec) <= TOPK_CLUSTER_MAX), (2 * TOPK_BLOCK, per)
-        )
+        block, per = next(((b, p) for b, p in sizes if cdiv(cols, b * p * vec) <= MAX_CLUSTER), (2 * TOPK_BLOCK, per))
     if not block and greedy_share and cols // (4 * TOPK_BLOCK * per * vec) >= sms // rows:
         block = 4 * TOPK_BLOCK  # 512 threads a chunk where each still gets a batch of them
     block = block or (TOPK_BLOCK if (rows > sms and k > 1) or (latency and k == 1) else 2 * TOPK_BLOCK)
@@ -143,7 +141,7 @@ def topk_launch(
     if chunks is None and greedy_share:
         chunks = sms // rows  # one wave of clusters (its merge costs less than the global one's)
     elif chunks is None and cluster:
-        chunks = TOPK_CLUSTER_MAX
+        chunks = MAX_CLUSTER
     elif chunks is None:
         latency_chunk = TOPK_LATENCY_CHUNK // 2 if k == 1 else batch
         chunks = cdiv(cols, latency_chunk) if latency else min(cdiv(cols, TOPK_CHUNK), max(1, round(4 * sms / rows)))
@@ -151,7 +149,7 @@ def topk_launch(
     if k > 1:
         chunks = min(chunks, 16 * lists)  # topk.cu's merge_lists: an entry of each chunk's list in the pool
     if cluster:
-        chunks = min(chunks, TOPK_CLUSTER_MAX)
+        chunks = min(chunks, MAX_CLUSTER)
     cluster = cluster and chunks > 1
     pooled = k > 1 and latency and cdiv(cols, chunks) <= batch  # a chunk of one batch: selected through the pool
     mailbox = 8 + chunks * (8 + 8 * lists) if cluster else 0  # topk.cu's TopkMailbox
@@ -250,6 +248,11 @@ class TopkReport:
     tie_swaps: int  # positions that differ only between probabilities equal after rounding to the dtype
     max_rel: float  # of the returned probabilities against float64 at the returned indices
     rows_checked: int  # rows with a finite reference (NaN/+inf rows have no meaningful top-k)
+
+
+TIE_SLACK_TEXT = (
+    "2 ulps of the dtype + 2·(8 + 2·ln(p_max / p)) fp32 units of roundoff, p_max the row's largest probability"
+)
 
 
 def tie_within_rounding(got_ref: np.ndarray, ref_values: np.ndarray, dtype: str) -> np.ndarray:

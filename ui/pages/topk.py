@@ -19,6 +19,7 @@ import explorer
 from explorer.numerics import dtype_name
 from explorer.topk import (
     K_MAX,
+    TIE_SLACK_TEXT,
     TOPK_VARIANTS,
     TORCH_TOPK_PASSES,
     VOCABS,
@@ -63,7 +64,7 @@ OPTIONS = ParamTable(PARAMS).options  # what each widget offers: its row's choic
 AGREEMENT_COLUMNS = number_columns({"index agreement": "%.4f", "max rel": "%.2e", "wall ms (not a benchmark)": "%.1f"})
 BYTES_COLUMNS = number_columns({"bytes moved": "%d", "× fused": "%.2f"})
 
-INTRO = """
+INTRO = f"""
 Sampling from a language model's head, or routing tokens in a mixture of experts, needs only the **k largest
 probabilities** of a row of logits, not all of them. The **fused** kernel (Milakov & Gimelshein 2018) keeps a
 running top-k beside the online (m, d) and reads the logits **once**, writing only k probabilities and indices.
@@ -75,9 +76,9 @@ the same three passes (its indices are int64, not int32).
 
 **Agreement.** The reference is float64: indices by the logits, probabilities from the float64 softmax.
 Indices must agree **exactly**, with one exception: a *tie swap*, two positions whose reference probabilities
-are closer than the kernels' own error can separate (2 ulps of the dtype + 16 fp32 units of roundoff). The
-unfused pipeline selects on probabilities it computed, so two different logits can become equal (or swapped)
-probabilities; the fused kernel selects on the logits themselves. A tie swap is not an error; any other
+are closer than the kernels' own error can separate ({TIE_SLACK_TEXT}). The unfused pipeline selects on
+probabilities it computed, so two different logits can become equal (or swapped) probabilities; the fused kernel
+selects on the logits themselves. A tie swap is not an error; any other
 difference is.
 """
 
@@ -386,7 +387,7 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
     st.caption(
         "index mismatches: positions whose index differs from the float64 reference's beyond a tie; "
         "tie swaps: positions that differ only between probabilities the kernels cannot order "
-        f"(within 2 ulps of {dtype} + 16 fp32 units of roundoff; not errors: see above); index agreement: "
+        f"(within {TIE_SLACK_TEXT.replace('the dtype', dtype)}; not errors: see above); index agreement: "
         "1 − mismatches / positions; max rel: the returned probabilities against float64 at the returned "
         "indices; rows whose float64 softmax is NaN (a NaN or +inf logit, or every logit −∞) are not checked."
     )
