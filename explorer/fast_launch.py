@@ -14,11 +14,11 @@ from .geometry import (
     two_stage_launch,
 )
 
-CLUSTER_ACROSS = 8  # a row over several clusters: clusters of 8 (fp32 / bf16 1×1M at 47.6-47.7 / 42.3-42.5 % of
-# copy; clusters of 4 46.5-46.7 / 42.4-42.5, slices exchanging through global memory 41.0-41.2 / 33.2; fp32 1×1048579
-# 78-80 against 74-75; device time; 48.1-48.9 / 42.9-43.4 since each rank polls its own copy of the words, and 15
-# clusters of 8 at one block an SM 47.9-48.2 / 42.2-42.4: docs/fast-notes.md items 27-28; then two and four blocks
-# an SM, items 29-30).
+CLUSTER_ACROSS = 8  # a row over several clusters: clusters of 8, each rank polling its own copy of the clusters' words
+# (fp32 / bf16 1×1M, device time, % of copy: 48.1-48.9 / 42.9-43.4; 15 clusters of 8 at one block an SM 47.9-48.2 /
+# 42.2-42.4; with one copy polled by every block, clusters of 8 47.6-47.7 / 42.3-42.5 against clusters of 4 46.5-46.7 /
+# 42.4-42.5 and slices exchanging through global memory 41.0-41.2 / 33.2, fp32 1×1048579 78-80 against 74-75):
+# docs/fast-notes.md items 27-28; how many blocks an SM, items 29-30.
 ACROSS_BLOCK = 128  # a few long rows over every SM: blocks of 128 threads or more (fast_across_launch): fp32 / bf16
 # 1×1M at 53.2 / 46.0 % of copy in 256 blocks, 51.2 / 44.8 in 128 of 256 threads, 51.0 / 43.8 in 264 of 128 (33
 # clusters), 49.7 / 41.8 in 384 of 96; 64-thread blocks lose (bf16 1×300000 33.6 against 35.5); device time,
@@ -261,9 +261,10 @@ def fast_launch(rows: int, cols: int, block: int, dtype: str) -> Launch:
     ones, in registers or shared memory (a few long rows: many small blocks an SM, fast_across_launch); rows too
     long to hold on chip go to fast_stream (part of each chunk held, the rest read twice), as do slices exchanging
     through global memory that would queue behind each other (over STREAM_GRID_PER_SM blocks an SM: bf16 8×4M at
-    67.7 % of copy in fast_stream, 61.2 in fast_row's 1024 slices; fp32 4×1M's 512 slices stayed, 64.4 against 63.2,
-    before fast_across_launch took them; scripts/tune_fast.py --only split --long) where fast_stream reads the input
-    about once (stream_reads_once; larger inputs were not measured and keep fast_row)."""
+    67.7 % of copy in fast_stream, 61.2 in fast_row's 1024 slices; fp32 4×1M's 512 slices, under the limit, 64.4
+    against 63.2, timed on fast_row's slices since fast_across_launch takes those rows first; scripts/tune_fast.py
+    --only split --long) where fast_stream reads the input about once (stream_reads_once; larger inputs were not
+    measured and keep fast_row)."""
     vec = fast_vector(cols, dtype)
     packs = cols // vec
     per_lane = next((e for width, e in FAST_WARP_ELEMENTS[dtype] if cols <= width), None)

@@ -5,6 +5,14 @@ python scripts/variant_table.py
 
 import explorer
 
+SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def _names(dtypes: tuple[str, ...]) -> str:
+    """The registry's dtype names, short ("fp32, fp16"); a single one reads "fp32 only"."""
+    short = ", ".join(SHORT.get(d, d) for d in dtypes)
+    return f"{short} only" if len(dtypes) == 1 else short
+
 
 def variant_table() -> str:
     lines = [
@@ -12,11 +20,10 @@ def variant_table() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for v in explorer.VARIANTS.values():
-        accs = "fp32 only" if v.accumulators == ("float32",) else "fp32, fp16, bf16"
         functions = ", ".join(f"`{f}`" for f in v.functions)
         lines.append(
             f"| `{v.key}` | {functions} in kernels/{v.kernel_file} | {v.family} | {v.seed} | "
-            f"{v.reads_per_element} / {v.writes_per_element} | fp32, fp16, bf16 · {accs} | {v.lesson} |"
+            f"{v.reads_per_element} / {v.writes_per_element} | {_names(v.dtypes)} · {_names(v.accumulators)} | {v.lesson} |"
         )
     return "\n".join(lines)
 

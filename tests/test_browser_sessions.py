@@ -41,7 +41,7 @@ ANSWER_LIMIT_S = 3.0  # the server's own answer (no browser work in it) while th
 # how much longer the fifth session's page, and the server's script run for it, may take with the four running than on
 # the idle server. Measured on a 2-core box, the browser's own work on the same two cores included: the page 1.3-1.4
 # times (3.2-3.4 s against 2.5 s), the script run 1.0-1.4 times (0.5-0.65 s); with the emulations at the priority of
-# the threads that serve pages, before ui/background.py, the page 1.8-2.7 times (4.5-6.9 s), the script run 2.1-2.7
+# the threads that serve pages (ui/background.py lowers it), the page 1.8-2.7 times (4.5-6.9 s), the script run 2.1-2.7
 # times. Generous, so that a machine busy with other work passes; the threads' priorities are checked exactly
 FACTOR = 3.0
 

@@ -93,8 +93,8 @@ def input_reached(*args, **kwargs):
 
 
 def test_topk_is_held_to_its_own_memory_model(capsys, monkeypatch):
-    """topk's check is softmax_topk's: a shape within top-k's own need gets past it (the largest softmax
-    variant's need, which it was held to before, is about twice as much); one byte less of budget is refused."""
+    """topk's check is softmax_topk's: a shape within top-k's own need gets past it, though the largest softmax
+    variant's need is about twice as much; one byte less of budget is refused."""
     from explorer import api
     from explorer.topk import check_topk_fits
 

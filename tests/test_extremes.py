@@ -3,7 +3,8 @@ float64, on the emulation (always) and on the GPU (gpu-marked), in fixed rows an
 over rows built from the edges (largest value and its neighbour, half of it, smallest normal, subnormals,
 zeros of both signs, moderate values; rows of one value, one huge among -huge, mixtures); a row long enough
 to stream through fast_stream and a 262,144-logit vocabulary split over many blocks, on the emulation. Values
-near the top of fp32 once overflowed in x·log2e before the max was subtracted, giving NaN for finite input."""
+near the top of fp32 overflow in x·log2e unless the max is subtracted first (inf - inf: NaN for finite input), so
+these rows check that every variant takes the difference before scaling it."""
 
 import ml_dtypes
 import numpy as np

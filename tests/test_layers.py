@@ -7,15 +7,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+def imported_modules(path: Path, source: str | None = None) -> set[str]:
+    """The dotted names path imports. `from a import b` records both a and a.b (b may be a module), and
+    relative imports resolve against path's package, so `from explorer import backends` and
+    `from . import backends` inside explorer/ both read as explorer.backends."""
+    tree = ast.parse(path.read_text() if source is None else source)
+    package = path.relative_to(ROOT).parent.parts
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join((*base, *([node.module] if node.module else [])))
+            if module:
+                names.add(module)
+            names |= {f"{module}.{a.name}" if module else a.name for a in node.names if a.name != "*"}
     return names
+
+
+def test_imported_modules_sees_names_imported_from_a_package():
+    ui_page = ROOT / "ui" / "pages" / "example.py"
+    assert "explorer.backends" in imported_modules(ui_page, "from explorer import backends\n")
+    assert "explorer.backends.cuda" in imported_modules(ui_page, "from explorer.backends import cuda\n")
+    inside = ROOT / "explorer" / "example.py"
+    assert "explorer.backends" in imported_modules(inside, "from . import backends\n")
+    assert "explorer.backends.cuda" in imported_modules(inside, "from .backends import cuda\n")
+    assert "ui.figures.step" in imported_modules(ui_page, "from ..figures import step\n")
 
 
 def test_ui_never_imports_cupy_or_the_backends():

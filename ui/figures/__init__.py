@@ -11,13 +11,12 @@ from .common import (
     chart_config,
     finish,
     nan_row_reason,
-    nonfinite_marks,
     plotly_text,
     sampled_note,
     stamp_lines_below,
     stamp_text,
 )
-from .lanes import MAX_HEAT_CELLS, MAX_HEAT_LANES, MAX_HEAT_STEPS, heat_cells, lanes_heatmap
+from .lanes import MAX_HEAT_CELLS, MAX_HEAT_LANES, heat_cells, lanes_heatmap
 from .outputs import deviation, equal_groups, error_figure, error_table, outputs_figure, relative_error
 from .precision import compare_figure, error_vs_n_figure, overflow_figure, stagnation_figure
 from .step import (
@@ -49,7 +48,6 @@ __all__ = [
     "ERR_FLOOR",
     "MAX_HEAT_CELLS",
     "MAX_HEAT_LANES",
-    "MAX_HEAT_STEPS",
     "MAX_POINTS",
     "TIME_FIELDS",
     "StepNumbers",
@@ -72,7 +70,6 @@ __all__ = [
     "merge_tree_figure",
     "nan_row_reason",
     "nonfinite_cause",
-    "nonfinite_marks",
     "outputs_figure",
     "overflow_figure",
     "plotly_text",
