@@ -21,11 +21,12 @@ def _stamped(fig) -> bool:
     return any(a.text == STAMP for a in fig.layout.annotations)
 
 
-def test_stamp_names_gpu_cuda_cupy_and_date():
+def test_stamp_names_gpu_driver_cuda_cupy_and_date():
     gpu = figures.stamp_text(
-        {"backend": "cuda", "gpu": "NVIDIA H200", "cuda_runtime": "12.8", "cupy": "13.6"}, "2025-03-01"
+        {"backend": "cuda", "gpu": "NVIDIA H200", "cuda_driver": "13.0", "cuda_runtime": "12.8", "cupy": "13.6"},
+        "2025-03-01",
     )
-    assert gpu == "GPU NVIDIA H200 · CUDA 12.8 · CuPy 13.6 · 2025-03-01"
+    assert gpu == "GPU NVIDIA H200 · driver 13.0 · CUDA 12.8 · CuPy 13.6 · 2025-03-01"
     cpu = figures.stamp_text({"backend": "emulator", "reason": "none"}, "2025-03-01")
     assert cpu.startswith("CPU emulation") and cpu.endswith("2025-03-01")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import plotly.graph_objects as go
@@ -31,17 +32,28 @@ GL_POINTS = 5000  # above this many points per trace, use WebGL traces
 FONT = dict(size=13)
 
 
-def stamp_text(info: dict, date: str) -> str:
-    """'GPU NAME · CUDA 12.4 · CuPy 13.3 · 2025-01-31' or 'CPU emulation (no GPU) · NumPy 2.1 · date'."""
-    if info.get("backend") == "cuda":
-        parts = [
-            f"GPU {info.get('gpu', '?')}",
-            f"CUDA {info.get('cuda_runtime', '?')}",
-            f"CuPy {info.get('cupy', '?')}",
-        ]
-    else:
+def device_line(meta: Mapping, date: str = "", source: str = "") -> str:
+    """Where numbers came from: 'GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · 2026-12-01', from a
+    results file's meta or explorer.info() (with "backend"); 'CPU emulation (no GPU) · NumPy 2.4 · date' off
+    the GPU. source (a file name) is added where it is not the GPU's name."""
+    date = str(meta.get("date") or date)[:10]
+    if meta.get("backend", "cuda") != "cuda":
         parts = ["CPU emulation (no GPU)", f"NumPy {np.__version__}"]
-    return " · ".join([*parts, date])
+    else:
+        parts = [
+            f"GPU {meta.get('gpu') or '?'}",
+            f"driver {meta.get('cuda_driver') or '?'}",
+            f"CUDA {meta.get('cuda_runtime') or '?'}",
+            f"CuPy {meta.get('cupy') or '?'}",
+        ]
+    if source and source != meta.get("gpu"):
+        parts.append(f"from {source}")
+    return " · ".join([*parts[:4], date, *parts[4:]] if date else parts)
+
+
+def stamp_text(info: dict, date: str) -> str:
+    """A chart's stamp: device_line of explorer.info() (no backend named: the emulation)."""
+    return device_line({"backend": "emulator", **info}, date)
 
 
 def chart_config(filename: str) -> dict:

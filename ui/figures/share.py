@@ -17,6 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from PIL import Image, PngImagePlugin
 
+from .common import device_line as device_line
 from .raster import FAINT, GRID, INK, PAD, PANEL_HEIGHT, SOFT, Pen, chart_image, line_height
 
 WIDTH = 1600  # px; wider where the table needs it
@@ -24,25 +25,6 @@ SUBPLOT_HEIGHT = 440  # px of each panel a figure of stacked subplots is drawn a
 LOG_FLOOR = 1e-300  # raster's log axes end here (a subnormal such as 5e-324 breaks them): lower values drawn at it
 TABLE_ROWS = 40  # rows drawn; the rest are counted under the table
 CELL_CHARS = 48  # longer table text is cut with "…"
-
-
-def device_line(meta: Mapping, date: str = "", source: str = "") -> str:
-    """Where numbers came from: 'GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · 2026-12-01', from a
-    results file's meta or explorer.info() (with "backend"); 'CPU emulation (no GPU) · NumPy 2.4 · date' off
-    the GPU. source (a file name) is added where it is not the GPU's name."""
-    date = str(meta.get("date") or date)[:10]
-    if meta.get("backend", "cuda") != "cuda":
-        parts = ["CPU emulation (no GPU)", f"NumPy {np.__version__}"]
-    else:
-        parts = [
-            f"GPU {meta.get('gpu') or '?'}",
-            f"driver {meta.get('cuda_driver') or '?'}",
-            f"CUDA {meta.get('cuda_runtime') or '?'}",
-            f"CuPy {meta.get('cupy') or '?'}",
-        ]
-    if source and source != meta.get("gpu"):
-        parts.append(f"from {source}")
-    return " · ".join([*parts[:4], date, *parts[4:]] if date else parts)
 
 
 # a table cell with no value (a peer's block size, the reference's wall time), on the page and in the image
