@@ -502,7 +502,7 @@ def test_timing_page_on_cpu_loads_results_files(at):
     # the sidebar's variants (naive, online_warp, online_block here) plus the peers and the copy
     assert bars["x"] == ["online_warp", "online_block", "naive", "cupyx", "torch", "copy"]  # peers hatched
     assert list(arr(bars["y"])) == [10.0, 8.0, 12.0, 9.0, 7.5, 5.0]
-    assert "GPU NVIDIA H200 · CUDA 12.8 · CuPy 13.6 · 2025-03-01" in t["layout"]["annotations"][0]["text"]
+    assert "GPU NVIDIA H200 · driver 12.8 · CUDA 12.8 · CuPy 13.6 · 2025-03-01" in t["layout"]["annotations"][0]["text"]
     table = frame(at)
     assert len(table) == 12 and set(table["source"]) == {"NVIDIA H200", "NVIDIA A100"}
     assert at.selectbox(key="tshape").options == ["4096×1000 float32 acc float32", "4096×4096 float32 acc float32"]

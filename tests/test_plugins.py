@@ -1,15 +1,13 @@
 """Every variant is a complete plug-in: a registry entry whose launch rule gives a Launch, whose
 kernels exist in its kernel file and are called through a known protocol, and whose emulation runs."""
 
-import re
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import explorer
-from explorer import fast_launch
+from explorer import cuda_source, fast_launch
 from explorer.backends import cuda, emulator, fast_emulation
 from explorer.topk import TOPK_VARIANTS, topk_launch
 
@@ -17,9 +15,7 @@ SHAPES = [(3, 100), (2, 5000), (64, 131072), (1, 300000), (1, 1 << 24)]  # every
 
 
 def global_functions(filename: str) -> set[str]:
-    nested = r"(?:[^()]|\((?:[^()]|\([^()]*\))*\))*"  # up to two levels: __launch_bounds__(f(a, sizeof(T)))
-    attributes = r"(?:__\w+__\(" + nested + r"\)\s+)*"  # __launch_bounds__(...), __cluster_dims__(...)
-    return set(re.findall(r"__global__\s+void\s+" + attributes + r"(\w+)\s*\(", cuda.kernel_source(filename)))
+    return {function.name for function in cuda_source.global_functions(cuda.kernel_source(filename))}
 
 
 @pytest.mark.parametrize("key", list(explorer.VARIANTS))
@@ -33,7 +29,7 @@ def test_a_variant_has_a_launch_rule_kernels_and_an_emulation(key):
             launch = v.launch(rows, cols, None, dtype)
             assert isinstance(launch, explorer.Launch) and launch.protocol in cuda.LAUNCHERS
             for name in cuda.kernel_names(v, launch, dtype, v.accumulators[0]):
-                assert name.split("<")[0] in defined, (key, name)
+                assert name.split("<")[0] in v.functions, (key, name)  # the Kernels page shows v.functions
             if v.method == "fast":  # the shape's kernel has its own emulation
                 assert launch.kernel in fast_emulation.KERNELS, (key, launch.kernel)
     x = explorer.make_input("normal", 2, 100)

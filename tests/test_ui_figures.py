@@ -223,7 +223,7 @@ def test_query_round_trip():
         state.param_key("uniform", "low"): -3.0,
     }
     query = url.to_query(values)
-    assert query["variants"] == "online_warp,naive" and query["p_low"] == "-3.0" and query["log"] == "0"
+    assert query["variants"] == "online_warp,naive" and query["p_low"] == "-3" and query["log"] == "0"
     parsed, problems = url.parse_query(query)
     assert problems == []
     for key in ("dist", "rows", "cols", "seed", "dtype", "acc", "variants", "block", "row", "log", "tv", "step"):

@@ -57,6 +57,12 @@ def file_slug(*parts: object) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
 
 
+def exact_text(value: float) -> str:
+    """value as short as it reads back exactly: "1", "-3", "0.1", "1.23456789"."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
+
+
 def params_text(params: tuple[tuple[str, float], ...], sep: str = "_", eq: str = "") -> str:
     return "".join(f"{sep}{name}{eq}{value:g}" for name, value in params)
 
@@ -186,5 +192,6 @@ def dist_params_query(values: Mapping) -> dict[str, str]:
     if spec is None:
         return {}
     return {
-        f"p_{name}": repr(float(values.get(param_key(spec.key, name), p.default))) for name, p in spec.params.items()
+        f"p_{name}": exact_text(float(values.get(param_key(spec.key, name), p.default)))
+        for name, p in spec.params.items()
     }

@@ -4,13 +4,13 @@ and its CUDA source."""
 from __future__ import annotations
 
 import dataclasses
-import re
+from collections.abc import Collection
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 import explorer
+from explorer.cuda_source import global_functions
 
 from ..common import ensure_choice, guarded, header, show_table, variant_label
 from ..params import Param
@@ -26,32 +26,11 @@ LAUNCH_NAMES = {
 }
 
 
-GLOBAL = re.compile(r"__global__\s+void\s+(?:__\w+__\s*\([^)]*\)\s*)*(\w+)\s*\(")
-
-
-def kernel_excerpt(source: str, kernel: str) -> str | None:
-    """Each __global__ function named `kernel` or `kernel_*` in a .cu file, with its comment and template
-    lines, or None when the file has none (then the page shows the whole file)."""
-    lines = source.splitlines(keepends=True)
-    offsets = np.cumsum([0] + [len(line) for line in lines])
-    pieces = []
-    for match in GLOBAL.finditer(source):
-        name = match.group(1)
-        if name != kernel and not name.startswith(kernel + "_"):
-            continue
-        first = int(np.searchsorted(offsets, match.start(), side="right")) - 1
-        while first > 0 and lines[first - 1].lstrip().startswith(("template", "//")):
-            first -= 1
-        depth, opened, end = 0, False, match.end()
-        for end in range(match.end(), len(source)):
-            ch = source[end]
-            if ch == "{":
-                depth, opened = depth + 1, True
-            elif ch == "}":
-                depth -= 1
-                if opened and depth == 0:
-                    break
-        pieces.append(source[offsets[first] : end + 1])
+def kernel_excerpt(source: str, functions: Collection[str]) -> str | None:
+    """The __global__ functions named in `functions` (those the registry says a variant launches), each with its
+    comment and template lines, in source order; None when the file defines none of them (then the page shows
+    the whole file)."""
+    pieces = [function.text for function in global_functions(source) if function.name in functions]
     return "\n\n".join(pieces) if pieces else None
 
 
@@ -129,7 +108,7 @@ def kernels_page() -> None:
         if cfg is not None:
             _launch_and_resources(v, cfg)
     source = explorer.kernel_source(v.key)
-    excerpt = kernel_excerpt(source, v.kernel)
+    excerpt = kernel_excerpt(source, v.functions)
     st.subheader(f"CUDA source: {v.kernel} in kernels/{v.kernel_file}")
     st.code(excerpt or source, language="cpp", line_numbers=True)
     if excerpt:
