@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backends import cuda
-from .topk import TORCH_TOPK_PASSES, torch_topk_bytes
+from .topk import TORCH_TOPK_LABELS, TORCH_TOPK_PASSES, torch_topk_bytes
 
 
 @dataclass(frozen=True)
@@ -116,10 +116,6 @@ def topk_peers(k: int) -> list[TopkPeer]:
         return torch.exp(v - torch.logsumexp(tx, -1, keepdim=True)), i
 
     return [
-        TopkPeer(
-            "torch", torch.__version__, "torch.softmax + torch.topk", softmax_then_topk, TORCH_TOPK_PASSES["torch"]
-        ),
-        TopkPeer(
-            "torch_lse", torch.__version__, "torch.topk + torch.logsumexp", topk_lse, TORCH_TOPK_PASSES["torch_lse"]
-        ),
+        TopkPeer(name, torch.__version__, TORCH_TOPK_LABELS[name], run, TORCH_TOPK_PASSES[name])
+        for name, run in (("torch", softmax_then_topk), ("torch_lse", topk_lse))
     ]

@@ -66,6 +66,7 @@ def topk_bytes(passes: int, rows: int, cols: int, k: int, dtype: str, index_byte
 # torch.softmax writes every probability and torch.topk reads them again; torch.topk then torch.logsumexp reads the
 # logits twice. Both return int64 indices.
 TORCH_TOPK_PASSES = {"torch": 3, "torch_lse": 2}
+TORCH_TOPK_LABELS = {"torch": "torch.softmax + torch.topk", "torch_lse": "torch.topk + logsumexp"}
 
 
 def torch_topk_bytes(passes: int, rows: int, cols: int, k: int, dtype: str) -> int:

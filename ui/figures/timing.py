@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorer.topk import TOPK_VARIANTS, TORCH_TOPK_LABELS
+
 from .common import (
     COLORS,
     REF_COLOR,
@@ -196,12 +198,7 @@ def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str, t
     return stamp_below(legend_right(finish(fig, title, stamp, height=460)))
 
 
-TOPK_NAMES = {
-    "topk_fused": "topk_fused",
-    "topk_unfused": "topk_unfused",
-    "torch": "torch.softmax + torch.topk",
-    "torch_lse": "torch.topk + logsumexp",
-}
+TOPK_NAMES = {**{key: key for key in TOPK_VARIANTS}, **TORCH_TOPK_LABELS}  # the top-k chart's bars, in order
 TOPK_STATUS_PATTERN = {"same": "", "tie": ".", "wrong": "x"}
 
 

@@ -21,6 +21,7 @@ from explorer.topk import (
     K_MAX,
     TIE_SLACK_TEXT,
     TOPK_VARIANTS,
+    TORCH_TOPK_LABELS,
     TORCH_TOPK_PASSES,
     VOCABS,
     TopkReport,
@@ -119,17 +120,13 @@ def bytes_table(rows: int, cols: int, k: int, dtype: str) -> pd.DataFrame:
     """Global-memory bytes each pipeline moves for this shape (TOPK_VARIANTS.bytes_moved; torch's as
     explorer.topk.torch_topk_bytes), at least: what the formulation needs, not what torch's kernels move."""
     pipelines = [(key, v.passes, v.bytes_moved(rows, cols, k, dtype)) for key, v in TOPK_VARIANTS.items()]
+    passes_in_words = {
+        "torch": "softmax writes every probability; topk reads them again (as unfused); int64 indices",
+        "torch_lse": "topk reads the logits, logsumexp reads them again; int64 indices",
+    }
     pipelines += [
-        (
-            "torch.softmax + torch.topk",
-            "softmax writes every probability; topk reads them again (as unfused); int64 indices",
-            torch_topk_bytes(TORCH_TOPK_PASSES["torch"], rows, cols, k, dtype),
-        ),
-        (
-            "torch.topk + logsumexp",
-            "topk reads the logits, logsumexp reads them again; int64 indices",
-            torch_topk_bytes(TORCH_TOPK_PASSES["torch_lse"], rows, cols, k, dtype),
-        ),
+        (TORCH_TOPK_LABELS[name], words, torch_topk_bytes(TORCH_TOPK_PASSES[name], rows, cols, k, dtype))
+        for name, words in passes_in_words.items()
     ]
     df = pd.DataFrame(pipelines, columns=["pipeline", "what it does to memory", "bytes moved"]).set_index("pipeline")
     df["size"] = [explorer.checks.size(int(b)) for b in df["bytes moved"]]  # 1.00 KiB, not "0.00 MB"
