@@ -84,6 +84,20 @@ def sequential_terms(launch: Launch, cols: int) -> int:
     return per_thread + block_levels + launch.chunks - 1
 
 
+def sequential_terms_text(launch: Launch) -> str:
+    """sequential_terms(launch, n) as a formula in n, for a chart's label: "n", "⌈n/32⌉ + 5", "⌈n/256⌉ + 8"."""
+    width = launch.template_args[0] if launch.template_args else 1
+    threads = launch.threads_per_row
+    if threads == 1:
+        share = "n" if width == 1 else f"{width}·⌈n/{width}⌉"
+    else:
+        share = f"⌈n/{threads}⌉" if width == 1 else f"{width}·⌈n/{width * threads}⌉"
+    levels = (threads // launch.chunks - 1).bit_length()
+    return " + ".join(
+        [share, *([str(levels)] if levels else []), *([str(launch.chunks - 1)] if launch.chunks > 1 else [])]
+    )
+
+
 def input_rounding(x: np.ndarray, acc: str) -> float:
     """error_bound's max_abs_x: max |x| over finite x where some finite x changes on entering the
     accumulator (through float32, as the kernels load it), else 0."""

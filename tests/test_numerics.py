@@ -7,11 +7,12 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import explorer
+from explorer import numerics
 from explorer.numerics import ulp
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -368,3 +369,20 @@ def test_errors_of_the_rounded_reference_is_at_most_half_an_ulp(rows, cols, name
     assert r.max_ulp <= 0.5 + slack
     assert r.max_rel <= u * (1 + 2 * slack) * (1 + 1e-12)
     assert r.nonfinite_mismatch == 0 and r.nan_count == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    key=st.sampled_from(list(explorer.VARIANTS)),
+    cols=st.integers(1, 1 << 20),
+    n=st.integers(1, 1 << 22),
+    dtype=st.sampled_from(list(explorer.DTYPES)),
+)
+def test_sequential_terms_text_is_the_formula_sequential_terms_computes(key, cols, n, dtype):
+    """The precision lab's bound label, evaluated at any n, is the n of the bound for that launch."""
+    v = explorer.VARIANTS[key]
+    assume(dtype in v.dtypes)
+    launch = v.launch(1, cols, None, dtype)
+    text = numerics.sequential_terms_text(launch)
+    as_python = text.replace("⌈", "math.ceil(").replace("⌉", ")").replace("·", "*").replace("n", str(n))
+    assert eval(as_python, {"math": math}) == numerics.sequential_terms(launch, n), text

@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 
 import explorer
 from explorer import precision
+from explorer.numerics import sequential_terms_text
 from explorer.precision import Measurement, Trajectory
 
 from .common import ERR_FLOOR, finish
@@ -24,7 +25,6 @@ VARIANT_COLORS = {
     "online_thread": "#d62728",
     "online_warp": "#ff7f0e",
     "online_block": "#1f77b4",
-    "split_row": "#2ca02c",
 }
 OVERFLOW_Y = 100.0  # where an infinite error (d overflowed) is drawn on the error axes
 QUANTITIES = {"d": "final denominator d_n", "out": "outputs (max over the row)"}
@@ -197,15 +197,21 @@ def _bound_line(
     )
 
 
-def bound_label(quantity: str, dtype: str, variant: str) -> str:
-    k = {"online_thread": "n", "online_warp": "⌈n/32⌉+5", "online_block": "⌈n/B⌉+log₂B"}.get(variant, "k")
+def bound_label(quantity: str, dtype: str, terms: str) -> str:
+    """The bound's legend entry: 3·(terms)·u_acc (+ u_out for outputs), terms numerics.sequential_terms_text's."""
     out = f" + u<sub>{_short(dtype)}</sub>" if quantity == "out" else ""
-    factor = k if k in ("n", "k") else f"({k})"
+    factor = terms if terms == "n" else f"({terms})"
     return f"bound 3·{factor}·u<sub>acc</sub>{out}"
 
 
 def _short(acc: str) -> str:
     return {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}[acc]
+
+
+def _terms_text(records: list[Measurement], variant: str, dtype: str) -> str:
+    """The variant's sequential terms as a formula in n, at the block size it was measured with."""
+    block = next((r.block_size for r in records if r.variant == variant), None)
+    return sequential_terms_text(explorer.VARIANTS[variant].launch(1, 1, block, dtype))
 
 
 def error_vs_n_figure(records: list[Measurement], variant: str, quantity: str, title: str, stamp_: str) -> go.Figure:
@@ -237,7 +243,7 @@ def error_vs_n_figure(records: list[Measurement], variant: str, quantity: str, t
             fig,
             recs,
             quantity,
-            bound_label(quantity, dtype, variant),
+            bound_label(quantity, dtype, _terms_text(recs or records, variant, dtype)),
             "#222",
             col=c,
             showlegend=c == 1,
