@@ -257,7 +257,9 @@ def test_loaded_topk_results_are_rendered():
     assert list(arr(bars["y"])) == [40.0, 110.0, 160.0]
     np.testing.assert_allclose(arr(bars["error_y"]["array"]), [8.0, 22.0, 32.0])
     assert bars["text"][0].endswith("· 4.00× torch") and "MB" in bars["text"][0]
-    assert "GPU NVIDIA H200 · driver 12.8 · CUDA 12.8 · CuPy 13.6 · 2025-03-01" in fig["layout"]["annotations"][0]["text"]
+    assert (
+        "GPU NVIDIA H200 · driver 12.8 · CUDA 12.8 · CuPy 13.6 · 2025-03-01" in fig["layout"]["annotations"][0]["text"]
+    )
     t = table(at, "table_topk_time")
     assert len(t) == 6 and set(t["source"]) == {"NVIDIA H200", "NVIDIA A100"}
     fused = t[(t["source"] == "NVIDIA H200") & (t["name"] == "topk_fused")].iloc[0]

@@ -13,8 +13,10 @@ from explorer.inputs import MAX_UPLOAD_BYTES
 
 from . import compute
 from .common import UPLOAD_MB, backend_badge, clamp, ensure_choice
+from .menu import PAGES
+from .page import EVERY_SECTION, Page
 from .state import UPLOAD, Config, UploadedInput, param_key
-from .url import TABLE, defaults, parse_query, to_query
+from .url import TABLE, defaults, parse_query, sync_url
 
 ss = st.session_state
 WHOLE = {"rows": "Rows", "cols": "Cols", "seed": "Seed"}  # typed whole numbers, checked before they are used
@@ -216,27 +218,15 @@ SECTIONS = {
     "kernels": _kernels,
     "row": _row,
 }
-USES = {  # the sections each page reads (by url path; "" is the default page, Outputs); the rest sit folded away
-    "": tuple(SECTIONS),
-    "step": tuple(SECTIONS),
-    "errors": tuple(SECTIONS),
-    "topk": ("input", "seed", "dtype"),
-    "timing": ("shape", "dtype", "accumulator", "kernels"),
-    "kernels": ("shape", "dtype", "accumulator", "kernels"),
-    "precision": (),
-}
-TIMING_WITHOUT_GPU = ("kernels",)  # no benchmark runs: the results files' shapes are chosen on the page
-RUNS_THE_SHAPE = ("", "step", "errors", "timing")  # pages that run the chosen shape (Timing: its benchmark, on a GPU),
-# where the sidebar says what a run needs and refuses one that does not fit
 
 
-def sidebar(page: str = "") -> Config:
-    """The sidebar: the sections `page` (a url path) reads, then the others in a folded expander that says they
-    do not apply here (they keep their values and stay in the URL)."""
+def sidebar(page: Page) -> Config:
+    """The sidebar: the sections `page` reads, then the others in a folded expander that says they do not apply
+    here (they keep their values and stay in the URL)."""
     ss["_cfg"] = ss["_fit_problem"] = None  # until this run's sidebar is drawn: a failed one leaves no stale run
     init_from_url()
     keep_widget_state()
-    if page != "step":
+    if page.path != "step":
         ss["_playing"] = False  # Play runs on its page only: leaving it pauses, and coming back does not restart it
     if shape := ss.pop("_upload_shape", None):  # the upload's shape, while it is the input; the user's comes back after
         ss.setdefault(
@@ -248,8 +238,8 @@ def sidebar(page: str = "") -> Config:
         ss["_rows_ok"], ss["_cols_ok"] = before[:2]
     ss["variants"] = [k for k in ss.get("variants", []) if k in explorer.VARIANTS]
     backend = explorer.resolve_backend("auto")
-    uses = TIMING_WITHOUT_GPU if page == "timing" and backend != "cuda" else USES.get(page, tuple(SECTIONS))
-    runs = "shape" in uses and page in RUNS_THE_SHAPE
+    uses = page.sections(on_gpu=backend == "cuda")
+    runs = "shape" in uses and page.runs_the_shape
     unused = [name for name in SECTIONS if name not in uses]
     with st.sidebar:
         backend_badge()
@@ -259,7 +249,7 @@ def sidebar(page: str = "") -> Config:
         drawn = {name: SECTIONS[name]() for name in uses}
         if unused:
             with st.expander("Not used on this page: " + ", ".join(unused), icon=":material/visibility_off:"):
-                st.caption("They apply to the Outputs, Step-through and Error pages.")
+                st.caption(f"They apply to {_pages_reading_every_section()}.")
                 drawn |= {name: SECTIONS[name]() for name in unused}
         cfg = Config(
             **drawn["input"],
@@ -283,9 +273,7 @@ def sidebar(page: str = "") -> Config:
     return cfg
 
 
-def sync_url(force: bool = False) -> None:
-    """Write the URL's parameters from the session's values where they differ from the URL this run started
-    with, or always (force): a message of an earlier, interrupted run may still reach the browser after it."""
-    wanted = to_query({k: ss[k] for k in ss.keys() if isinstance(k, str) and not k.startswith("_")})
-    if force or st.query_params.to_dict() != wanted:
-        st.query_params.from_dict(wanted)
+def _pages_reading_every_section() -> str:
+    """'the Outputs, Step through and Error vs float64 pages'."""
+    titles = [p.title for p in PAGES if p.sidebar == EVERY_SECTION and p.sidebar_without_gpu is None]
+    return "the " + (", ".join(titles[:-1]) + " and " + titles[-1] if len(titles) > 1 else "".join(titles)) + " pages"

@@ -1,24 +1,18 @@
-"""Every URL parameter in one table: the sidebar's, each page's (declared beside the page as PARAMS) and the
+"""Every URL parameter in one table: the sidebar's, each page's (its PAGE's params, ui/menu.py) and the
 distributions' own (p_<name>); parsing the URL into session values and writing them back."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .pages import kernels, merges, outputs, precision, step, timing, topk
+import streamlit as st
+
+from .menu import PAGES
 from .params import ParamTable
 from .state import RUN_PARAMS, default_dist, dist_params_query, parse_dist_params
 
-TABLE = ParamTable(
-    RUN_PARAMS
-    + outputs.PARAMS
-    + step.PARAMS
-    + merges.PARAMS
-    + kernels.PARAMS
-    + timing.PARAMS
-    + topk.PARAMS
-    + precision.PARAMS
-)
+TABLE = ParamTable(RUN_PARAMS + tuple(param for page in PAGES for param in page.params))
+ss = st.session_state
 
 
 def defaults() -> dict:
@@ -44,3 +38,11 @@ def to_query(values: Mapping) -> dict[str, str]:
     """URL parameters for session values: the table's (sparse ones only where they differ from their
     defaults) and the current distribution's parameters."""
     return {**TABLE.to_query(values), **dist_params_query(values)}
+
+
+def sync_url(force: bool = False) -> None:
+    """Write the URL's parameters from the session's values where they differ from the URL this run started
+    with, or always (force): a message of an earlier, interrupted run may still reach the browser after it."""
+    wanted = to_query({k: ss[k] for k in ss.keys() if isinstance(k, str) and not k.startswith("_")})
+    if force or st.query_params.to_dict() != wanted:
+        st.query_params.from_dict(wanted)

@@ -10,6 +10,7 @@ import explorer
 
 from .. import compute, figures
 from ..common import chart, csv_download, guarded, number_columns, run_page, show_table, stamp
+from ..page import Page
 from ..share import run_share_button
 
 FORMAT_2E = ("max rel", "mean rel", "max abs", "max |Σ−1|", "bound")
@@ -72,3 +73,12 @@ def errors_page() -> None:
     if ref.size > figures.MAX_POINTS:
         st.caption(figures.sampled_note(ref.size, figures.MAX_POINTS) + "; every point above its bound is ringed.")
     run_share_button("errors", f"Softmax error against float64, row {cfg.row}", cfg, [fig], df.reset_index(), COLUMNS)
+
+
+PAGE = Page(
+    errors_page,
+    "Error vs float64",
+    "errors",
+    ":material/rule:",
+    runs_the_shape=True,
+)

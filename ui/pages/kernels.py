@@ -13,6 +13,7 @@ import explorer
 from explorer.cuda_source import global_functions
 
 from ..common import ensure_choice, guarded, header, show_table, variant_label
+from ..page import Page
 from ..params import Param
 from ..state import Config
 
@@ -114,3 +115,13 @@ def kernels_page() -> None:
     if excerpt:
         with st.expander(f"The whole file kernels/{v.kernel_file} (common.cuh inlined)"):
             st.code(source, language="cpp", line_numbers=True)
+
+
+PAGE = Page(
+    kernels_page,
+    "Kernels",
+    "kernels",
+    ":material/code:",
+    params=PARAMS,
+    sidebar=("shape", "dtype", "accumulator", "kernels"),
+)

@@ -13,6 +13,7 @@ import streamlit as st
 
 from .. import compute, figures
 from ..common import Ran, chart, csv_download, guarded, number_columns, run_page, show_table, stamp
+from ..page import Page
 from ..params import Param
 from ..share import run_share_button
 
@@ -157,3 +158,13 @@ def run_json(ran: Ran) -> str:
             "row_nonfinite": {str(i): str(v) for i, v in enumerate(y.tolist()) if not math.isfinite(v)},
         }
     return json.dumps(out, indent=1, default=float)
+
+
+PAGE = Page(
+    outputs_page,
+    "Outputs",
+    "home",
+    ":material/bar_chart:",
+    params=PARAMS,
+    runs_the_shape=True,
+)

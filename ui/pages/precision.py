@@ -27,6 +27,7 @@ from ..figures.precision import (
     overflow_figure,
     stagnation_figure,
 )
+from ..page import Page
 from ..params import Param, ParamTable
 from ..state import file_slug
 
@@ -379,3 +380,13 @@ def _tree(records: list[Measurement], quantity: str) -> None:
             "variants",
             "chart_prec_tree",
         )
+
+
+PAGE = Page(
+    precision_page,
+    "Precision lab",
+    "precision",
+    ":material/straighten:",
+    params=PARAMS,
+    sidebar=(),
+)

@@ -16,9 +16,11 @@ from .. import compute, figures
 from ..common import chart, clamp, config_and_spec, ensure_choice, guarded, header, stamp, variant_label
 from ..figures.common import format_value
 from ..figures.step import StepNumbers
+from ..page import Page
 from ..params import Param, ParamTable
 from ..run_control import duration, held_back
 from ..state import MAX_DIM, Config, InputSpec
+from . import merges
 from .merges import merges_section
 
 ss = st.session_state
@@ -186,7 +188,7 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
     if note := figures.sampled_steps_note(len(steps)):
         st.caption(f"{note}; step j is always drawn.")
     bits_section(trace, n)
-    from ..sidebar import sync_url  # here: ui.sidebar imports the pages (through ui.url)
+    from ..url import sync_url  # here: ui.url joins the pages' parameters, this page's among them
 
     # a Play tick reruns only this fragment, and the URL follows the step; the URL message of a tick that a click
     # (Pause, the slider) interrupted can reach the browser after that click's run has begun, so a run that is not
@@ -325,3 +327,13 @@ def _lanes(trace: Trace, cfg: Config, key: str) -> None:
         trace, ss["heat"], f"{key}, row {cfg.row}: {HEAT_CHOICES[ss['heat']]} per lane and step", stamp()
     )
     chart(heat, cfg.slug(f"lanes_{key}"), "chart_lanes")
+
+
+PAGE = Page(
+    step_page,
+    "Step through",
+    "step",
+    ":material/step:",
+    params=PARAMS + merges.PARAMS,
+    runs_the_shape=True,
+)

@@ -11,6 +11,7 @@ from explorer import bench
 
 from .. import compute, figures, gpu_lock
 from ..common import chart, csv_download, ensure_choice, guarded, header, number_columns, show_table
+from ..page import Page
 from ..params import Param
 from ..results import (
     TIME_COLUMNS,
@@ -212,3 +213,15 @@ def timing_page() -> None:
     gpu = compute.backend_info().get("backend") == "cuda"  # without one nothing runs: the shapes are the files'
     header("Timing", cfg.shape_text() if cfg is not None and gpu else None)
     render(cfg, gpu)
+
+
+PAGE = Page(
+    timing_page,
+    "Timing",
+    "timing",
+    ":material/timer:",
+    params=PARAMS,
+    sidebar=("shape", "dtype", "accumulator", "kernels"),
+    sidebar_without_gpu=("kernels",),  # no benchmark runs: the results files' shapes are chosen on the page
+    runs_the_shape=True,  # its benchmark, on a GPU
+)

@@ -42,6 +42,7 @@ from ..common import (
     show_table,
     stamp,
 )
+from ..page import Page
 from ..params import Param, ParamTable
 from ..results import TIMES
 from ..state import MAX_DIM, UPLOAD, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text, source_slug
@@ -406,3 +407,13 @@ def _bytes_section(rows: int, cols: int, k: int, dtype: str) -> None:
         "again), plus k probabilities and int32 indices (torch's: int64) written per row. Top-k is memory-bound, so time "
         "should follow these bytes."
     )
+
+
+PAGE = Page(
+    topk_page,
+    "Softmax + top-k",
+    "topk",
+    ":material/leaderboard:",
+    params=PARAMS,
+    sidebar=("input", "seed", "dtype"),
+)
