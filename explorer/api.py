@@ -138,7 +138,7 @@ def softmax(
     need = check_fits(rows, cols, dtype, used, v, block, trace_row is not None, acc)
     launch = v.launch(rows, cols, block, dtype)
     check_accumulator_range(x, acc)
-    with reserve.host_run(used, need):
+    with reserve.run_reservation(used, need):
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
         out, raw = _run_kernel(used, v, launch, x2, dtype, acc, trace_row, progress)
         trace = build_trace(v, launch, raw, x2[trace_row], trace_row, acc) if raw is not None else None

@@ -115,6 +115,6 @@ def gpu_pool_bytes() -> int:
 GPU_RUNS = Budget(lambda: gpu_pool_bytes())
 
 
-def host_run(backend: str, need: int) -> contextlib.AbstractContextManager[float]:
+def run_reservation(backend: str, need: int) -> contextlib.AbstractContextManager[float]:
     """The reservation a run holds: its bytes in RUNS in the emulation, its device bytes in GPU_RUNS on the GPU."""
     return (GPU_RUNS if backend == "cuda" else RUNS).reserve(need)

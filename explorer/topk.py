@@ -220,7 +220,7 @@ def softmax_topk(x: np.ndarray, k: int, variant: str = "topk_fused", backend: st
     dtype, rows, cols = check_logits(x)  # from the shape: nothing is copied before check_memory
     k, used, launch, fast_launch, need = _admit(rows, cols, k, variant, dtype, backend)
     fused = TOPK_VARIANTS[variant].fused
-    with reserve.host_run(used, need):
+    with reserve.run_reservation(used, need):
         x2 = np.ascontiguousarray(x.reshape(rows, cols))
         values, indices = (
             cuda_topk.run_topk(fused, launch, x2, dtype, k, fast_launch)

@@ -128,12 +128,15 @@ def test_gpu_runs_reserve_their_device_bytes_so_two_sessions_cannot_overcommit(m
     first_in, release, waits = threading.Event(), threading.Event(), []
 
     def first():
-        with reserve.host_run("cuda", 60 * 2**20):
+        with reserve.run_reservation("cuda", 60 * 2**20):
             first_in.set()
             release.wait(WAIT_S)
 
     def second():
-        with reserve.show_waits(lambda w: (waits.append(w), release.set())), reserve.host_run("cuda", 60 * 2**20):
+        with (
+            reserve.show_waits(lambda w: (waits.append(w), release.set())),
+            reserve.run_reservation("cuda", 60 * 2**20),
+        ):
             waits.append(reserve.GPU_RUNS.held)
 
     a = threading.Thread(target=first)
@@ -146,7 +149,7 @@ def test_gpu_runs_reserve_their_device_bytes_so_two_sessions_cannot_overcommit(m
     assert not a.is_alive() and not b.is_alive()
     assert isinstance(waits[0], reserve.Waiting) and waits[0].held == 60 * 2**20  # it waited for the first
     assert waits[-1] == 60 * 2**20 and reserve.GPU_RUNS.held == 0  # then ran alone, and gave it back
-    with pytest.raises(explorer.TooLarge, match="for all runs together"), reserve.host_run("cuda", 101 * 2**20):
+    with pytest.raises(explorer.TooLarge, match="for all runs together"), reserve.run_reservation("cuda", 101 * 2**20):
         pass
 
 
@@ -184,7 +187,7 @@ def test_a_gpu_run_reserves_its_device_bytes_from_the_whole_device(monkeypatch):
     explorer.softmax(x, "fast", backend="cuda")
     assert seen == [(explorer.bytes_needed(64, 4096, "float32", "cuda", explorer.VARIANTS["fast"]), 0)]
     assert reserve.GPU_RUNS.held == 0
-    with pytest.raises(explorer.TooLarge), reserve.host_run("cuda", reserve.gpu_pool_bytes() + 1):
+    with pytest.raises(explorer.TooLarge), reserve.run_reservation("cuda", reserve.gpu_pool_bytes() + 1):
         pass
 
 

@@ -147,15 +147,15 @@ def device_peak(call) -> int:
 
 
 def reserved(monkeypatch) -> list[int]:
-    """The bytes each run reserves (explorer.reserve.host_run's need: the model's estimate, as admitted)."""
+    """The bytes each run reserves (explorer.reserve.run_reservation's need: the model's estimate, as admitted)."""
     needs = []
-    host_run = reserve.host_run
+    run_reservation = reserve.run_reservation
 
     def spy(backend, need):
         needs.append(need)
-        return host_run(backend, need)
+        return run_reservation(backend, need)
 
-    monkeypatch.setattr(reserve, "host_run", spy)
+    monkeypatch.setattr(reserve, "run_reservation", spy)
     return needs
 
 
