@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import ml_dtypes
@@ -146,7 +147,7 @@ def reference(x: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ErrorReport:
-    """How far an output is from the float64 reference (over elements finite in both)."""
+    """How far an output is from the float64 reference (over the rows finite in both; NaN where there is none)."""
 
     max_abs: float
     max_rel: float  # |out - ref| / max(|ref|, smallest normal of out's type)
@@ -164,7 +165,11 @@ class ErrorReport:
 
 
 def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> ErrorReport:
-    """Compare a softmax output with the float64 reference of its input x."""
+    """Compare a softmax output with the float64 reference of its input x.
+
+    The errors are taken over the rows finite in both: a row with a NaN or inf where float64 has none is wrong as a
+    whole (its finite outputs were divided by a wrong d: naive's zeros after its sum overflowed), and is counted
+    in nonfinite_mismatch. With no such row, the errors are NaN (nothing was measured), not 0."""
     out = np.asarray(out)
     if out.shape != np.shape(x):
         raise ValueError(f"output shape {out.shape} differs from input shape {np.shape(x)}")
@@ -172,15 +177,16 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> Err
     ref = reference(x) if ref is None else ref
     got = out.astype(np.float64).reshape(-1, out.shape[-1]) if out.size else np.zeros((0, 1))
     ref = ref.reshape(got.shape)
-    both_finite = np.isfinite(got) & np.isfinite(ref)
     mismatch = int(np.sum((np.isnan(got) != np.isnan(ref)) | (np.isinf(got) != np.isinf(ref))))
-    diff = np.abs(np.where(both_finite, got - ref, 0.0))
-    rel = diff / np.maximum(np.abs(ref), fmt.smallest_normal, where=both_finite, out=np.ones_like(ref))
-    rel = np.where(both_finite, rel, 0.0)
-    ulps = np.where(both_finite, diff / ulp(np.where(both_finite, ref, 1.0), fmt), 0.0)
-
     finite_rows = np.isfinite(ref).all(axis=1) & np.isfinite(got).all(axis=1)
-    row_sum_dev = float(np.max(np.abs(got[finite_rows].sum(axis=1) - 1.0), initial=0.0))
+    measured = np.broadcast_to(finite_rows[:, None], got.shape)
+    diff = np.abs(np.where(measured, got - ref, 0.0))
+    rel = diff / np.maximum(np.abs(ref), fmt.smallest_normal, where=measured, out=np.ones_like(ref))
+    rel = np.where(measured, rel, 0.0)
+    ulps = np.where(measured, diff / ulp(np.where(measured, ref, 1.0), fmt), 0.0)
+    nothing = math.nan if not finite_rows.any() else 0.0  # the errors of no element: none measured
+    row_sum_dev = float(np.max(np.abs(got[finite_rows].sum(axis=1) - 1.0), initial=nothing))
+
     ref_rows = np.isfinite(ref).all(axis=1)
     if ref_rows.any():
         g, r = got[ref_rows], ref[ref_rows]
@@ -188,16 +194,16 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> Err
         agree = float(np.mean(at_ref_max >= np.max(np.where(np.isnan(g), np.inf, g), axis=1)))
     else:
         agree = 1.0
-    count = max(int(both_finite.sum()), 1)
+    count = int(measured.sum())
     return ErrorReport(
-        max_abs=float(diff.max(initial=0.0)),
-        max_rel=float(rel.max(initial=0.0)),
-        mean_rel=float(rel.sum() / count),
-        max_ulp=float(ulps.max(initial=0.0)),
+        max_abs=float(diff.max(initial=nothing)),
+        max_rel=float(rel.max(initial=nothing)),
+        mean_rel=float(rel.sum() / count) if count else nothing,
+        max_ulp=float(ulps.max(initial=nothing)),
         row_sum_dev=row_sum_dev,
         nan_count=int(np.isnan(got).sum()),
         inf_count=int(np.isinf(got).sum()),
         nonfinite_mismatch=mismatch,
-        underflow_count=int(np.sum(both_finite & (got == 0) & (ref != 0))),
+        underflow_count=int(np.sum(measured & (got == 0) & (ref != 0))),
         argmax_agreement=agree,
     )

@@ -25,4 +25,4 @@ def test_each_page_has_its_own_path_and_its_parameters_are_in_the_url_table():
 
 
 def test_the_folded_sections_name_the_pages_that_read_them():
-    assert sidebar._pages_reading_every_section() == "the Outputs, Step through and Error vs float64 pages"
+    assert sidebar.pages_reading_every_section() == "the Outputs, Step through and Error vs float64 pages"

@@ -386,3 +386,28 @@ def test_sequential_terms_text_is_the_formula_sequential_terms_computes(key, col
     text = numerics.sequential_terms_text(launch)
     as_python = text.replace("⌈", "math.ceil(").replace("⌉", ")").replace("·", "*").replace("n", str(n))
     assert eval(as_python, {"math": math}) == numerics.sequential_terms(launch, n), text
+
+
+def test_a_row_with_nan_or_inf_where_float64_has_none_is_wrong_as_a_whole():
+    """naive's row after its sum overflowed: NaN where e^x overflowed, 0 elsewhere. Those zeros are not flushed
+    outputs, and the row is not measured; with no row measured the errors are NaN, not a perfect 0."""
+    x = np.array([[0.0, 100.0, 100.0], [0.0, 1.0, 2.0]], np.float32)
+    good = explorer.reference(x).astype(np.float32)
+    broken = good.copy()
+    broken[1] = [0.0, np.nan, np.nan]  # as if row 1 had overflowed (its reference is finite)
+    report = explorer.errors(broken, x)
+    assert report.nonfinite_mismatch == 2 and report.underflow_count == 0
+    assert report.max_rel == explorer.errors(good[:1], x[:1]).max_rel  # row 0 alone is measured
+    only_broken = explorer.errors(broken[1:], x[1:])
+    assert math.isnan(only_broken.max_rel) and math.isnan(only_broken.row_sum_dev)
+    assert math.isnan(only_broken.max_ulp) and math.isnan(only_broken.mean_rel)
+    assert only_broken.nonfinite_mismatch == 2
+
+
+def test_the_error_page_says_what_the_bound_says_of_each_case():
+    from ui.pages.errors import bound_verdict
+
+    assert bound_verdict(1e-7, 1e-6, 0, 0) == "holds"
+    assert bound_verdict(math.nan, 1e-6, 0, 3) == "fails: 3 NaN/inf ≠ ref"
+    assert bound_verdict(math.nan, 1e-6, 0, 0) == "nothing to check (no finite row in float64)"
+    assert bound_verdict(1e-5, 1e-6, 2, 0) == "exceeded (outputs flushed to 0)"

@@ -249,7 +249,7 @@ def sidebar(page: Page) -> Config:
         drawn = {name: SECTIONS[name]() for name in uses}
         if unused:
             with st.expander("Not used on this page: " + ", ".join(unused), icon=":material/visibility_off:"):
-                st.caption(f"They apply to {_pages_reading_every_section()}.")
+                st.caption(f"They apply to {pages_reading_every_section()}.")
                 drawn |= {name: SECTIONS[name]() for name in unused}
         cfg = Config(
             **drawn["input"],
@@ -273,7 +273,7 @@ def sidebar(page: Page) -> Config:
     return cfg
 
 
-def _pages_reading_every_section() -> str:
+def pages_reading_every_section() -> str:
     """'the Outputs, Step through and Error vs float64 pages'."""
     titles = [p.title for p in PAGES if p.sidebar == EVERY_SECTION and p.sidebar_without_gpu is None]
     return "the " + (", ".join(titles[:-1]) + " and " + titles[-1] if len(titles) > 1 else "".join(titles)) + " pages"

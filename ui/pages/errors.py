@@ -3,6 +3,8 @@ relative error per element."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import streamlit as st
 
@@ -24,6 +26,8 @@ def bound_verdict(max_rel: float, bound: float, flushed: int, mismatched: int) -
     whose NaN/inf pattern differs from float64's fails whatever they are."""
     if mismatched:
         return f"fails: {mismatched:,} NaN/inf ≠ ref"
+    if math.isnan(max_rel):
+        return "nothing to check (no finite row in float64)"
     if bound >= 1:
         return "vacuous (≥ 1)"
     if max_rel <= bound:
@@ -51,7 +55,7 @@ def errors_page() -> None:
     show_table(df, key="table_errors", column_config=COLUMNS)
     st.caption(
         f"rel: |y − ref| / max(|ref|, smallest normal); ULP: units in the last place of {cfg.dtype} "
-        f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}), both over the elements finite in output and reference; "
+        f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}), both over the rows finite in output and reference (– where there is none); "
         "|Σ−1|: worst row sum (rows finite in both); NaN, inf: counts of "
         "outputs; NaN/inf ≠ ref: elements whose non-finite pattern differs from float64's; argmax agree: "
         "fraction of rows whose largest probability sits where the reference's does; flushed to 0: outputs 0 where the reference is not (below the type's range; each has relative error up to 1); bound: the seed's "
