@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -260,20 +260,45 @@ def _csv(data: bytes, filename: str) -> np.ndarray:
             "save it as a UTF-8 CSV of numbers"
         ) from None
     try:
-        return np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.float64, ndmin=1)
+        values = np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.float64, ndmin=1)
     except ValueError:
         raise InvalidInput(f"{filename} could not be read as numbers: {_csv_problem(text)}") from None
+    if np.isinf(values).any() and (where := _beyond_float64(text)):  # 1e400 reads as inf, "inf" is one
+        raise InvalidInput(
+            f"{filename}: {where} is beyond float64's range (±{np.finfo(np.float64).max:.3g}) and would become "
+            "±inf; scale the logits down"
+        )
+    return values
+
+
+def _csv_lines(text: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number as an editor numbers it, its values) for each line np.loadtxt reads: after a # a line is a
+    comment, and blank lines are skipped."""
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.split("#", 1)[0]
+        if line.strip():
+            yield number, line.split(",")
+
+
+def _beyond_float64(text: str) -> str | None:
+    """Where a CSV's first number too large for float64 is ("line 3, value 2 ('1e400')"), or None."""
+    for number, values in _csv_lines(text):
+        for column, value in enumerate(values, 1):
+            word = value.strip()
+            try:
+                overflowed = math.isinf(float(word)) and word.lower().lstrip("+-") not in ("inf", "infinity")
+            except ValueError:  # a form np.loadtxt reads and float() does not: not a number past float64
+                continue
+            if overflowed:
+                return f"line {number:,}, value {column:,} ({shown(word)})"
+    return None
 
 
 def _csv_problem(text: str) -> str:
-    """What np.loadtxt refused in a CSV, found again line by line as it reads them (after a # a line is a
-    comment; blank lines are skipped): the first row of another length, or the first value that is not a number."""
+    """What np.loadtxt refused in a CSV, found again line by line as it reads them: the first row of another
+    length, or the first value that is not a number."""
     first = None
-    for number, line in enumerate(text.split("\n"), 1):  # numbered as an editor numbers them
-        line = line.split("#", 1)[0]
-        if not line.strip():
-            continue
-        values = line.split(",")
+    for number, values in _csv_lines(text):
         if first is None:
             first = len(values)
         if len(values) != first:

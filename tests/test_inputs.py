@@ -420,6 +420,8 @@ def test_csv_column_vector_is_one_row_per_line():
         ("float16", npy_bytes(np.array([[1.0, 1e6, -1e6]])), "x.npy", "2 finite value(s) are beyond float16's range"),
         ("bfloat16", b"1,2\n3,3.4e38\n", "x.csv", "x[1, 1] = 3.4e+38; choose float32"),
         ("float32", npy_bytes(np.array([1e300, 0.0])), "x.npy", "x[0, 0] = 1e+300; scale the logits down"),
+        ("float32", b"1,1e400,2\n", "x.csv", "x.csv: line 1, value 2 ('1e400') is beyond float64's range"),
+        ("float16", b"# logits\n1,2\n\n-1E+999,inf\n", "x.csv", "line 4, value 1 ('-1E+999')"),
     ],
 )
 def test_finite_values_beyond_the_dtypes_range_are_refused_not_made_inf(dtype, data, filename, words):
