@@ -283,14 +283,13 @@ def stagnation_figure(trajectories: list[Trajectory], title: str, stamp_: str, m
                 level,
                 f"{level:g} = 2<sup>{int(math.log2(level))}</sup>: above it {acc} numbers are 2 apart",
                 ACC_COLORS[acc],
-                position="right",
                 above=False,
-            )  # under the line: the frozen label is above
+            )  # under the line at the left, clear of the curves (they pass it at the right) and of the frozen label
     top = max((float(np.nanmax(t.exact_d)) for t in trajectories), default=10.0)
     _pow2_axis(fig, "j (elements the lane has folded)")
     fig.update_yaxes(
-        type="log", exponentformat="power", title_text="running denominator d_j", range=[-0.4, math.log10(top) + 0.3]
-    )  # the "1" tick clear of the x axis's "2^0"
+        type="log", exponentformat="power", title_text="running denominator d_j", range=[-0.2, math.log10(top) + 0.3]
+    )  # the "1" tick clear of the x axis's "2^0", and no 0.5 tick under it
     return _layout(finish(fig, title, stamp_, height=500))
 
 

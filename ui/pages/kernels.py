@@ -11,11 +11,12 @@ import streamlit as st
 
 import explorer
 from explorer.cuda_source import global_functions
+from explorer.registry import BLOCK_SIZES
 
 from ..common import ensure_choice, guarded, header, show_table, variant_label
 from ..page import Page
 from ..params import Param
-from ..state import Config
+from ..state import Config, default_block
 
 ss = st.session_state
 PARAMS = (Param("kv", "word", "", choices=lambda: tuple(explorer.VARIANTS), hint="unknown variant"),)
@@ -92,6 +93,15 @@ def _launch_and_resources(v: explorer.Variant, cfg: Config) -> None:
             )
 
 
+def _block_size(v: explorer.Variant) -> None:
+    """The block size of the launch shown, where the variant takes one: the sidebar's slider, drawn there while one
+    of the sidebar's variants takes a block size, else here (the same setting, `block`)."""
+    if not v.takes_block_size or any(explorer.VARIANTS[k].takes_block_size for k in ss.get("variants", ())):
+        return
+    ensure_choice("block", BLOCK_SIZES, default_block())
+    st.select_slider("Block size (threads per row)", BLOCK_SIZES, key="block")
+
+
 @guarded
 def kernels_page() -> None:
     cfg = ss.get("_cfg")
@@ -100,6 +110,7 @@ def kernels_page() -> None:
     ensure_choice("kv", keys, cfg.variants[0] if cfg is not None and cfg.variants else keys[0])
     st.selectbox("Variant", keys, key="kv", format_func=variant_label)
     v = explorer.VARIANTS[ss["kv"]]
+    _block_size(v)
     st.markdown(f"**{v.title}**: {v.lesson}")
     c1, c2 = st.columns(2)
     with c1:
