@@ -109,6 +109,34 @@ def test_batch_above_the_emulator_cap_is_clamped():
     ok(at)
     assert at.select_slider(key="tk_batch").value == 8  # 13 × 151936 would pass the cap: 8 is the largest offered
     assert "8×151936" in charts(at)[0]["layout"]["title"]["text"]
+    assert [t.value for t in at.toast] == [
+        "Batch 64 × vocabulary 151,936 is more than the CPU emulation's 2,097,152 elements: showing 8."
+    ]
+
+
+def test_a_linked_batch_above_the_emulator_cap_says_so():
+    at = page({"tk_batch": "1024"})
+    ok(at)
+    assert at.select_slider(key="tk_batch").value == 64
+    assert "64×32000" in charts(at)[0]["layout"]["title"]["text"]
+    assert [t.value for t in at.toast] == [
+        "Batch 1,024 × vocabulary 32,000 is more than the CPU emulation's 2,097,152 elements: showing 64."
+    ]
+    ok(at.number_input(key="tk_k").set_value(4).run())
+    assert not at.toast  # said once, not on every rerun
+
+
+def test_log_bars_equal_within_rounding_look_equal():
+    """Top-1 of a GPT-2 row: float32's rounding of the float64 probability must not look like a bar many times
+    shorter (an autorange spanned 0.00136598491–0.00136598499)."""
+    at = page({"tk_k": "1", "tk_batch": "1", "tk_vocab": "50257"})
+    ok(at)
+    fig = charts(at)[0]
+    bars = [float(arr(t["y"])[0]) for t in fig["data"]]
+    low, high = fig["layout"]["yaxis"]["range"]
+    assert low <= np.log10(min(bars)) - 1 and high - low >= 1 and high >= np.log10(max(bars))
+    heights = [np.log10(b) - low for b in bars]
+    assert min(heights) / max(heights) > 0.999
 
 
 def test_constant_logits_tie_to_the_lower_index():
@@ -367,6 +395,23 @@ def test_topk_bars_figure_marks_ties_and_wrong_indices():
     )
     assert fig.layout.yaxis.type == "linear" and fig.data[0].text is None
     assert [t for t in fig.data[1].text if t] == ["#99"]
+
+
+def test_topk_bars_start_from_an_honest_floor():
+    """All-equal probabilities (constant logits), one variant's rounded up and one holding a zero: on a log axis
+    the bars start a decade or more below the smallest positive one (the zero is left off), on a linear axis from 0."""
+    ref_values = np.full(8, 1 / 32000)
+    indices = np.arange(8)
+    rounded = ref_values.astype(np.float32).astype(np.float64)
+    with_zero = np.where(indices == 7, 0.0, rounded)
+    outputs = {"topk_fused": (rounded, indices), "topk_unfused": (with_zero, indices)}
+    fig = figures.topk_bars_figure(ref_values, indices, outputs, True, "Top-8", STAMP)
+    low, high = fig.layout.yaxis.range
+    smallest = np.log10(min(ref_values.min(), rounded.min()))
+    assert low == np.floor(smallest) - 1 and high >= np.log10(max(ref_values.max(), rounded.max()))
+    assert high - low >= 1
+    linear = figures.topk_bars_figure(ref_values, indices, outputs, False, "Top-8", STAMP)
+    assert linear.layout.yaxis.rangemode == "tozero" and linear.layout.yaxis.range is None
 
 
 def test_topk_timing_frame_table_and_figure():

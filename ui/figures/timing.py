@@ -236,7 +236,7 @@ def topk_bars_figure(
     for n, (name, (values, indices)) in enumerate(outputs.items()):
         ranked = np.asarray(status.get(name) if status else ["same"] * k)
         _add_topk_bars(fig, ranks, name, values, indices, ranked, COLORS[n % len(COLORS)])
-    _rank_axes(fig, ranks, ref_indices, log)
+    _rank_axes(fig, ranks, ref_indices, log, [ref_values, *(values for values, _ in outputs.values())])
     counts = {s: sum(int(np.sum(np.asarray(v) == s)) for v in (status or {}).values()) for s in ("tie", "wrong")}
     note_above(
         fig,
@@ -246,9 +246,26 @@ def topk_bars_figure(
     return stamp_under_tall_ticks(legend_right(finish(fig, title, stamp, height=520)))  # ticks: rank, index
 
 
-def _rank_axes(fig: go.Figure, ranks: list[str], ref_indices: np.ndarray, log: bool) -> None:
-    """Grouped bars over the ranks, each rank ticked with the reference's index; probability on a log or
-    linear axis."""
+TOPK_LOG_HEADROOM = 0.08  # the share of a log axis's span above its tallest bar: room for the labels over the bars
+
+
+def _topk_log_range(values: list) -> list[float] | None:
+    """A log axis's range (log10 units) for bars of these values: from a whole decade at least one decade below the
+    smallest positive value, so that bars equal within rounding look equal (an autorange can span a billionth of a
+    decade and turn a float32 rounding into a bar many times taller); None where no value is positive (zeros and
+    non-finite values are not drawn on a log axis)."""
+    every = np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in values])
+    drawn = every[np.isfinite(every) & (every > 0)]
+    if not drawn.size:
+        return None
+    floor = math.floor(math.log10(drawn.min())) - 1
+    top = math.log10(drawn.max())
+    return [floor, top + TOPK_LOG_HEADROOM * (top - floor)]
+
+
+def _rank_axes(fig: go.Figure, ranks: list[str], ref_indices: np.ndarray, log: bool, values: list) -> None:
+    """Grouped bars over the ranks, each rank ticked with the reference's index; probability on a log axis from
+    _topk_log_range's floor, or on a linear axis from 0."""
     fig.update_layout(barmode="group", bargap=0.25)
     fig.update_xaxes(
         title_text="rank (the reference's index under it)",
@@ -259,6 +276,10 @@ def _rank_axes(fig: go.Figure, ranks: list[str], ref_indices: np.ndarray, log: b
     fig.update_yaxes(
         type="log" if log else "linear", exponentformat="power", title_text="probability" + (" (log)" if log else "")
     )
+    if not log:
+        fig.update_yaxes(rangemode="tozero")
+    elif (span := _topk_log_range(values)) is not None:
+        fig.update_yaxes(range=span)
 
 
 def _add_topk_bars(

@@ -264,6 +264,21 @@ def _input_spec(cfg, emulated: bool) -> InputSpec | None:
     return _generated_spec(cfg, emulated, c1, c2, c3)
 
 
+def _cap_batch(options: list[int], vocab: int) -> None:
+    """The batch is one of the offered ones: the largest offered at most the batch asked for (a shared link's, or one
+    that a larger vocabulary pushed past the emulation's cap), with a toast saying so, as clamp does."""
+    value = ss.get("tk_batch")
+    if value in options:
+        return
+    ss["tk_batch"] = max([b for b in options if b <= int(value or 1)] or options[:1])
+    if value not in (None, ""):
+        st.toast(
+            f"Batch {int(value):,} × vocabulary {vocab:,} is more than the CPU emulation's "
+            f"{EMULATOR_MAX_ELEMENTS:,} elements: showing {ss['tk_batch']:,}.",
+            icon=":material/info:",
+        )
+
+
 def _generated_spec(cfg, emulated: bool, c1, c2, c3) -> GeneratedInput:
     """The vocabulary, batch and k widgets in three columns, and the sidebar's distribution at that shape."""
     vocabs = OPTIONS("tk_vocab")
@@ -276,8 +291,7 @@ def _generated_spec(cfg, emulated: bool, c1, c2, c3) -> GeneratedInput:
         help="Row lengths of real LM heads: LLaMA-2, GPT-2, LLaMA-3, Qwen-2, Gemma.",
     )
     options = batch_options(int(ss["tk_vocab"]), emulated)
-    if ss.get("tk_batch") not in options:
-        ss["tk_batch"] = max([b for b in options if b <= int(ss.get("tk_batch") or 1)] or options[:1])
+    _cap_batch(options, int(ss["tk_vocab"]))
     c2.select_slider(
         "Batch (rows)",
         options,
