@@ -117,6 +117,7 @@ def nonfinite_marks(values: np.ndarray, log: bool = False) -> dict[str, np.ndarr
 
 
 MARK_SYMBOLS = {"NaN": "x", "+inf": "triangle-up", "−inf": "triangle-down", "0": "circle-open"}
+INK_COLOR = "#222"  # the outline of a NaN or inf mark
 
 
 def strip(fig: go.Figure, series: dict[str, np.ndarray], log: bool, row: int, colors: dict[str, str]) -> int:
@@ -133,16 +134,25 @@ def strip(fig: go.Figure, series: dict[str, np.ndarray], log: bool, row: int, co
         col=1,
     )
     for name, values in series.items():
-        for kind, idx in nonfinite_marks(values, log).items():
+        marks = nonfinite_marks(values, log)
+        for kind in sorted(marks, key=lambda k: k != "0"):  # zeros under the NaN and inf marks they may crowd
+            idx = marks[kind]
             count += idx.size
             shown = thin_marks(idx, n)
+            zero = kind == "0"  # small and faint: with many of them, a NaN or inf among them still shows
             fig.add_trace(
                 scatter_type(shown.size)(
                     x=shown,
                     y=[name] * shown.size,
                     mode="markers",
                     name=f"{name}: {kind} ({idx.size})",
-                    marker=dict(symbol=MARK_SYMBOLS[kind], size=9, color=colors.get(name, REF_COLOR)),
+                    opacity=0.45 if zero else 1.0,
+                    marker=dict(
+                        symbol=MARK_SYMBOLS[kind],
+                        size=6 if zero else 10,
+                        color=colors.get(name, REF_COLOR),
+                        line=dict(width=1 if zero else 1.5, color=None if zero else INK_COLOR),
+                    ),
                     hovertemplate=f"{name}<br>element %{{x}}: {kind}<extra></extra>",
                 ),
                 row=row,
