@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .params import Param
 
 EVERY_SECTION = ("input", "shape", "seed", "dtype", "accumulator", "kernels", "row")  # the sidebar's, in its order
+KERNEL_SECTIONS = ("shape", "dtype", "accumulator", "kernels")  # what chooses kernels and their launches, not an input
 
 
 @dataclass(frozen=True)

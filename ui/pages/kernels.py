@@ -14,7 +14,7 @@ from explorer.cuda_source import global_functions
 from explorer.registry import BLOCK_SIZES
 
 from ..common import ensure_choice, guarded, header, show_table, variant_label
-from ..page import Page
+from ..page import KERNEL_SECTIONS, Page
 from ..params import Param
 from ..state import Config, default_block
 
@@ -134,5 +134,5 @@ PAGE = Page(
     "kernels",
     ":material/code:",
     params=PARAMS,
-    sidebar=("shape", "dtype", "accumulator", "kernels"),
+    sidebar=KERNEL_SECTIONS,
 )

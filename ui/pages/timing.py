@@ -11,7 +11,7 @@ from explorer import bench
 
 from .. import compute, figures, gpu_lock
 from ..common import chart, csv_download, ensure_choice, guarded, header, number_columns, show_table
-from ..page import Page
+from ..page import KERNEL_SECTIONS, Page
 from ..params import Param
 from ..results import (
     TIME_COLUMNS,
@@ -221,7 +221,7 @@ PAGE = Page(
     "timing",
     ":material/timer:",
     params=PARAMS,
-    sidebar=("shape", "dtype", "accumulator", "kernels"),
+    sidebar=KERNEL_SECTIONS,
     sidebar_without_gpu=("kernels",),  # no benchmark runs: the results files' shapes are chosen on the page
     runs_the_shape=True,  # its benchmark, on a GPU
 )
