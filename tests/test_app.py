@@ -320,6 +320,80 @@ def test_bad_upload_is_refused_in_words(at):
     assert any("bad.csv could not be read as numbers" in e.value for e in at.error)
 
 
+def main_elements(at: AppTest) -> list[tuple[str, str]]:
+    """The main area's elements in page order, as (type, text), without the backend's badge."""
+
+    def walk(node):
+        for child in node.children.values():
+            yield from walk(child) if hasattr(child, "children") else [(child.type, str(child.value))]
+
+    return [(kind, text) for kind, text in walk(at.main) if "CPU emulation" not in text]
+
+
+@pytest.mark.parametrize(
+    ("query", "kind", "says"),
+    [
+        ({"rows": "100000", "cols": "100000"}, "error", "Not run (all 8 variants): float32 softmax: 100000×100000 = "),
+        ({**SMALL, "variants": ""}, "info", "Select at least one variant"),
+    ],
+)
+@pytest.mark.parametrize(("page", "title"), [("outputs", "Outputs"), ("errors", "Error vs float64")])
+def test_a_refusal_comes_after_the_title_and_the_configuration_line(query, kind, says, page, title):
+    at = goto(make(query), page)
+    ok(at)
+    rows, cols = query["rows"], query["cols"]
+    (head, line, refusal) = main_elements(at)
+    assert head == ("title", title)
+    assert line == ("caption", f"normal mean=0 std=1 · {rows}×{cols} float32 · acc float32 · seed 0")
+    assert refusal[0] == kind and refusal[1].startswith(says)
+
+
+def test_a_refused_upload_is_said_on_the_page_in_the_sidebars_words(at):
+    at.selectbox(key="dist").set_value("upload").run()
+    at.file_uploader(key="upload").set_value(("bad.csv", b"a,b,c\n", "text/csv")).run()
+    ok(at)
+    (reason,) = [e.value for e in at.sidebar.error]
+    assert "bad.csv could not be read as numbers" in reason
+    # no configuration line: no input runs, and the shape boxes are not the file's
+    assert main_elements(at) == [("title", "Outputs"), ("error", f"The upload was refused: {reason}.")]
+
+
+def test_an_uploaded_inputs_caption_and_chart_title_name_no_seed(at):
+    at.selectbox(key="dist").set_value("upload").run()
+    at.file_uploader(key="upload").set_value(("two.csv", b"1,2,3\n4,5,6\n", "text/csv")).run()
+    ok(at)
+    assert at.main.caption[0].value == "upload two.csv · 2×3 float32 · acc float32"
+    assert "seed" not in charts(at)[0]["layout"]["title"]["text"]
+
+
+@pytest.mark.parametrize("page", ["outputs", "kernels"])  # the input section drawn before the shape boxes, and after
+def test_the_shape_boxes_show_the_users_shape_while_no_upload_runs(page):
+    """A refused or removed file runs nothing: the greyed boxes show the user's own shape, not the last file's; a
+    late browser message with the file's shape is undone; the user's shape and row come back on leaving the upload."""
+    at = goto(make({"rows": "4", "cols": "100", "row": "2", "variants": "online_warp"}), page)
+
+    def shape():
+        return at.number_input(key="rows").value, at.number_input(key="cols").value
+
+    at.selectbox(key="dist").set_value("upload").run()
+    at.file_uploader(key="upload").set_value(("two.csv", b"1,2,3\n4,5,6\n", "text/csv")).run()
+    assert shape() == (2, 3)
+    at.file_uploader(key="upload").set_value(("bad.csv", b"a,b,c\n", "text/csv")).run()
+    ok(at)
+    assert shape() == (4, 100) and at.number_input(key="row").value == 2
+    at.session_state["rows"], at.session_state["cols"] = 2.0, 3.0  # the browser's message, sent before it saw 4×100
+    at.run()
+    assert shape() == (4, 100)
+    at.file_uploader(key="upload").set_value(("row.csv", b"1,2,3,4,5,6,7,8,9,10\n", "text/csv")).run()
+    assert shape() == (1, 10)
+    at.file_uploader(key="upload").clear().run()
+    ok(at)
+    assert shape() == (4, 100)
+    at.selectbox(key="dist").set_value("normal").run()
+    ok(at)
+    assert shape() == (4, 100) and at.number_input(key="row").value == 2
+
+
 def test_an_upload_beyond_the_dtypes_range_is_refused_and_runs_once_the_dtype_holds_it(at):
     at.selectbox(key="dist").set_value("upload").run()
     at.selectbox(key="dtype").set_value("float16").run()
@@ -392,6 +466,16 @@ def test_errors_page(at):
     ok(at)
     df = frame(at)
     assert (df["NaN"] > 0).all()
+
+
+def test_the_error_table_fits_a_window_1400_pixels_wide(at):
+    """Beside the sidebar, such a window leaves the page 938 pixels: every column has a width, and with the variant
+    names' (about 110) they fit, so a screenshot holds them all; the verdict comes first."""
+    goto(at, "errors")
+    ok(at)
+    df, columns = frame(at), json.loads(at.dataframe[0].proto.columns)
+    assert df.columns[0] == "bound says" and set(df.columns) == set(columns)
+    assert 110 + sum(c["width"] for c in columns.values()) <= 938
 
 
 def test_the_error_page_fails_a_variant_whose_outputs_are_nan_where_float64_is_finite():
@@ -538,6 +622,19 @@ def test_kernels_page_every_variant(at):
         expected = v.launch(4, 100, 256 if v.takes_block_size else None)
         assert launch.loc["grid (blocks)", "value"] == str(expected.grid)
         assert any("needs a GPU" in i.value for i in at.info)
+
+
+def test_kernels_page_offers_the_block_size_of_a_kernel_the_sidebar_does_not_run():
+    """The sidebar draws the block size only while one of its variants takes it: a block kernel chosen on this page
+    gets the slider here, and its launch follows it."""
+    at = goto(make({**SMALL, "variants": "fast", "kv": "online_block", "block": "512"}), "kernels")
+    ok(at)
+    slider = at.select_slider(key="block")
+    assert slider.value == 512 and at.table[1].value.loc["block (threads)", "value"] == "512"
+    ok(slider.set_value(128).run())
+    assert at.table[1].value.loc["block (threads)", "value"] == "128" and at.query_params["block"] == "128"
+    ok(at.selectbox(key="kv").set_value("online_warp").run())  # it takes no block size: no slider
+    assert not [s for s in at.select_slider if s.key == "block"]
 
 
 def test_kernels_page_says_when_it_shows_another_dtype_or_accumulator_than_the_sidebars():

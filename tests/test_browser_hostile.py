@@ -170,8 +170,8 @@ def test_an_npy_whose_header_claims_forty_gigabytes_is_refused_in_words(server, 
     after = bh.query(page)
     assert after.pop("dist") == "upload"
     assert after == {k: v for k, v in before.items() if k != "dist" and not k.startswith("p_")}
-    # nothing ran on the refused file: the page asks for a file instead
-    assert bh.shown(page.get_by_test_id("stMain").get_by_text("Upload a .npy or .csv file of logits"))
+    # nothing ran on the refused file: the page says it was refused, and why
+    assert bh.shown(page.get_by_test_id("stMain").get_by_text("The upload was refused:"))
     # back to the distribution: everything as before the upload, and it runs
     bh.choose(page, "Distribution", "Normal")
     bh.wait_for_charts(page)
@@ -224,7 +224,7 @@ def test_an_upload_over_the_limit_or_of_another_kind_is_refused_in_our_words(ser
     for text in STREAMLIT_REFUSALS:
         assert text not in body, (text, body)
     _no_hostile_text(page)
-    assert bh.shown(page.get_by_test_id("stMain").get_by_text("Upload a .npy or .csv file of logits"))
+    assert bh.shown(page.get_by_test_id("stMain").get_by_text("The upload was refused:"))
     for label in SIDEBAR_LABELS:
         assert bh.shown(_sidebar(page).get_by_text(label, exact=True)), label
 

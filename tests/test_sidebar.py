@@ -146,7 +146,8 @@ def test_a_file_over_the_element_limit_is_refused_in_words_and_the_sidebar_goes_
     # the rest of the sidebar is drawn, with the user's settings
     assert at.multiselect(key="variants").value == ["online_warp", "online_block"]
     assert at.selectbox(key="dtype").value == "float32" and at.number_input(key="rows").value == 8
-    assert any("Upload a .npy or .csv" in i.value for i in at.info)  # the page says what it waits for
+    (page,) = [e.value for e in at.main.error]  # the page says why it waits, in the sidebar's words
+    assert page == f"The upload was refused: {at.sidebar.error[0].value}."
 
 
 def test_an_unexpected_failure_in_the_sidebar_is_said_in_words_and_the_page_still_renders(monkeypatch):
@@ -177,6 +178,19 @@ def test_a_shape_over_the_element_limit_is_refused_once_with_the_limit_in_elemen
     assert refusal.count("smaller") == 1, refusal  # the advice once, not "choose a smaller shape. Make ... smaller"
     assert "this server's limit of 2,147,483,647 elements (8.00 GiB)" in refusal
     assert "8,000,000,000 elements (29.80 GiB)" in refusal and "EXPLORER_" not in refusal
+
+
+def test_variants_refused_for_one_reason_are_named_once_and_for_different_reasons_each(monkeypatch):
+    at = open_page("", {**QUERY, "cols": "1e9"})  # over the element limit: the same words for both
+    (refusal,) = [e.value for e in at.sidebar.error]
+    assert refusal.startswith("Not run (all 2 variants): float32 softmax: 8×1000000000 = ")
+    assert at.main.error[0].value == refusal
+    monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(2**30))  # over it by what each variant needs: their own words
+    at = open_page("", {**QUERY, "rows": "1000", "cols": "100000", "variants": "naive,fast"})
+    (refusal,) = [e.value for e in at.sidebar.error]
+    naive, fast = refusal.split("\n\n")
+    assert naive.startswith("Not run (naive): float32 softmax: 1000×100000") and "2.61 GiB" in naive
+    assert fast.startswith("Not run (fast): float32 softmax: 1000×100000") and "5.55 GiB" in fast
 
 
 def test_a_page_over_the_run_limit_says_the_limit_in_elements_and_bytes_and_what_to_do(monkeypatch):

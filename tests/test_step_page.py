@@ -59,6 +59,21 @@ def test_the_step_control_drives_the_update_the_chart_and_the_url():
     assert at.slider(key="step").value == 42
 
 
+def test_a_refusal_comes_after_the_title_and_the_configuration_line():
+    at = step_page({"rows": "100000", "cols": "100000"})
+
+    def walk(node):
+        for child in node.children.values():
+            yield from walk(child) if hasattr(child, "children") else [child]
+
+    shown = [(e.type, e.value) for e in walk(at.main) if e.type in ("title", "caption", "error")]
+    assert shown[:2] == [
+        ("title", "Step through"),
+        ("caption", "normal mean=0 std=1 · 100000×100000 float32 · acc float32 · seed 0"),
+    ]
+    assert [kind for kind, _ in shown[2:]] == ["error"] and shown[2][1].startswith("Not run (all 3 variants): ")
+
+
 def test_play_steps_the_server_state_and_pause_stops_it():
     at = step_page({"tv": "online_thread", "step": "10"})
     ok(at.button(key="step_play").click().run())

@@ -108,13 +108,16 @@ def csv_download(
     )
 
 
-def number_columns(formats: Mapping[str, str | tuple[str, str | None]]) -> dict[str, dict]:
-    """Table settings for number columns from {column: printf format} or {column: (label, format)}: how a page's
-    table shows them, and the share image's formats (ui/share.py reads them back)."""
+def number_columns(
+    formats: Mapping[str, str | tuple[str, str | None]], widths: Mapping[str, int] | None = None
+) -> dict[str, dict]:
+    """Table settings for number columns from {column: printf format} or {column: (label, format)}, and widths in
+    pixels where given (else as wide as their values): how a page's table shows them, and the share image's labels
+    and formats (ui/share.py reads them back)."""
     out = {}
     for column, spec in formats.items():
         label, fmt = spec if isinstance(spec, tuple) else (None, spec)
-        out[column] = st.column_config.NumberColumn(label, format=fmt)
+        out[column] = st.column_config.NumberColumn(label, format=fmt, width=(widths or {}).get(column))
     return out
 
 
@@ -178,24 +181,32 @@ def show_failures(failed: dict[str, str]) -> None:
         st.warning(f"**{key}**: {as_text(message)}", icon=":material/warning:")
 
 
-def config_and_spec() -> tuple[Config, InputSpec] | tuple[None, None]:
-    """The sidebar's configuration and input spec, or Nones after telling the user why nothing runs."""
+def start_page(title: str) -> tuple[Config, InputSpec] | tuple[None, None]:
+    """The page's header (its title, then the configuration where it names an input), then the sidebar's
+    configuration and input spec, or Nones after telling the user why nothing runs."""
     cfg = ss.get("_cfg")
+    spec = cfg.input(ss.get("_upload_bytes")) if cfg is not None else None
+    header(title, cfg.describe() if spec is not None else None)
     if cfg is None:
         return None, None
     problem = ss.get("_fit_problem")
     if problem:
         st.error(problem, icon=":material/block:")
         return None, None
-    if cfg.uploaded and ss.get("_upload_bytes") is None:
-        st.info(
-            "Upload a .npy or .csv file of logits in the sidebar (or pick a distribution).", icon=":material/upload:"
-        )
+    if spec is None:
+        refused = ss.get("_upload_problem")
+        if refused:
+            st.error(f"The upload was refused: {refused}.", icon=":material/upload_file:")
+        else:
+            st.info(
+                "Upload a .npy or .csv file of logits in the sidebar (or pick a distribution).",
+                icon=":material/upload:",
+            )
         return None, None
     if not cfg.variants:
         st.info("Select at least one variant in the sidebar.", icon=":material/checklist:")
         return None, None
-    return cfg, cfg.input(ss.get("_upload_bytes"))
+    return cfg, spec
 
 
 @dataclass(frozen=True)
@@ -211,8 +222,7 @@ class Ran:
 def run_page(title: str) -> Ran | None:
     """The start of a page over the chosen variants' results: its header, every variant run (failures
     shown); None when there is nothing to show."""
-    cfg, spec = config_and_spec()
-    header(title, cfg.describe() if cfg is not None else None)
+    cfg, spec = start_page(title)
     if cfg is None:
         return None
     ran = run_all(cfg, spec)

@@ -72,11 +72,14 @@ def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
         f"A run needs ≈ {checks.size(per_run)} and this page ≈ {checks.size(page)} "
         f"(this server's limit: {checks.size(limit)})."
     )
+    refused = {}
     for v, b in runs:
         try:
             explorer.check_fits(cfg.rows, cfg.cols, cfg.dtype, backend, v, b, False, cfg.acc)
         except explorer.TooLarge as exc:  # its words say the limit and what to do
-            return line, f"Not run ({v.key}): {exc}."
+            refused[v.key] = str(exc)
+    if refused:
+        return line, _not_run(refused, cfg.variants)
     if backend != "cuda" and page > limit:
         need, most = checks.sizes(page, limit)
         n = cfg.rows * cfg.cols
@@ -87,6 +90,17 @@ def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
             "variants). Choose a smaller shape or fewer variants."
         )
     return line, None
+
+
+def _not_run(refused: dict[str, str], chosen: tuple[str, ...]) -> str:
+    """The refusal of the variants too large to run (reason by variant): a reason every chosen variant shares once,
+    for all of them; otherwise each reason, a paragraph each, with the variants it refuses."""
+    by_reason: dict[str, list[str]] = {}
+    for key, reason in refused.items():
+        by_reason.setdefault(reason, []).append(key)
+    if len(by_reason) == 1 and len(refused) == len(chosen) > 1:
+        return f"Not run (all {len(chosen)} variants): {next(iter(by_reason))}."
+    return "\n\n".join(f"Not run ({', '.join(keys)}): {reason}." for reason, keys in by_reason.items())
 
 
 def _input() -> dict:
@@ -131,18 +145,30 @@ def _upload() -> str:
     )
     ss["_upload_bytes"] = None if file is None else file.getvalue()
     if file is None:
+        _no_upload()
         return ""
     try:
         x = compute.get_input(UploadedInput(file.name, ss["_upload_bytes"], ss["dtype"]))
     except explorer.ExplorerError as exc:  # every refusal (unreadable, too large): in words, the sidebar goes on
-        st.error(as_text(exc))
+        ss["_upload_problem"] = as_text(exc)  # the page says it too
+        st.error(ss["_upload_problem"])
         ss["_upload_bytes"] = None
+        _no_upload()
         return file.name
     if (int(ss["rows"]), int(ss["cols"])) != x.shape:  # the shape boxes may be drawn already: set it next run
         ss["_upload_shape"] = (int(x.shape[0]), int(x.shape[1]))
         st.rerun()
     st.caption(f"{as_text(file.name)}: {x.shape[0]} × {x.shape[1]}")
     return file.name
+
+
+def _no_upload() -> None:
+    """No file runs: the shape boxes show the user's own shape again, from next run (they may be drawn already).
+    Asked each run, so that a browser's late message with the file's shape in them is undone too."""
+    before = ss.get("_shape_before_upload")
+    if before and (int(ss["rows"]), int(ss["cols"])) != before[:2]:
+        ss["_upload_gone"] = True
+        st.rerun()
 
 
 def whole_number(key: str) -> str | None:
@@ -223,19 +249,21 @@ SECTIONS = {
 def sidebar(page: Page) -> Config:
     """The sidebar: the sections `page` reads, then the others in a folded expander that says they do not apply
     here (they keep their values and stay in the URL)."""
-    ss["_cfg"] = ss["_fit_problem"] = None  # until this run's sidebar is drawn: a failed one leaves no stale run
+    ss["_cfg"] = ss["_fit_problem"] = ss["_upload_problem"] = None  # until this run's sidebar says otherwise
     init_from_url()
     keep_widget_state()
     if page.path != "step":
         ss["_playing"] = False  # Play runs on its page only: leaving it pauses, and coming back does not restart it
-    if shape := ss.pop("_upload_shape", None):  # the upload's shape, while it is the input; the user's comes back after
+    gone = ss.pop("_upload_gone", False)  # no file runs (_no_upload)
+    if shape := ss.pop("_upload_shape", None):  # the upload's shape while it runs; the user's comes back after
         ss.setdefault(
             "_shape_before_upload", (ss.get("_rows_ok", ss["rows"]), ss.get("_cols_ok", ss["cols"]), ss["row"])
         )
         ss["rows"], ss["cols"] = ss["_rows_ok"], ss["_cols_ok"] = shape
     elif ss.get("dist") != UPLOAD and (before := ss.pop("_shape_before_upload", None)):
-        ss["rows"], ss["cols"], ss["row"] = before
-        ss["_rows_ok"], ss["_cols_ok"] = before[:2]
+        _user_shape(before)
+    elif gone and (before := ss.get("_shape_before_upload")):
+        _user_shape(before)  # while no file runs; kept for the next upload
     ss["variants"] = [k for k in ss.get("variants", []) if k in explorer.VARIANTS]
     backend = explorer.resolve_backend("auto")
     uses = page.sections(on_gpu=backend == "cuda")
@@ -271,6 +299,12 @@ def sidebar(page: Page) -> Config:
     ss["_fit_problem"] = problem
     sync_url()
     return cfg
+
+
+def _user_shape(before: tuple[int, int, int]) -> None:
+    """The user's own rows, cols and row, as they were before an upload, back in their boxes."""
+    ss["rows"], ss["cols"], ss["row"] = before
+    ss["_rows_ok"], ss["_cols_ok"] = before[:2]
 
 
 def pages_reading_every_section() -> str:

@@ -149,8 +149,11 @@ class Config:
         )
 
     def describe(self) -> str:
-        source = f"upload {self.upload_name}" if self.uploaded else self.dist + params_text(self.params, " ", "=")
-        return f"{source} · {self.shape_text()} · seed {self.seed}"
+        """The input in a caption's words: the file, or the distribution with its parameters and seed (a file has
+        no seed)."""
+        if self.uploaded:
+            return f"upload {self.upload_name} · {self.shape_text()}"
+        return f"{self.dist}{params_text(self.params, ' ', '=')} · {self.shape_text()} · seed {self.seed}"
 
     def shape_text(self) -> str:
         """The shape, dtype and accumulator: what the Kernels page and a GPU's benchmark read of the sidebar."""

@@ -16,9 +16,22 @@ from ..page import Page
 from ..share import run_share_button
 
 FORMAT_2E = ("max rel", "mean rel", "max abs", "max |Σ−1|", "bound")
-COLUMNS = number_columns(  # the page's and the share image's
-    dict.fromkeys(FORMAT_2E, "%.2e") | {"max ULP": "%.1f", "argmax agree": "%.3f"}
-) | {"bound says": st.column_config.TextColumn(width=230)}  # "exceeded (outputs flushed to 0)" in full
+COUNTS = ("NaN", "inf", "NaN/inf ≠ ref", "flushed to 0")
+# The page's and the share image's: narrow number columns under short headers, counts compact (300000 as 300K; the
+# CSV and the share image keep them whole), so that the whole table fits beside the sidebar in a 1400-pixel window.
+COLUMNS = number_columns(
+    dict.fromkeys(FORMAT_2E, "%.2e")
+    | dict.fromkeys(COUNTS, "compact")
+    | {
+        "max ULP": "%.3g",
+        "NaN/inf ≠ ref": ("≠ ref", "compact"),
+        "flushed to 0": ("flushed", "compact"),
+        "argmax agree": ("argmax", "%.3f"),
+    },
+    widths=dict.fromkeys(FORMAT_2E, 60)
+    | {"max |Σ−1|": 64, "max ULP": 60, "argmax agree": 54}
+    | {"NaN": 46, "inf": 42, "NaN/inf ≠ ref": 48, "flushed to 0": 56},
+) | {"bound says": st.column_config.TextColumn(width=215)}  # "exceeded (outputs flushed to 0)" in full
 
 
 def bound_verdict(max_rel: float, bound: float, flushed: int, mismatched: int) -> str:
@@ -27,7 +40,7 @@ def bound_verdict(max_rel: float, bound: float, flushed: int, mismatched: int) -
     if mismatched:
         return f"fails: {mismatched:,} NaN/inf ≠ ref"
     if math.isnan(max_rel):
-        return "nothing to check (no finite row in float64)"
+        return "nothing to check (no finite row)"
     if bound >= 1:
         return "vacuous (≥ 1)"
     if max_rel <= bound:
@@ -56,9 +69,10 @@ def errors_page() -> None:
     st.caption(
         f"rel: |y − ref| / max(|ref|, smallest normal); ULP: units in the last place of {cfg.dtype} "
         f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}), both over the rows finite in output and reference (– where there is none); "
-        "|Σ−1|: worst row sum (rows finite in both); NaN, inf: counts of "
-        "outputs; NaN/inf ≠ ref: elements whose non-finite pattern differs from float64's; argmax agree: "
-        "fraction of rows whose largest probability sits where the reference's does; flushed to 0: outputs 0 where the reference is not (below the type's range; each has relative error up to 1); bound: the seed's "
+        "|Σ−1|: worst row sum (rows finite in both); NaN, inf: counts of outputs; ≠ ref: elements whose NaN/inf "
+        "pattern differs from float64's; flushed: outputs 0 where the reference is not (below the type's range; "
+        "each has relative error up to 1); counts in K (thousands) or M (millions) are rounded, the CSV has them "
+        "whole; argmax: fraction of rows whose largest probability sits where the reference's does; bound: the seed's "
         "3·n·u_acc + u_out with n = terms one accumulator folds in sequence (its share of the row, plus one "
         "per merge level), plus 2·max|x|·u_acc where x is rounded on entering the accumulator "
         "(explorer.numerics.softmax_bound); a bound ≥ 1 is vacuous: it allows any probability."

@@ -13,7 +13,7 @@ from explorer import precision
 from explorer.trace import Trace
 
 from .. import compute, figures
-from ..common import chart, clamp, config_and_spec, ensure_choice, guarded, header, stamp, variant_label
+from ..common import chart, clamp, ensure_choice, guarded, stamp, start_page, variant_label
 from ..figures.common import format_value
 from ..figures.step import StepNumbers
 from ..page import Page
@@ -49,8 +49,7 @@ def latex_number(v: float) -> str:
 
 @guarded
 def step_page() -> None:
-    cfg, spec = config_and_spec()
-    header("Step through", cfg.describe() if cfg is not None else None)
+    cfg, spec = start_page("Step through")
     if cfg is None:
         return
     traceable = [k for k in cfg.variants if explorer.VARIANTS[k].traceable]
