@@ -279,7 +279,7 @@ def _rank_axes(fig: go.Figure, ranks: list[str], ref_indices: np.ndarray, log: b
     if not log:
         fig.update_yaxes(rangemode="tozero")
     elif (span := _topk_log_range(values)) is not None:
-        fig.update_yaxes(range=span)
+        fig.update_yaxes(range=span, dtick="D2")  # 2 and 5 between decades: all of 2..9 crowd a short decade
 
 
 def _add_topk_bars(
