@@ -505,7 +505,7 @@ def test_share_stamp_and_readable_table():
     assert list(table.columns) == ["median µs", "name", "error"] and formats == {"median µs": "%.2f"}
 
 
-def test_a_stamp_of_several_files_goes_under_the_axis_title():
+def test_a_stamp_of_several_files_or_a_long_one_goes_under_the_axis_title():
     a, b = topk_doc(), topk_doc()
     b["meta"] = {"gpu": "A100", "cuda_runtime": "12.8", "cupy": "13.6", "date": "2025-03-01"}
     df = figures.topk_timing_frame({"A": a, "B": b, "C": topk_doc()})
@@ -514,8 +514,12 @@ def test_a_stamp_of_several_files_goes_under_the_axis_title():
     fig = figures.topk_figure(topk_timing.topk_table(df), "t", stamp)
     note = next(x for x in fig.layout.annotations if x.name == "stamp")
     assert note.yshift == -50 and note.align == "right" and fig.layout.margin.b == 64 + 28
-    one = figures.topk_figure(topk_timing.topk_table(df), "t", results.chart_stamp(df[df["source"] == "A"], {"A": a}))
-    assert next(x for x in one.layout.annotations if x.name == "stamp").yshift == -28  # beside the title, as before
+    one = results.chart_stamp(df[df["source"] == "A"], {"A": a})  # GPU, driver, CUDA, CuPy, date: too long beside it
+    assert "<br>" not in one and len(one) > figures.STAMP_BESIDE_TITLE_CHARS
+    fig = figures.topk_figure(topk_timing.topk_table(df), "t", one)
+    assert next(x for x in fig.layout.annotations if x.name == "stamp").yshift == -50
+    short = figures.topk_figure(topk_timing.topk_table(df), "t", "GPU A100 · 2025-03-01")
+    assert next(x for x in short.layout.annotations if x.name == "stamp").yshift == -28  # beside the title
 
 
 LINK = "[c](http://x.io)"

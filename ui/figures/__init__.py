@@ -8,6 +8,7 @@ from .bits import bits_html
 from .common import (
     ERR_FLOOR,
     MAX_POINTS,
+    STAMP_BESIDE_TITLE_CHARS,
     chart_config,
     finish,
     nan_row_reason,
@@ -49,6 +50,7 @@ __all__ = [
     "MAX_HEAT_CELLS",
     "MAX_HEAT_LANES",
     "MAX_POINTS",
+    "STAMP_BESIDE_TITLE_CHARS",
     "TIME_FIELDS",
     "StepNumbers",
     "bits_html",

@@ -317,11 +317,15 @@ def stamp_under_tall_ticks(fig: go.Figure) -> go.Figure:
     return fig.update_layout(margin_b=115 + 14 * (lines - 1), height=fig.layout.height + 14 * (lines - 1))
 
 
+STAMP_BESIDE_TITLE_CHARS = 60  # a one-line stamp longer than this meets a long centred x axis title beside it
+
+
 def stamp_lines_below(*figs: go.Figure) -> None:
-    """A stamp of several lines goes under the x axis title (figures.finish puts one line beside it, where
-    several would run over the title), with the bottom margin grown to hold it."""
+    """A stamp of several lines, or of one long line, goes under the x axis title (figures.finish puts it beside
+    the title, where it would run over it), with the bottom margin grown to hold it."""
     for fig in figs:
-        lines = max((a.text.count("<br>") + 1 for a in fig.layout.annotations if a.name == "stamp"), default=1)
-        if lines > 1:
+        stamps = [a.text for a in fig.layout.annotations if a.name == "stamp"]
+        lines = max((text.count("<br>") + 1 for text in stamps), default=1)
+        if lines > 1 or any(len(text) > STAMP_BESIDE_TITLE_CHARS for text in stamps):
             fig.update_annotations(selector=dict(name="stamp"), yshift=-50, align="right")
             fig.update_layout(margin_b=64 + 14 * lines, height=fig.layout.height + 14 * lines)
