@@ -28,7 +28,7 @@ from .checks import MAX_DIM
 from .errors import GPUUnavailable, InvalidInput, KernelFailed, shown
 from .geometry import Launch
 from .harness import SCHEMA as SCHEMA
-from .numerics import DTYPES, FORMATS, error_bound, rounds_input, sequential_terms
+from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, error_bound, rounds_input, sequential_terms
 from .registry import VARIANTS, Variant
 
 RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "block_size", *harness.MEASURED_FIELDS, "max_rel")
@@ -107,18 +107,26 @@ def bound_device(launch: Launch, x, dtype: str, acc: str) -> float:
 
 def check_output(name: str, launch: Launch, x, y, ref64, dtype: str, acc: str, poison) -> float:
     """max_rel of y, the output of `launch` on x into a poisoned y, against float64; KernelFailed where an output
-    was left unwritten or max_rel is over the bound the tests hold the kernels to (bound_device)."""
+    was left unwritten or max_rel is over what the tests accept of the kernels (allowed_max_rel)."""
     rows, cols = x.shape
     unwritten = int((y == poison).sum())
     if unwritten:
         raise KernelFailed(f"{name} left {unwritten} outputs unwritten on {rows}×{cols} {dtype}")
-    max_rel, bound = max_rel_device(y, ref64, dtype), bound_device(launch, x, dtype, acc)
-    if not max_rel <= bound:  # NaN too: a NaN or inf where float64 has none, or the reverse
+    max_rel, allowed = max_rel_device(y, ref64, dtype), allowed_max_rel(launch, x, dtype, acc)
+    if not max_rel <= allowed:  # NaN too: a NaN or inf where float64 has none, or the reverse
         raise KernelFailed(
-            f"{name} differs from float64 on {rows}×{cols} {dtype}, acc {acc}: max_rel {max_rel:.3g} over its "
-            f"bound {bound:.3g}"
+            f"{name} differs from float64 on {rows}×{cols} {dtype}, acc {acc}: max_rel {max_rel:.3g} over the "
+            f"{allowed:.3g} allowed"
         )
     return max_rel
+
+
+def allowed_max_rel(launch: Launch, x, dtype: str, acc: str) -> float:
+    """The largest max_rel the GPU tests accept of a kernel: its bound (bound_device), and with an fp32 accumulator
+    at least MAX_REL_FP32_ACC (the seed's bound assumes correctly rounded exponentials; the GPU's expf and
+    ex2.approx are within a few ulps, which a bound of a few terms does not cover)."""
+    bound = bound_device(launch, x, dtype, acc)
+    return max(MAX_REL_FP32_ACC[dtype], bound) if acc == "float32" else bound
 
 
 def _softmax_peers(dtype: str, xs: list, ys: list) -> list[tuple[str, str | None, str, Callable[[int], object]]]:
