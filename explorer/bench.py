@@ -207,15 +207,32 @@ class _ShapeBench:
         shape = (self.dtype, self.acc, self.rows, self.cols)
         return _row(name, kind, *shape, block, times_us, self.copy_gbps, reads, writes, max_rel, launch, version)
 
-    def time_variant(self, v: Variant, block_size: int | None) -> tuple[dict, Callable[[int], None]]:
-        """The variant checked on the first buffer (every output written, max_rel against float64), then timed:
-        its row, and the launch that device time repeats."""
+    def time_variant(self, v: Variant, block_size: int | None) -> tuple[dict, Callable[[int], None] | None]:
+        """The variant checked on the first buffer (check_output), then timed: its row, and the launch that device
+        time repeats; a wrong output (naive's overflow with a 16-bit accumulator) gives an error row and no times."""
         rows, cols, dtype, acc = self.rows, self.cols, self.dtype, self.acc
         block = v.check_block_size(block_size if v.takes_block_size else None)
         geometry = v.launch(rows, cols, block, dtype)
         self.ys[0].fill(self.poison)
         cuda.launch(v, geometry, self.xs[0], self.ys[0], rows, cols, dtype, acc)
-        max_rel = check_output(v.key, geometry, self.xs[0], self.ys[0], self.ref64, dtype, acc, self.poison)
+        try:
+            max_rel = check_output(v.key, geometry, self.xs[0], self.ys[0], self.ref64, dtype, acc, self.poison)
+        except KernelFailed as exc:  # a result of this shape, not the end of the run
+            wrong = max_rel_device(self.ys[0], self.ref64, dtype)
+            row = harness.error_row(
+                v.key,
+                dtype,
+                acc,
+                rows,
+                cols,
+                None,
+                geometry.describe(),
+                str(exc),
+                wrong,
+                kind="variant",
+                block_size=block,
+            )
+            return row, None
 
         def launch(i):
             cuda.launch(v, geometry, self.xs[i], self.ys[i], rows, cols, dtype, acc)

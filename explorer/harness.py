@@ -100,13 +100,14 @@ def error_row(
     launch: str,
     error: str,
     max_rel: float | None = None,
+    kind: str = "peer",
     **extra,
 ) -> dict:
-    """A peer that could not run (or ran wrong) on this shape: the row says why, with no times."""
+    """A peer (or variant) that could not run, or ran wrong, on this shape: the row says why, with no times."""
     empty = dict.fromkeys((*MEASURED_FIELDS, *DEVICE_FIELDS))
     return {
         "name": name,
-        "kind": "peer",
+        "kind": kind,
         "dtype": dtype,
         "acc": acc,
         "rows": rows,

@@ -441,3 +441,20 @@ def test_fp32_accumulation_is_allowed_what_the_gpu_tests_allow_and_16_bit_its_bo
     assert bound < explorer.MAX_REL_FP32_ACC["float32"]
     assert bench.allowed_max_rel(launch, x, "float32", "float32") == explorer.MAX_REL_FP32_ACC["float32"]
     assert bench.allowed_max_rel(launch, x, "float32", "float16") == bench.bound_device(launch, x, "float32", "float16")
+
+
+def test_a_variant_that_runs_wrong_gets_an_error_row_and_is_not_timed(numpy_as_cupy, monkeypatch):
+    """naive's fp16 sum overflows on a wide row: outputs 0 where float64 is not. The row says so, with no times,
+    and the run goes on to the next variant."""
+    shape = object.__new__(bench._ShapeBench)
+    shape.rows, shape.cols, shape.dtype, shape.acc = 4, 300, "float32", "float16"
+    x = np.random.default_rng(3).standard_normal((4, 300)).astype(np.float32)
+    shape.xs, shape.ys = [x], [np.empty_like(x)]
+    shape.ref64, shape.poison = bench.reference_device(x, "float32"), np.float32(POISON)
+    monkeypatch.setattr(bench.cuda, "launch", lambda v, g, x, y, *rest: y.fill(0.0))
+    monkeypatch.setattr(harness, "time_launches", lambda *a: pytest.fail("a wrong output was timed"))
+    row, launch = shape.time_variant(VARIANTS["naive"], None)
+    assert launch is None and row["kind"] == "variant" and row["max_rel"] == 1.0
+    assert row["error"].startswith("naive differs from float64 on 4×300 float32, acc float16: max_rel 1 over")
+    assert row["median_us"] is None and row["device_us"] is None
+    assert bench.load({**json.loads(json.dumps({"schema": bench.SCHEMA, "meta": {}, "results": [row]}))})

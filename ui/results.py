@@ -81,7 +81,7 @@ def display_names(df: pd.DataFrame, ticks: bool = False) -> pd.DataFrame:
 
 
 def failed(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows of peers that could not run on the shape (an error, no times)."""
+    """Rows of peers or variants that could not run on the shape, or ran wrong (an error, no times)."""
     if "error" not in df.columns:
         return df.iloc[0:0]
     return df[df["error"].notna() & (df["error"].astype(str) != "")]

@@ -153,7 +153,7 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
     )
     if len(broken):
         st.warning(
-            f"{len(broken)} peer result(s) on this shape could not be timed: the table's error column says why.",
+            f"{len(broken)} result(s) on this shape could not be timed: the table's error column says why.",
             icon=":material/error:",
         )
     st.caption(TIMES_CAPTION)
