@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("streamlit")
-from test_app import arr, charts, frame, goto, make, ok  # the AppTest page helpers
+from test_app import SMALL, arr, charts, frame, goto, make, ok  # the AppTest page helpers
 
 from explorer import bench
 from ui import figures, results, topk_timing
@@ -547,3 +547,16 @@ def test_names_and_values_from_a_results_file_are_shown_as_text_not_as_links(pag
     assert shows(refusal) == f"{LINK}.json: a result's rows must be a whole number, got '{LINK}'" and plain(refusal)
     (once,) = [c.value for c in at.caption if "holds the same results" in c.value]
     assert shows(once) == f"{LINK} *again*.json holds the same results as www.x.io.json: shown once." and plain(once)
+
+
+@pytest.mark.parametrize(
+    ("page", "query", "words"),
+    [
+        ("timing", {"bench_bundled": "1", "tshape": "bogus"}, "Shape and dtype “bogus” is not offered here"),
+        ("topk", {"tk_bundled": "1", "tk_tshape": "bogus"}, "Measured shape, dtype and k “bogus” is not offered here"),
+    ],
+)
+def test_a_shared_link_to_a_shape_the_results_lack_says_which_is_shown(page, query, words):
+    at = goto(make({**SMALL, **query}), page)
+    ok(at)
+    assert any(words in t.value for t in at.toast), [t.value for t in at.toast]

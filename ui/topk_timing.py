@@ -86,7 +86,7 @@ def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
         )
         return
     shapes = list(dict.fromkeys(df["shape"]))
-    ensure_choice("tk_tshape", shapes, f"{rows}×{cols} {dtype} top-{k}")
+    ensure_choice("tk_tshape", shapes, f"{rows}×{cols} {dtype} top-{k}", "Measured shape, dtype and k")
     st.selectbox("Measured shape, dtype and k", shapes, key="tk_tshape")
     _show_timing(df[df["shape"] == ss["tk_tshape"]], sources, origins)
 

@@ -122,7 +122,7 @@ def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
     where none of them is)."""
     df["shape"] = df.apply(figures.shape_label, axis=1)
     shapes = list(dict.fromkeys(df["shape"]))
-    ensure_choice("tshape", shapes)
+    ensure_choice("tshape", shapes, what="Shape and dtype")
     st.selectbox("Shape and dtype", shapes, key="tshape")
     part = df[df["shape"] == ss["tshape"]]
     selected = set(cfg.variants) if cfg is not None else set()
