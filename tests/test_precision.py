@@ -304,8 +304,11 @@ def test_precision_page():
     at.radio(key="prec_quantity").set_value("out").run()
     at.selectbox(key="prec_variant").set_value("online_block").run()
     at.selectbox(key="prec_cmp_acc").set_value("bfloat16").run()
+    assert "the numbers beside the chart are the constant row's" not in " ".join(c.value for c in at.caption)
     at.radio(key="prec_stag_dist").set_value("decreasing").run()
     ok(at)
+    stagnation = next(c.value for c in at.caption if c.value.startswith("Frozen:"))
+    assert "This monotone decreasing row's exact d_n is" in stagnation and "are the constant row's" in stagnation
     assert "online_block: relative error of outputs" in charts(at)[0]["layout"]["title"]["text"]
     assert "acc bfloat16" in charts(at)[4]["layout"]["title"]["text"]
     assert len(at.dataframe[0].value) == 3 * 3 * 4 * 4  # 3 variants, 3 accumulators, 4 inputs, n = 2^4 .. 2^7

@@ -312,7 +312,14 @@ def _stagnation(cap: int, dtype: str, backend: str) -> None:
             for t in trajectories
             if t.stagnated_at is not None
         ]
-        st.caption("Frozen: " + ("; ".join(frozen) if frozen else "none at this n") + ".")
+        caption = "Frozen: " + ("; ".join(frozen) if frozen else "none at this n") + "."
+        if dist != "constant" and trajectories:  # the text beside the chart works through the constant row
+            exact = float(trajectories[0].exact_d[-1])
+            caption += (
+                f" This {precision.INPUT_TITLES[dist]} row's exact d_n is {exact:,.6g}; the numbers beside the chart "
+                "are the constant row's."
+            )
+        st.caption(caption)
 
 
 def _overflow(records: list[Measurement], variants: list[str]) -> None:
