@@ -134,3 +134,36 @@ def test_tree_leaves_carry_lane_numbers_and_levels_are_named_by_how_they_merge()
     assert [o for o, y in zip(faded.data[2].marker.opacity, faded.data[2].y) if y > 1] == [0.25] * 3
     table = figures.level_table(block, "across warps", 3)
     assert len(table) == 1 and table["d"][0] == pytest.approx(block.final_d)
+
+
+def test_a_lane_of_only_minus_inf_is_exact_and_its_chart_says_why_x_and_m_are_empty():
+    """d = 0 against float64's 0 is exact (trace.d_rel_error leaves it NaN, for lanes with no element)."""
+    trace = _trace("online_thread", np.full((1, 8), -np.inf, np.float32))
+    assert figures.step_numbers(trace, 0, 3).rel_err == 0.0
+    fig = figures.step_figure(trace, 0, 3, "t", STAMP)
+    err = next(t for t in fig.data if t.yaxis == "y4")
+    np.testing.assert_array_equal(err.y, [figures.ERR_FLOOR] * 8)  # exact: drawn at the floor, not left empty
+    assert any("no x or m to draw" in a.text for a in fig.layout.annotations)
+    assert "Every element of lane 0 is −∞" in figures.step.masked_lane_note(trace, 0)
+    assert figures.step.masked_lane_note(_normal(50), 0) == ""
+    assert not any(
+        "no x or m to draw" in a.text for a in figures.step_figure(_normal(50), 0, 3, "t", STAMP).layout.annotations
+    )
+
+
+def test_the_heatmap_note_names_each_kind_of_white_cell_it_has():
+    from ui.figures.lanes import heat_values, heat_white_note
+
+    x = explorer.make_input("causal_mask", 8, 64)[1:2]  # 2 finite elements, 62 of −∞, over 256 lanes
+    trace = _trace("online_block", x)
+    d = heat_white_note(trace, "d")
+    assert "no element at that step (lanes 64–255 get none of the row's 64)" in d
+    assert "d = 0, where every element the lane folded so far is −∞ (log10 of 0 has no value)" in d
+    assert "m = −∞, where" in heat_white_note(trace, "m")
+    err = heat_white_note(trace, "err")
+    assert "no element" in err and "d = 0" not in err  # 0 against float64's 0 is exact: coloured, not white
+    assert heat_values(trace, "err")[0][5, 0] == np.log10(figures.ERR_FLOOR)
+    assert heat_white_note(_normal(96, "online_warp"), "d") == ""
+    nan = explorer.make_input("normal", 1, 96, seed=1)
+    nan[0, 40] = np.nan
+    assert heat_white_note(_trace("online_warp", nan), "d") == "White cells: d is NaN or ±∞."

@@ -242,3 +242,42 @@ def test_a_lane_without_elements_still_shows_the_lanes_and_the_merge_tree():
     keys = {c.key for c in at.get("plotly_chart")}
     assert "chart_lanes" in keys and not any("step" in (k or "") for k in keys)
     assert any("rel. error of d" in df.value.columns for df in at.dataframe)  # the merge tree's table
+
+
+MASKED_LANE = {
+    "rows": "8",
+    "cols": "64",
+    "dist": "causal_mask",
+    "row": "1",
+    "variants": "online_block",
+    "tv": "online_block",
+    "lane": "5",
+}
+
+
+def test_a_lane_of_only_minus_inf_says_its_d_is_exact_and_why_its_charts_are_empty():
+    """Row 1 of the causal mask keeps 2 of 64 elements: lane 5 folds one −∞. Its d is 0 and float64's is 0: exact,
+    not NaN; the x/m chart has no point to draw, and a caption says so."""
+    at = step_page(MASKED_LANE)
+    update = " ".join(m.value for m in at.markdown)
+    assert "relative error **0** (exact: both 0)" in update and "NaN" not in update
+    captions = " ".join(c.value for c in at.caption)
+    assert "Every element of lane 5 is −∞ (masked): m stays −∞ and d stays 0" in captions
+    chart = step_chart(at)
+    assert any("no x or m to draw" in a["text"] for a in chart["layout"]["annotations"])
+
+
+def test_the_minus_inf_guard_caption_writes_the_previous_m_and_its_exponent_unambiguously():
+    at = step_page(MASKED_LANE)
+    captions = " ".join(c.value for c in at.caption)
+    assert r"$m_{j-1} = m_j = -\infty$" in captions and r"$e^{-\infty - (-\infty)}$" in captions
+    assert "m_j−1" not in captions and "∞ − ∞" not in captions
+
+
+def test_the_lanes_heatmap_says_what_its_white_cells_are():
+    at = step_page(MASKED_LANE)
+    captions = " ".join(c.value for c in at.caption)
+    assert "White cells: no element at that step (lanes 64–255 get none of the row's 64)" in captions
+    assert "d = 0, where every element the lane folded so far is −∞" in captions
+    full = step_page({"rows": "1", "cols": "96", "variants": "online_warp", "tv": "online_warp"})
+    assert not any("White cells" in c.value for c in full.caption)  # every lane folds 3 finite elements

@@ -16,11 +16,15 @@ MAX_HEAT_CELLS = 32 * MAX_HEAT_STEPS  # and this many cells: a warp's lanes at e
 
 
 def heat_values(trace: Trace, quantity: str) -> tuple[np.ndarray, str]:
+    """The values to colour by and their label; a d equal to float64's (0 = 0 included) is exact, at ERR_FLOOR."""
     with np.errstate(all="ignore"):
         if quantity == "m":
             return finite_or_nan(trace.m), "kernel's m"
         if quantity == "err":
-            return np.log10(np.maximum(trace.d_rel_error, ERR_FLOOR)), "log10 rel. error of d"
+            exact = trace.d == trace.exact_d
+            return np.log10(
+                np.where(exact, ERR_FLOOR, np.maximum(trace.d_rel_error, ERR_FLOOR))
+            ), "log10 rel. error of d"
         return np.log10(np.where(trace.d > 0, trace.d, np.nan)), "log10 of kernel's d"
 
 
@@ -30,6 +34,30 @@ def heat_cells(lanes: int, steps: int) -> tuple[np.ndarray, np.ndarray]:
     shown = np.arange(0, lanes, max(1, -(-lanes // MAX_HEAT_LANES)))
     columns = max(1, min(MAX_HEAT_STEPS, MAX_HEAT_CELLS // shown.size))
     return shown, np.arange(0, steps, max(1, -(-steps // columns)))
+
+
+def heat_white_note(trace: Trace, quantity: str) -> str:
+    """What the heatmap's white cells mean, for the reasons it has ("" where it has none): a lane with no element
+    at that step, d = 0 (or m = −∞) where every element it folded so far is −∞, or a value that is not finite."""
+    z, _ = heat_values(trace, quantity)
+    cells = np.ix_(*heat_cells(*z.shape))
+    folded = trace.index[cells] >= 0
+    white = folded & ~np.isfinite(z[cells])
+    parts = []
+    if not folded.all():
+        idle = np.flatnonzero((trace.index < 0).all(axis=1))
+        some = f"lanes {idle[0]}–{idle[-1]}" if idle.size > 1 and idle[-1] - idle[0] + 1 == idle.size else None
+        some = some or (f"lane {idle[0]}" if idle.size == 1 else f"{idle.size} lanes")
+        none = f" ({some} get none of the row's {trace.x.size:,})" if idle.size else ""
+        parts.append(f"no element at that step{none}")
+    value, empty, word = (trace.m, -np.inf, "m = −∞") if quantity == "m" else (trace.d, 0, "d = 0")
+    masked = white & (value[cells] == empty)
+    if masked.any():
+        log = " (log10 of 0 has no value)" if quantity == "d" else ""
+        parts.append(f"{word}, where every element the lane folded so far is −∞{log}")
+    if (white & ~masked).any():
+        parts.append("m is NaN or +∞" if quantity == "m" else "d is NaN or ±∞")
+    return f"White cells: {'; '.join(parts)}." if parts else ""
 
 
 def _nth(k: int) -> str:

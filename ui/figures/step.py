@@ -52,7 +52,7 @@ class StepNumbers:
     row_max: float  # safe softmax's final max (NaN for online)
     exact_m: float
     exact_d: float
-    rel_err: float  # of d_j against exact_d (NaN where either is not finite)
+    rel_err: float  # of d_j against exact_d: 0 where both are 0 (exact), NaN where either is not finite
     kind: str  # "online" or "safe"
 
     @property
@@ -79,7 +79,10 @@ def step_numbers(trace: Trace, lane: int, step: int) -> StepNumbers:
             scale = 1.0 if prev_m == m else float(np.exp(prev_m - m))
             term = 0.0 if x == -math.inf else float(np.exp(x - m))
     exact_d = float(trace.exact_d[lane, step])
-    rel = float(trace.d_rel_error[lane, step]) if math.isfinite(d) and math.isfinite(exact_d) else math.nan
+    if d == exact_d == 0:
+        rel = 0.0  # d_relative_error leaves 0 against 0 as NaN (no element, for the merge tree); folded, it is exact
+    else:
+        rel = float(trace.d_rel_error[lane, step]) if math.isfinite(d) and math.isfinite(exact_d) else math.nan
     return StepNumbers(
         step=step,
         element=idx,
@@ -133,6 +136,18 @@ def nonfinite_cause(trace: Trace, lane: int, step: int) -> str:
     if math.isinf(n.d):
         return f"at {where} d_j overflowed the {trace.acc} accumulator (d_(j−1)·factor + term > its largest value)"
     return f"at {where} the update gave {format_value(n.d)} (m_(j−1) = {format_value(n.prev_m)}, x_j = {format_value(n.x)})"
+
+
+def masked_lane_note(trace: Trace, lane: int) -> str:
+    """Words for a lane whose every element is −∞ (its x and m charts have no point to draw); "" for any other."""
+    steps = lane_steps(trace, lane)
+    if steps.size == 0 or not (trace.x[trace.index[lane, steps]] == -math.inf).all():
+        return ""
+    return (
+        f"Every element of lane {lane} is −∞ (masked): m stays −∞ and d stays 0 at every step, so x and m have no "
+        "point to draw; float64's d is 0 too, so d is exact (relative error 0, drawn at "
+        f"{ERR_FLOOR:g})."
+    )
 
 
 def _sampled(trace: Trace, lane: int, current: int) -> np.ndarray:
@@ -197,7 +212,8 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
         _add_rescales(fig, trace, lane)
     with np.errstate(all="ignore"):
         d, ed = trace.d[lane, steps], trace.exact_d[lane, steps]
-        err = np.where(np.isfinite(d) & np.isfinite(ed), np.maximum(trace.d_rel_error[lane, steps], ERR_FLOOR), np.nan)
+        rel = np.where(d == ed, ERR_FLOOR, np.maximum(trace.d_rel_error[lane, steps], ERR_FLOOR))  # 0 = 0: exact
+        err = np.where(np.isfinite(d) & np.isfinite(ed), rel, np.nan)
     fig.add_trace(
         go.Scatter(
             x=steps,
@@ -213,6 +229,16 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
     _add_current_step(fig, trace, lane, current)
     last = int(lane_steps(trace, lane)[-1])
     _shade_nonfinite(fig, trace, lane, last)
+    if masked_lane_note(trace, lane):
+        fig.add_annotation(
+            text="every x<sub>j</sub> is −∞: m<sub>j</sub> = −∞ and d<sub>j</sub> = 0, no x or m to draw",
+            x=0.5,
+            y=0.5,
+            xref="x domain",
+            yref="y domain",
+            showarrow=False,
+            font=dict(color="#555", size=12),
+        )
     fig.update_yaxes(title_text="value", row=1, col=1)
     fig.update_yaxes(title_text="d<sub>j</sub>", row=2, col=1)
     log_ticks(fig, np.append(err, ERR_FLOOR), row=rows, col=1)

@@ -15,7 +15,8 @@ from explorer.trace import Trace
 from .. import compute, figures
 from ..common import chart, clamp, ensure_choice, guarded, stamp, start_page, variant_label
 from ..figures.common import format_value
-from ..figures.step import StepNumbers
+from ..figures.lanes import heat_white_note
+from ..figures.step import StepNumbers, masked_lane_note
 from ..page import Page
 from ..params import Param, ParamTable
 from ..run_control import duration, held_back
@@ -184,6 +185,8 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
         trace, lane, step, f"{key}, row {cfg.row}{lane_title}: running (m, d), acc {cfg.acc}", stamp()
     )
     chart(fig, cfg.slug(f"step_{key}_lane{lane}"), "chart_step")
+    if note := masked_lane_note(trace, lane):
+        st.caption(note)
     if note := figures.sampled_steps_note(len(steps)):
         st.caption(f"{note}; step j is always drawn.")
     bits_section(trace, n)
@@ -259,12 +262,13 @@ def _update(n: StepNumbers, trace: Trace) -> None:
             rf"d_{{j-1}} = {f(n.prev_d)} \;\xrightarrow{{\times\,{_factor_value(n)}}}\; {f(n.product)}"
             rf" \;\xrightarrow{{+\,e^{{x_j - m_j}} = {f(n.term)}}}\; d_j = {f(n.d)}"
         )
-    rel = "NaN" if math.isnan(n.rel_err) else f"{n.rel_err:.3g}"
-    st.markdown(f"kernel d_j = **{_nine(n.d)}** · float64 d_j = **{_nine(n.exact_d)}** · relative error **{rel}**")
+    rel = "**0** (exact: both 0)" if n.d == n.exact_d == 0 else f"**{format_value(n.rel_err, 3)}**"
+    st.markdown(f"kernel d_j = **{_nine(n.d)}** · float64 d_j = **{_nine(n.exact_d)}** · relative error {rel}")
     if n.kind == "online" and n.prev_m == n.m and not math.isfinite(n.m):
+        m = latex_number(n.m)
         st.caption(
-            f"m_j−1 = m_j = {format_value(n.m)}: the kernel's guard keeps d as it is when the maxima are "
-            "equal; e^(m_j−1 − m_j) itself would be e^(∞ − ∞), which is undefined."
+            rf"$m_{{j-1}} = m_j = {m}$: the kernel's guard keeps d as it is when the maxima are equal; "
+            rf"$e^{{m_{{j-1}} - m_j}}$ itself would be $e^{{{m} - ({m})}}$, which is undefined."
         )
     st.caption(
         f"Final state of the row: kernel (m, d) = ({_nine(trace.final_m)}, {_nine(trace.final_d)}); "
@@ -326,6 +330,8 @@ def _lanes(trace: Trace, cfg: Config, key: str) -> None:
         trace, ss["heat"], f"{key}, row {cfg.row}: {HEAT_CHOICES[ss['heat']]} per lane and step", stamp()
     )
     chart(heat, cfg.slug(f"lanes_{key}"), "chart_lanes")
+    if note := heat_white_note(trace, ss["heat"]):
+        st.caption(note)
 
 
 PAGE = Page(
