@@ -26,14 +26,16 @@ def _shape(text: str) -> tuple[int, int]:
     return rows, cols
 
 
-def _param(text: str) -> tuple[str, float]:
+def _param(text: str) -> tuple[str, str]:
+    """name=value with value a number; the value is kept as typed so a refusal quotes it (1e400, not inf)."""
     name, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"parameter must look like name=value, got {text!r}")
     try:
-        return name, float(value)
+        float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"parameter {name} must be a number, got {value!r}") from None
+    return name, value.strip()
 
 
 CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x1f\x7f-\x9f]")  # terminal escapes, control characters
@@ -115,10 +117,6 @@ def cmd_run(args) -> int:
     return 0
 
 
-RESULT_COLUMNS = ["name", "version", "dtype", "rows", "cols", "block_size", *bench.EVENT_FIELDS, "gbps", "pct_copy"]
-DEVICE_COLUMNS = ["device_us", "pct_copy_device"]  # where the file has device time (CUPTI, through torch)
-
-
 def cmd_topk(args) -> int:
     check_topk_fits(args.rows, args.cols, args.k, args.variant, args.dtype, args.backend)
     x = _input(args)
@@ -133,14 +131,38 @@ def cmd_topk(args) -> int:
     return 0
 
 
-def _print_results(doc: dict, columns: list[str] = RESULT_COLUMNS) -> None:
+FLOOR_NOTE = (
+    "pct_floor: the read-once floor (the logits read once at the copy's byte rate, half the copy's time) "
+    "over each row's time, in %; 100 is at the floor"
+)
+
+
+def _result_columns(results: list[dict]) -> list[str]:
+    """The table's columns for these results: k where they carry it; the read-once floor in place of the copy for
+    top-k rows (they write k values, not a row, so against the copy they read near 200 %); device time where the
+    file has it (CUPTI, through torch)."""
+
+    def has(field: str) -> bool:
+        return any(r.get(field) is not None for r in results)
+
+    pct = "pct_floor" if has("pct_floor") else "pct_copy"
+    columns = ["name", "version", "dtype", "rows", "cols", *(["k"] if has("k") else []), "block_size"]
+    columns += [*bench.EVENT_FIELDS, "gbps", pct]
+    if has("device_us"):
+        columns += ["device_us", f"{pct}_device"]
+    return [*columns, "max_rel"]
+
+
+def _print_results(doc: dict) -> None:
     """The file's GPU and versions, its results as a table (event time, then device time where the file has it),
-    and a line for each result that could not be timed, with why."""
+    what the floor column means where it is shown, and a line for each result that could not be timed, with why."""
     meta = {key: _printable(doc["meta"].get(key, "?")) for key in ("gpu", "cuda_runtime", "cupy", "torch", "date")}
     print(f"{meta['gpu']}, CUDA {meta['cuda_runtime']}, CuPy {meta['cupy']}, torch {meta['torch']}, {meta['date']}")
     results = doc["results"]
-    device = DEVICE_COLUMNS if any(r.get("device_us") is not None for r in results) else []
-    print(_table(results, [*columns, *device, "max_rel"]))
+    columns = _result_columns(results)
+    print(_table(results, columns))
+    if "pct_floor" in columns:
+        print(FLOOR_NOTE)
     for r in results:
         if r.get("error"):
             name = " ".join(_printable(r[k]) for k in ("name", "version") if r.get(k))
@@ -154,7 +176,7 @@ def cmd_bench(args) -> int:
         doc = bench.bench_topk(args.shapes or bench.TOPK_SHAPES, args.topk, args.dtypes, not args.no_peers, progress)
         if args.json:
             Path(args.json).write_text(bench.dumps(doc))
-        _print_results(doc, ["name", "version", "dtype", "rows", "cols", "k", *bench.EVENT_FIELDS, "bytes_moved"])
+        _print_results(doc)
         return 0
     shapes = args.shapes or []
     for sweep in args.sweep or []:
@@ -211,14 +233,58 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help with each option's default where it has one (lists as typed, space-separated) and the examples of the
+    epilog kept line by line."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default is None
+            or default is False
+            or default == argparse.SUPPRESS
+            or "%(default)" in text
+        ):
+            return text
+        shown_default = " ".join(map(str, default)) if isinstance(default, list | tuple) else str(default)
+        return f"{text} (default: {shown_default.replace('%', '%%')})"
+
+
+def _examples(*lines: str) -> str:
+    """An epilog of example command lines."""
+    return "examples:\n" + "\n".join(f"  python -m explorer {line}" for line in lines)
+
+
+def _subcommand(sub, name: str, help: str, examples: tuple[str, ...]) -> argparse.ArgumentParser:
+    """A subcommand whose --help shows defaults and ends with examples."""
+    return sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter, epilog=_examples(*examples))
+
+
 def _input_arguments(p: argparse.ArgumentParser, dist: str, rows: int, cols: int) -> None:
     """The input a command makes: distribution and its parameters, shape and dtype."""
-    p.add_argument("--dist", default=dist, choices=list(DISTRIBUTIONS))
-    p.add_argument("--param", action="append", type=_param, help="distribution parameter, name=value")
-    p.add_argument("--rows", type=int, default=rows)
-    p.add_argument("--cols", type=int, default=cols)
-    p.add_argument("--dtype", default="float32", choices=list(DTYPES))
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dist", default=dist, choices=list(DISTRIBUTIONS), help="distribution of the input")
+    p.add_argument(
+        "--param",
+        action="append",
+        type=_param,
+        metavar="NAME=VALUE",
+        help="a parameter of the distribution, e.g. std=2 or scale=1000; repeat for more",
+    )
+    p.add_argument("--rows", type=int, default=rows, help="rows of the input")
+    p.add_argument("--cols", type=int, default=cols, help="columns of the input: the softmax runs along each row")
+    p.add_argument("--dtype", default="float32", choices=list(DTYPES), help="dtype of the input and output")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the input (>= 0)")
+
+
+def _backend_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=checks.BACKENDS,
+        help="where to run: auto is the GPU where one is usable, else the CPU emulation",
+    )
 
 
 def _input(args: argparse.Namespace):
@@ -227,33 +293,73 @@ def _input(args: argparse.Namespace):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="python -m explorer", description="Softmax kernel explorer")
+    p = Parser(prog="python -m explorer", description="Softmax kernel explorer", formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="the GPU, driver, CUDA and CuPy, or why emulation is used").set_defaults(fn=cmd_info)
 
-    r = sub.add_parser("run", help="run variants and print the error table against float64")
-    r.add_argument("--variant", action="append", required=True, choices=list(VARIANTS))
+    r = _subcommand(
+        sub,
+        "run",
+        "run variants and print the error table against float64",
+        (
+            "run --variant online_thread --variant fast --dist decreasing --rows 8 --cols 65536 "
+            "--dtype float16 --acc float16",
+            "run --variant naive --variant online_warp --dist large --param scale=1000",
+        ),
+    )
+    r.add_argument(
+        "--variant", action="append", required=True, choices=list(VARIANTS), help="a variant to run; repeat for more"
+    )
     _input_arguments(r, "normal", 64, 4096)
-    r.add_argument("--acc", default="float32", choices=list(DTYPES))
+    r.add_argument("--acc", default="float32", choices=list(DTYPES), help="dtype the sums and the maximum are kept in")
     r.add_argument("--block-size", type=int, help="threads per row for the variants that take one")
-    r.add_argument("--backend", default="auto", choices=checks.BACKENDS)
+    _backend_argument(r)
     r.set_defaults(fn=cmd_run)
 
-    t = sub.add_parser("topk", help="softmax + top-k: print the index agreement and error against float64")
-    t.add_argument("--k", type=int, default=8)
-    t.add_argument("--variant", default="topk_fused", choices=list(TOPK_VARIANTS))
+    t = _subcommand(
+        sub,
+        "topk",
+        "softmax + top-k: print the index agreement and error against float64",
+        ("topk --k 8 --rows 4 --cols 128256", "topk --variant topk_unfused --k 50 --dist normal --param std=4"),
+    )
+    t.add_argument(
+        "--k", type=int, default=8, help="how many of the largest probabilities to keep: 1 to 64, at most cols"
+    )
+    t.add_argument("--variant", default="topk_fused", choices=list(TOPK_VARIANTS), help="fused or softmax then top-k")
     _input_arguments(t, "zipf", 8, 32000)
-    t.add_argument("--backend", default="auto", choices=checks.BACKENDS)
+    _backend_argument(t)
     t.set_defaults(fn=cmd_topk)
 
-    b = sub.add_parser("bench", help="time variants and peers on the GPU, write a results JSON")
-    b.add_argument("--variants", nargs="+", choices=list(VARIANTS))
-    b.add_argument("--dtypes", nargs="+", default=["float32"], choices=list(DTYPES))
-    b.add_argument("--acc", default="float32", choices=list(DTYPES))
-    b.add_argument("--shapes", nargs="+", type=_shape, help="ROWSxCOLS ...")
-    b.add_argument("--sweep", nargs="+", choices=["cols", "rows"])
-    b.add_argument("--block-size", type=int)
-    b.add_argument("--no-peers", action="store_true")
+    b = _subcommand(
+        sub,
+        "bench",
+        "time variants and peers on the GPU, write a results JSON",
+        (
+            "bench --variants fast online_warp --sweep cols --dtypes float32 bfloat16 --json results.json",
+            "bench --topk 8 50 --json topk.json",
+            "bench --variants fast --shapes 4096x1024 32768x512",
+        ),
+    )
+    b.add_argument("--variants", nargs="+", choices=list(VARIANTS), help="variants to time (default: all)")
+    b.add_argument("--dtypes", nargs="+", default=["float32"], choices=list(DTYPES), help="dtypes to time each in")
+    b.add_argument("--acc", default="float32", choices=list(DTYPES), help="dtype the sums and the maximum are kept in")
+    b.add_argument(
+        "--shapes",
+        nargs="+",
+        type=_shape,
+        metavar="ROWSxCOLS",
+        help="shapes to time, e.g. 4096x1024; give --shapes, --sweep or both",
+    )
+    b.add_argument(
+        "--sweep",
+        nargs="+",
+        choices=["cols", "rows"],
+        help="add named shapes: cols, widths 128 to 262,144 at 2^27 elements each; rows, long rows of 2^20 to 2^24 columns",
+    )
+    b.add_argument("--block-size", type=int, help="threads per row for the variants that take one")
+    b.add_argument(
+        "--no-peers", action="store_true", help="time only the variants, not the peers (cupyx, torch, QuACK, Liger)"
+    )
     b.add_argument(
         "--topk",
         nargs="+",
@@ -261,11 +367,16 @@ def parser() -> argparse.ArgumentParser:
         metavar="K",
         help="benchmark softmax + top-k (fused, unfused, torch) for these k; shapes default to vocab sizes",
     )
-    b.add_argument("--json", help="write the results document here")
+    b.add_argument("--json", metavar="FILE", help="write the results document here")
     b.set_defaults(fn=cmd_bench)
 
-    s = sub.add_parser("show", help="print results files written by bench (or downloaded from the app)")
-    s.add_argument("files", nargs="+")
+    s = _subcommand(
+        sub,
+        "show",
+        "print results files written by bench (or downloaded from the app)",
+        ("show results.json", "show docs/results/topk.json docs/results/odd-widths.json"),
+    )
+    s.add_argument("files", nargs="+", metavar="FILE", help="results JSON files, each printed as a table")
     s.set_defaults(fn=cmd_show)
     return p
 

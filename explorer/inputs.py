@@ -195,15 +195,15 @@ def make_input(distribution: str, rows: int, cols: int, dtype: str = "float32", 
         )
     values = {}
     for name, spec in dist.params.items():
-        value = params.get(name, spec.default)
+        given = params.get(name, spec.default)
         try:
-            value = float(value)
+            value = float(given)
         except (TypeError, ValueError, OverflowError):
             raise InvalidInput(
-                f"parameter {name} must be a number from {spec.low} to {spec.high}, got {shown(value)}"
+                f"parameter {name} must be a number from {spec.low} to {spec.high}, got {shown(given)}"
             ) from None
-        if not spec.low <= value <= spec.high:
-            raise InvalidInput(f"parameter {name}={value} is outside [{spec.low}, {spec.high}]")
+        if not spec.low <= value <= spec.high:  # quoted as given: 1e400, not the inf it became
+            raise InvalidInput(f"parameter {name}={shown(given, quoted=False)} is outside [{spec.low}, {spec.high}]")
         values[name] = value
     if not whole(seed) or seed < 0:
         raise InvalidInput(f"seed must be a whole number >= 0, got {shown(seed)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -127,9 +128,10 @@ def test_topk_is_held_to_its_own_memory_model(capsys, monkeypatch):
         (["run", "--variant", "naive", "--rows", "0"], ("rows must be at least 1",)),
         (["run", "--variant", "naive", "--cols", "-4"], ("cols must be at least 1",)),
         (["run", "--variant", "naive", "--rows", "99999999999999999999"], ("below 2^31",)),
-        (["run", "--variant", "naive", "--param", "std=-1"], ("std=-1.0", "outside")),
+        (["run", "--variant", "naive", "--param", "std=-1"], ("std=-1 ", "outside")),
         (["run", "--variant", "naive", "--param", "nope=1"], ("normal takes",)),
-        (["run", "--variant", "naive", "--param", "std=1e999"], ("outside",)),
+        (["run", "--variant", "naive", "--param", "std=1e999"], ("std=1e999 is outside",)),  # as typed, not inf
+        (["run", "--variant", "naive", "--param", "std=two"], ("std must be a number", "'two'")),
         (["run", "--variant", "naive", "--seed", "-1"], ("seed",)),
         (["run", "--variant", "nope"], ("invalid choice",)),
         (["run", "--variant", "naive", "--rows", "abc"], ("invalid int value",)),
@@ -220,6 +222,65 @@ def test_show_prints_device_time_where_the_file_has_it_and_why_a_peer_failed(cap
     assert "\x1b" not in out and "\x07" not in out and out.startswith("H200, CUDA ?")
     code, out, _ = call(capsys, "show", results_file(tmp_path, valid_doc({}), "plain.json"))
     assert code == 0 and "device_us" not in out and "could not run" not in out
+
+
+def test_show_a_topk_file_has_k_and_the_read_once_floor(capsys):
+    """Top-k rows of one shape differ by k, so k is a column; they are measured against the read-once floor (what
+    the file has for them), not against the copy, and a line under the table says what that column means."""
+    code, out, err = call(capsys, "show", str(ROOT / "docs/results/topk.json"))
+    assert code == 0, err
+    lines = out.splitlines()
+    header = lines[1].split()
+    assert header[header.index("cols") + 1] == "k"
+    assert "pct_floor" in header and "pct_floor_device" in header
+    assert "pct_copy" not in header and "pct_copy_device" not in header
+    fused = next(line.split() for line in lines[2:] if line.split()[0] == "topk_fused")
+    assert fused[header.index("k")] == "1" and 50 < float(fused[header.index("pct_floor_device")]) <= 100
+    assert lines[-1].startswith("pct_floor: the read-once floor")
+
+
+def test_show_a_softmax_file_has_no_k_and_the_copy(capsys):
+    code, out, err = call(capsys, "show", str(ROOT / "docs/results/odd-widths.json"))
+    assert code == 0, err
+    header = out.splitlines()[1].split()
+    assert "k" not in header and "pct_floor" not in header and "pct_floor" not in out
+    assert header[header.index("p90_us") + 1 :][:2] == ["gbps", "pct_copy"]
+
+
+@pytest.mark.parametrize(
+    ("command", "defaults", "example"),
+    [
+        (
+            "run",
+            ("(default: normal)", "(default: 64)", "(default: 4096)", "(default: 0)", "(default: float32)"),
+            "run --variant online_thread --variant fast",
+        ),
+        (
+            "topk",
+            ("(default: 8)", "(default: topk_fused)", "(default: zipf)", "(default: 32000)", "1 to 64"),
+            "topk --k 8 --rows 4 --cols 128256",
+        ),
+        ("bench", ("(default: float32)", "(default: all)"), "bench --topk 8 50 --json topk.json"),
+        ("show", (), "show results.json"),
+    ],
+)
+def test_help_shows_defaults_and_ends_with_examples(capsys, monkeypatch, command, defaults, example):
+    monkeypatch.setenv("COLUMNS", "200")  # one option's help on one line
+    code, out, _ = call(capsys, command, "--help")
+    assert code == 0
+    for default in defaults:
+        assert default in out, (default, out)
+    assert "examples:" in out and f"  python -m explorer {example}" in out, out
+    assert "(default: None)" not in out and "(default: False)" not in out
+
+
+def test_every_option_of_every_subcommand_has_help_and_run_variant_says_it_repeats():
+    subcommands = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name in ("run", "topk", "bench", "show"):
+        for action in subcommands[name]._actions:
+            assert action.help, (name, action.dest)
+    variant = next(a for a in subcommands["run"]._actions if a.dest == "variant")
+    assert "repeat" in variant.help
 
 
 @pytest.mark.parametrize(
