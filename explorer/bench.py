@@ -167,7 +167,7 @@ def bench_shape(
     seed: int = 0,
 ) -> list[dict]:
     """Copy, then every variant and peer, on one shape: validated first, then timed."""
-    shape = _ShapeBench(rows, cols, dtype, acc, seed)
+    shape = ShapeBench(rows, cols, dtype, acc, seed)
     copy_row = shape.row("copy", "copy", 0, shape.copy_times, 1, 1, 0.0, "device-to-device copy")
     runs = [shape.time_variant(v, block_size) for key in variants if (v := VARIANTS[key]).takes(dtype, acc)]
     runs += [shape.time_peer(*peer) for peer in _softmax_peers(dtype, shape.xs, shape.ys)] if peers else []
@@ -178,7 +178,7 @@ def bench_shape(
     return [copy_row] + [row for row, _ in runs]
 
 
-class _ShapeBench:
+class ShapeBench:
     """One shape's benchmark: inputs rotated among enough buffers that they never sit in L2 between launches,
     their outputs, the float64 reference of the first, and a copy of the same bytes, timed first: every row's
     % of copy is against it."""

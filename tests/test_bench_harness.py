@@ -446,7 +446,7 @@ def test_fp32_accumulation_is_allowed_what_the_gpu_tests_allow_and_16_bit_its_bo
 def test_a_variant_that_runs_wrong_gets_an_error_row_and_is_not_timed(numpy_as_cupy, monkeypatch):
     """naive's fp16 sum overflows on a wide row: outputs 0 where float64 is not. The row says so, with no times,
     and the run goes on to the next variant."""
-    shape = object.__new__(bench._ShapeBench)
+    shape = object.__new__(bench.ShapeBench)
     shape.rows, shape.cols, shape.dtype, shape.acc = 4, 300, "float32", "float16"
     x = np.random.default_rng(3).standard_normal((4, 300)).astype(np.float32)
     shape.xs, shape.ys = [x], [np.empty_like(x)]
