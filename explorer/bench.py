@@ -313,6 +313,13 @@ def run(
     }
 
 
+SWEEPS = {  # sweep_shapes' names, in words
+    "cols": f"widths {SWEEP_COLS[0]} to {SWEEP_COLS[-1]:,} at 2^{SWEEP_ELEMENTS.bit_length() - 1} elements each",
+    "odd": f"widths {', '.join(f'{c:,}' for c in ODD_COLS)} at 2^{SWEEP_ELEMENTS.bit_length() - 1} elements each",
+    "rows": "long rows: " + ", ".join(f"{r}×{c:,}" for r, c in LONG_ROW_SHAPES),
+}
+
+
 def sweep_shapes(kind: str) -> list[tuple[int, int]]:
     """Named sweeps: 'cols' (2^27 elements, Triton-tutorial style), 'odd' (odd widths, 2^27 elements),
     'rows' (long rows)."""

@@ -353,8 +353,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--sweep",
         nargs="+",
-        choices=["cols", "rows"],
-        help="add named shapes: cols, widths 128 to 262,144 at 2^27 elements each; rows, long rows of 2^20 to 2^24 columns",
+        choices=bench.SWEEPS,
+        help="add named shapes: " + "; ".join(f"{name}, {words}" for name, words in bench.SWEEPS.items()),
     )
     b.add_argument("--block-size", type=int, help="threads per row for the variants that take one")
     b.add_argument(

@@ -1,6 +1,6 @@
-"""The __global__ functions of a CUDA source file, found by matching brackets rather than by a regex of fixed
-depth, so attributes such as __launch_bounds__(f(a, sizeof(T)), ...) nest as deep as they like. The Kernels
-page shows a variant's functions from it, and the plug-in tests check that the registry's functions exist."""
+"""The __global__ functions of a CUDA source file, found by matching brackets, so attributes such as
+__launch_bounds__(f(a, sizeof(T)), ...) may nest to any depth. The Kernels page shows a variant's functions from
+it, and the plug-in tests check that the registry's functions exist."""
 
 from __future__ import annotations
 

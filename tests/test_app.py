@@ -654,3 +654,12 @@ def test_every_page_after_every_distribution_has_no_exception():
         for page in ("outputs", "step", "errors", "timing", "kernels"):
             goto(at, page)
             ok(at)
+
+
+def test_the_error_page_says_what_the_bound_says_of_each_case():
+    from ui.pages.errors import bound_verdict
+
+    assert bound_verdict(1e-7, 1e-6, 0, 0) == "holds"
+    assert bound_verdict(float("nan"), 1e-6, 0, 3) == "fails: 3 NaN/inf ≠ ref"
+    assert bound_verdict(float("nan"), 1e-6, 0, 0) == "nothing to check (no finite row)"
+    assert bound_verdict(1e-5, 1e-6, 2, 0) == "exceeded (outputs flushed to 0)"

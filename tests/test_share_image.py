@@ -235,3 +235,11 @@ def test_outputs_and_error_pages_offer_the_share_image_and_name_the_run_in_title
         assert all(words in title for words in ("normal", "4×100", "float32"))  # distribution, shape, dtype
         button = next(b for b in at.download_button if b.label == "Download share image (PNG)")
         assert button.proto.HasField("deferred_file_id")  # drawn when clicked, not on every rerun
+
+
+def test_the_device_line_names_where_a_file_came_from_after_its_date_on_either_backend():
+    assert share.device_line({"backend": "emulator"}, "2026-01-02", source="x.json").endswith(
+        "2026-01-02 · from x.json"
+    )
+    gpu = share.device_line({"gpu": "H200", "date": "2026-01-02T10:00"}, source="x.json")
+    assert gpu.endswith("2026-01-02 · from x.json")

@@ -267,3 +267,10 @@ def test_bad_page_values_in_a_url_are_explained_in_the_sidebar():
     assert at.number_input(key="tk_k").value == 8 and at.toggle(key="tk_log").value is True
     assert "tk_k" not in at.query_params and "tk_log" not in at.query_params
     assert at.query_params["prec_variants"] == "online_warp"
+
+
+def test_a_distribution_parameter_is_exact_in_captions_and_file_names_too():
+    from ui.state import params_text
+
+    assert params_text((("mean", 1.23456789), ("std", 1.0))) == "_mean1.23456789_std1"
+    assert params_text((("mean", 1.234561),)) != params_text((("mean", 1.234562),))

@@ -21,9 +21,8 @@ class Page:
     params: tuple[Param, ...] = ()  # its URL parameters, besides the sidebar's
     sidebar: tuple[str, ...] = EVERY_SECTION  # the sidebar sections it reads; the rest sit folded away
     sidebar_without_gpu: tuple[str, ...] | None = None  # ... where they differ on the emulation
-    runs_the_shape: bool = (
-        False  # the sidebar says what a run of the chosen shape needs, and refuses one that won't fit
-    )
+    # the sidebar says what a run of the chosen shape needs, and refuses one that won't fit
+    runs_the_shape: bool = False
 
     def sections(self, on_gpu: bool) -> tuple[str, ...]:
         return self.sidebar if on_gpu or self.sidebar_without_gpu is None else self.sidebar_without_gpu

@@ -64,7 +64,7 @@ def exact_text(value: float) -> str:
 
 
 def params_text(params: tuple[tuple[str, float], ...], sep: str = "_", eq: str = "") -> str:
-    return "".join(f"{sep}{name}{eq}{value:g}" for name, value in params)
+    return "".join(f"{sep}{name}{eq}{exact_text(value)}" for name, value in params)
 
 
 def source_slug(dist: str, params: tuple[tuple[str, float], ...], upload_name: str = "") -> str:

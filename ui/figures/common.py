@@ -46,9 +46,8 @@ def device_line(meta: Mapping, date: str = "", source: str = "") -> str:
             f"CUDA {meta.get('cuda_runtime') or '?'}",
             f"CuPy {meta.get('cupy') or '?'}",
         ]
-    if source and source != meta.get("gpu"):
-        parts.append(f"from {source}")
-    return " · ".join([*parts[:4], date, *parts[4:]] if date else parts)
+    origin = [f"from {source}"] if source and source != meta.get("gpu") else []
+    return " · ".join([*parts, *([date] if date else []), *origin])
 
 
 def stamp_text(info: dict, date: str) -> str:

@@ -8,6 +8,7 @@ the emulator otherwise. Figures come from ui.figures.precision.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import pandas as pd
@@ -250,7 +251,7 @@ def _error_vs_n(records: list[Measurement], variants: list[str], dtype: str) -> 
         stamp(),
     )
     _chart(fig, f"error_vs_n_{variant}_{quantity}_{dtype}", "chart_prec_main")
-    applies = [r for r in records if r.bound_applies]
+    applies = [r for r in records if r.bound_applies and not math.isnan(r.out_max_rel)]  # NaN: no row measured
     within = sum(r.d_rel_error <= r.d_bound and r.out_max_rel <= r.bound for r in applies)
     st.caption(
         f"Dashed: the seed's bound, drawn while below 1. Where it is below 1, {within} of {len(applies)} "
