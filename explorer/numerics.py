@@ -44,6 +44,7 @@ def _format(name: str) -> Format:
 
 
 FORMATS: dict[str, Format] = {name: _format(name) for name in DTYPES}
+SHORT_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}  # as tables and chart labels write them
 
 # Largest max_rel vs float64 for fp32 accumulation on normal inputs with cols <= 4096, by output type.
 MAX_REL_FP32_ACC = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}

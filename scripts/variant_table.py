@@ -4,13 +4,12 @@ python scripts/variant_table.py
 """
 
 import explorer
-
-SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+from explorer.numerics import SHORT_NAMES
 
 
 def _names(dtypes: tuple[str, ...]) -> str:
     """The registry's dtype names, short ("fp32, fp16"); a single one reads "fp32 only"."""
-    short = ", ".join(SHORT.get(d, d) for d in dtypes)
+    short = ", ".join(SHORT_NAMES.get(d, d) for d in dtypes)
     return f"{short} only" if len(dtypes) == 1 else short
 
 

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 
 import explorer
 from explorer import precision
-from explorer.numerics import sequential_terms_text
+from explorer.numerics import SHORT_NAMES, sequential_terms_text
 from explorer.precision import Measurement, Trajectory
 
 from .common import ERR_FLOOR, finish
@@ -205,7 +205,7 @@ def bound_label(quantity: str, dtype: str, terms: str) -> str:
 
 
 def _short(acc: str) -> str:
-    return {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}[acc]
+    return SHORT_NAMES[acc]
 
 
 def _terms_text(records: list[Measurement], variant: str, dtype: str) -> str:
