@@ -93,6 +93,13 @@ class Trace:
         """Relative error of the kernel's d_j against float64, per (thread, step)."""
         return d_relative_error(self.d, self.exact_d)
 
+    @property
+    def folded_d_rel_error(self) -> np.ndarray:
+        """d_rel_error, with 0 wherever d equals float64's: a lane whose elements so far were all −∞ holds d = 0
+        exactly (d_rel_error leaves 0 against 0 NaN, for a lane or subtree that got no element)."""
+        with np.errstate(invalid="ignore"):
+            return np.where(self.d == self.exact_d, 0.0, self.d_rel_error)
+
 
 def d_relative_error(d, exact_d) -> np.ndarray:
     """|d − exact d| / |exact d|, elementwise in float64. Where exact d is 0: NaN if d is 0 too (a lane or subtree

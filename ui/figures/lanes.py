@@ -21,10 +21,7 @@ def heat_values(trace: Trace, quantity: str) -> tuple[np.ndarray, str]:
         if quantity == "m":
             return finite_or_nan(trace.m), "kernel's m"
         if quantity == "err":
-            exact = trace.d == trace.exact_d
-            return np.log10(
-                np.where(exact, ERR_FLOOR, np.maximum(trace.d_rel_error, ERR_FLOOR))
-            ), "log10 rel. error of d"
+            return np.log10(np.maximum(trace.folded_d_rel_error, ERR_FLOOR)), "log10 rel. error of d"
         return np.log10(np.where(trace.d > 0, trace.d, np.nan)), "log10 of kernel's d"
 
 

@@ -79,10 +79,7 @@ def step_numbers(trace: Trace, lane: int, step: int) -> StepNumbers:
             scale = 1.0 if prev_m == m else float(np.exp(prev_m - m))
             term = 0.0 if x == -math.inf else float(np.exp(x - m))
     exact_d = float(trace.exact_d[lane, step])
-    if d == exact_d == 0:
-        rel = 0.0  # d_relative_error leaves 0 against 0 as NaN (no element, for the merge tree); folded, it is exact
-    else:
-        rel = float(trace.d_rel_error[lane, step]) if math.isfinite(d) and math.isfinite(exact_d) else math.nan
+    rel = float(trace.folded_d_rel_error[lane, step]) if math.isfinite(d) and math.isfinite(exact_d) else math.nan
     return StepNumbers(
         step=step,
         element=idx,
@@ -212,7 +209,7 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
         _add_rescales(fig, trace, lane)
     with np.errstate(all="ignore"):
         d, ed = trace.d[lane, steps], trace.exact_d[lane, steps]
-        rel = np.where(d == ed, ERR_FLOOR, np.maximum(trace.d_rel_error[lane, steps], ERR_FLOOR))  # 0 = 0: exact
+        rel = np.maximum(trace.folded_d_rel_error[lane, steps], ERR_FLOOR)
         err = np.where(np.isfinite(d) & np.isfinite(ed), rel, np.nan)
     fig.add_trace(
         go.Scatter(
