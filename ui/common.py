@@ -15,12 +15,13 @@ import explorer
 from explorer import budget
 from explorer.errors import as_text
 from explorer.inputs import MAX_UPLOAD_BYTES
+from explorer.registry import BLOCK_SIZES
 
 from . import compute, figures
 from .compute import VariantRun
 from .figures.share import MISSING
 from .run_control import bounded, duration, held_back, log, stopped_notice
-from .state import Config, InputSpec
+from .state import Config, InputSpec, default_block
 
 ss = st.session_state
 # The uploaders' own limit, in Streamlit's MB: 10^6 bytes in its browser code (2^20 on Windows), 2^20 at the server
@@ -251,6 +252,18 @@ def ensure_choice(key: str, options: list, default=None, what: str = "", format_
             f"{what} “{value}” is not offered here: showing “{format_func(ss[key])}”.",
             icon=":material/info:",
         )
+
+
+def sidebar_takes_block() -> bool:
+    """Whether one of the sidebar's variants takes a block size: then the sidebar draws block_size_slider."""
+    return any(explorer.VARIANTS[k].takes_block_size for k in ss.get("variants", ()))
+
+
+def block_size_slider(label: str) -> None:
+    """The block size (key `block`), one of those the block variants take; drawn once a run, by the sidebar or,
+    where it has none, by the Kernels page."""
+    ensure_choice("block", BLOCK_SIZES, default_block())
+    st.select_slider(label, BLOCK_SIZES, key="block")
 
 
 def clamp(key: str, low: int, high: int, what: str = "") -> None:

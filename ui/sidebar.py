@@ -12,7 +12,7 @@ from explorer.errors import as_text, shown
 from explorer.inputs import MAX_UPLOAD_BYTES
 
 from . import compute
-from .common import UPLOAD_MB, backend_badge, clamp, ensure_choice
+from .common import UPLOAD_MB, backend_badge, block_size_slider, clamp, ensure_choice, sidebar_takes_block
 from .menu import PAGES
 from .page import EVERY_SECTION, Page
 from .state import UPLOAD, Config, UploadedInput, param_key
@@ -225,9 +225,8 @@ def _acc() -> None:
 def _kernels() -> None:
     st.subheader("Kernels")
     st.multiselect("Variants", TABLE.options("variants"), key="variants", help=_variants_help())
-    if any(explorer.VARIANTS[k].takes_block_size for k in ss["variants"]):
-        ensure_choice("block", TABLE.options("block"), TABLE["block"].default_value())
-        st.select_slider("Block size (threads per row, block variants)", TABLE.options("block"), key="block")
+    if sidebar_takes_block():
+        block_size_slider("Block size (threads per row, block variants)")
 
 
 def _row() -> None:

@@ -11,12 +11,11 @@ import streamlit as st
 
 import explorer
 from explorer.cuda_source import global_functions
-from explorer.registry import BLOCK_SIZES
 
-from ..common import ensure_choice, guarded, header, show_table, variant_label
+from ..common import block_size_slider, ensure_choice, guarded, header, show_table, sidebar_takes_block, variant_label
 from ..page import KERNEL_SECTIONS, Page
 from ..params import Param
-from ..state import Config, default_block
+from ..state import Config
 
 ss = st.session_state
 PARAMS = (Param("kv", "word", "", choices=lambda: tuple(explorer.VARIANTS), hint="unknown variant"),)
@@ -96,10 +95,8 @@ def _launch_and_resources(v: explorer.Variant, cfg: Config) -> None:
 def _block_size(v: explorer.Variant) -> None:
     """The block size of the launch shown, where the variant takes one: the sidebar's slider, drawn there while one
     of the sidebar's variants takes a block size, else here (the same setting, `block`)."""
-    if not v.takes_block_size or any(explorer.VARIANTS[k].takes_block_size for k in ss.get("variants", ())):
-        return
-    ensure_choice("block", BLOCK_SIZES, default_block())
-    st.select_slider("Block size (threads per row)", BLOCK_SIZES, key="block")
+    if v.takes_block_size and not sidebar_takes_block():
+        block_size_slider("Block size (threads per row)")
 
 
 @guarded
