@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import inspect
 import math
 import re
 from collections import defaultdict
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from explorer import bench
+from explorer import bench, devicetime, harness
 
 NOISY_SPREAD = 1.5  # event times spread wider than this (p90 / p10) are marked in the tables
 
@@ -423,7 +424,9 @@ def svg_plot(series: dict[str, list[tuple[int, float]]], title: str, target: flo
 
 # --- the document ---------------------------------------------------------------------------------------------
 
-METHOD = """\
+TIMING = {name: p.default for name, p in inspect.signature(harness.time_launches).parameters.items()}
+
+METHOD = f"""\
 **Method.** Every kernel and peer is first validated against a float64 reference computed on the GPU, on a
 fresh random input: a softmax variant's output is poisoned beforehand (an unwritten element or a NaN pattern
 different from the reference's fails the run), a top-k kernel's indices must match float64's exactly on the
@@ -432,12 +435,14 @@ rows, say) or whose output is wrong is listed with its error instead of a time. 
 import (`requirements-peers.txt`: torch, QuACK, Liger), each with the version measured. Inputs rotate among
 enough buffers to cover 4× the L2, so no launch reads from L2 what the previous one left there.
 
-**Two times.** *Event time* (`median_us`): one warm-up launch, then 20–200 launches (≤ 0.5 s), each between two
+**Two times.** *Event time* (`median_us`): one warm-up launch, then as many launches as take about
+{TIMING["budget_s"]:g} s by the first one's time, from {TIMING["min_repeats"]} to {TIMING["max_repeats"]} (3 where one takes over 200 ms), each between two
 CUDA events; the median and p10/p90. It is what a Python loop sees: the kernel plus any gap while Python
 issues the next launch. *Device time* (`device_us`, marked "dev"): with torch present, torch.profiler records
-CUPTI activity for 5 batches of calls (about 20 ms of GPU work each); per batch, the durations of the kernels
-the calls launched are summed (memsets and memcpys of setup are not) and divided by the calls; the median over
-batches. It is the GPU's own time for the work.
+CUPTI activity for {devicetime.BATCHES} batches of calls (about {devicetime.BATCH_US / 1000:g} ms of GPU work each, at most {devicetime.MAX_CALLS} calls: less
+for a kernel under {devicetime.BATCH_US / devicetime.MAX_CALLS:g} µs); per batch, the durations of the kernels the calls launched are summed
+(memsets and memcpys of setup are not) and divided by the calls; the median over batches. It is the GPU's own
+time for the work.
 
 **% of copy** is a device-to-device copy of the same bytes, timed both ways in the same run, divided by the
 kernel's time: from event time beside event time, from device time beside device time. **GB/s** counts what

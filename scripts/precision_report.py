@@ -1,7 +1,7 @@
 """The precision lab's figures and numbers for docs/precision.md.
 
     BROWSER_PATH=/usr/bin/chromium python scripts/precision_report.py --out docs            # here: the emulator
-    python scripts/precision_report.py --backend cuda --thread-max 20 --prefix precision-gpu --no-png --out $OUT
+    python scripts/precision_report.py --backend cuda --prefix precision-gpu --no-png --out $OUT
     BROWSER_PATH=/usr/bin/chromium python scripts/precision_report.py --records precision-gpu.json --out docs
 
 Runs explorer.precision.sweep over n = 2^4 .. 2^max (online_thread up to 2^thread-max: the emulator folds

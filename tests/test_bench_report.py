@@ -2,6 +2,7 @@
 time where rows have it, per-kernel tables with peer versions, the SVG plot, and text from files escaped."""
 
 import importlib.util
+import inspect
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -216,3 +217,17 @@ def test_an_event_time_whose_spread_is_wide_is_marked_and_the_mark_explained():
     assert report_mod.cell(steady, "pct_copy") == "10.6 (100%)"
     assert report_mod.cell(hiccup, "pct_copy") == "41.9‡ (100%)"
     assert "‡: that row's event times spread over more than 1.5×" in report_mod.report([("x", softmax_doc())])[0]
+
+
+def test_method_gives_the_harness_own_counts():
+    """The Method's launch and batch counts are the harness's: time_launches' defaults and devicetime's batches,
+    whose cap on calls makes a batch of a short kernel shorter than the time aimed at."""
+    from explorer import devicetime, harness
+
+    timing = inspect.signature(harness.time_launches).parameters
+    method = " ".join(report_mod.METHOD.split())
+    assert f"about {timing['budget_s'].default:g} s" in method
+    assert f"from {timing['min_repeats'].default} to {timing['max_repeats'].default}" in method
+    assert f"{devicetime.BATCHES} batches of calls" in method
+    assert f"at most {devicetime.MAX_CALLS} calls" in method
+    assert f"under {devicetime.BATCH_US / devicetime.MAX_CALLS:g} µs" in method
