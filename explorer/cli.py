@@ -15,7 +15,7 @@ from .errors import ExplorerError, InvalidInput, shown
 from .inputs import DISTRIBUTIONS, MAX_UPLOAD_BYTES, make_input
 from .numerics import DTYPES
 from .registry import VARIANTS
-from .topk import TOPK_VARIANTS, check_topk_fits, softmax_topk, topk_errors
+from .topk import K_MAX, TOPK_VARIANTS, check_topk_fits, softmax_topk, topk_errors
 
 
 def _shape(text: str) -> tuple[int, int]:
@@ -29,13 +29,13 @@ def _shape(text: str) -> tuple[int, int]:
 def _param(text: str) -> tuple[str, str]:
     """name=value with value a number; the value is kept as typed so a refusal quotes it (1e400, not inf)."""
     name, sep, value = text.partition("=")
-    if not sep:
+    if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"parameter must look like name=value, got {text!r}")
     try:
         float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"parameter {name} must be a number, got {value!r}") from None
-    return name, value.strip()
+    return name.strip(), value.strip()
 
 
 CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x1f\x7f-\x9f]")  # terminal escapes, control characters
@@ -47,10 +47,16 @@ def _printable(text: object, limit: int = 60) -> str:
     return shown(" ".join(CONTROL.sub(" ", str(text)).split()), limit, quoted=False)
 
 
+def _number(v: float) -> str:
+    """A number of a table: three significant digits, whole from 1,000 up (1750, not 1.75e+03), and in
+    scientific notation past 1e15, so that a number from a file cannot be hundreds of digits wide."""
+    return f"{v:.0f}" if 1e3 <= abs(v) < 1e15 else f"{v:.3g}"
+
+
 def _table(rows: list[dict], columns: list[str]) -> str:
     def cell(v):
         if isinstance(v, float):
-            return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.0f}"
+            return _number(v)
         return "—" if v is None else _printable(v)
 
     body = [[cell(r.get(c)) for c in columns] for r in rows]
@@ -122,10 +128,14 @@ def cmd_topk(args) -> int:
     x = _input(args)
     result = softmax_topk(x, args.k, args.variant, args.backend)
     report = topk_errors(result, x)
-    print(
-        f"{args.variant} k={args.k} on {args.dist} {args.rows}×{args.cols} {args.dtype} ({result.backend}): "
+    checked = (
         f"{report.index_mismatch} wrong indices, {report.tie_swaps} swaps of ties within rounding, "
         f"max_rel {report.max_rel:.3g} over {report.rows_checked} finite rows"
+        if report.rows_checked
+        else "nothing to check: every row holds a NaN or +inf, so float64's probabilities are NaN"
+    )
+    print(
+        f"{args.variant} k={args.k} on {args.dist} {args.rows}×{args.cols} {args.dtype} ({result.backend}): {checked}"
     )
     print("row 0:", ", ".join(f"{i}: {float(v):.4g}" for i, v in zip(result.indices[0], result.values[0])))
     return 0
@@ -170,19 +180,77 @@ def _print_results(doc: dict) -> None:
             print(f"{name} could not run on {_printable(shape)}: {_printable(r['error'], 200)}")
 
 
+def _check_writable(path: str) -> None:
+    """Refuse an output file that cannot be written, before a benchmark of minutes whose results it would lose."""
+    target = Path(path)
+    existed = target.exists()
+    try:
+        with open(target, "a"):
+            pass
+    except OSError as exc:
+        raise InvalidInput(f"--json {path}: cannot be written: {exc.strerror or exc}") from None
+    if not existed:
+        target.unlink()
+
+
+def _bench_shapes(args) -> list[tuple[int, int]]:
+    """The shapes bench would time, each checked as `run` checks one, and its other arguments checked with them:
+    all before the GPU is touched, so that a bad argument is refused at once and not after minutes of timing."""
+    if args.topk:
+        ignored = [
+            name
+            for name, given in (
+                ("--variants", args.variants),
+                ("--sweep", args.sweep),
+                ("--block-size", args.block_size is not None),
+                ("--acc", args.acc != "float32"),
+            )
+            if given
+        ]
+        if ignored:
+            raise InvalidInput(
+                f"--topk does not take {', '.join(ignored)}: it times topk_fused, topk_unfused and torch with a "
+                "float32 accumulator, on --shapes or the vocabulary sizes"
+            )
+        shapes = args.shapes or bench.TOPK_SHAPES
+    else:
+        shapes = list(args.shapes or [])
+        for sweep in args.sweep or []:
+            shapes += bench.sweep_shapes(sweep)
+        if not shapes:
+            raise InvalidInput("give --shapes or --sweep (or --topk)")
+        for key, block_size in _block_sizes(args.variants or list(VARIANTS), args.block_size).items():
+            if block_size is not None:
+                checks.check_block(VARIANTS[key], block_size)
+        for key in args.variants or []:  # named ones only: of all, bench times each where it has a kernel
+            v = VARIANTS[key]
+            if args.acc not in v.accumulators:
+                raise InvalidInput(f"{key} accumulates in {', '.join(v.accumulators)}, not {args.acc}")
+            if untaken := [dtype for dtype in args.dtypes if dtype not in v.dtypes]:
+                raise InvalidInput(f"{key} takes {', '.join(v.dtypes)} inputs, not {', '.join(untaken)}")
+    limit = checks.max_elements()
+    for rows, cols in shapes:
+        checks.check_shape(rows, cols)
+        if rows * cols > limit:
+            raise InvalidInput(
+                f"shape {rows}x{cols} is {rows * cols:,} elements, over this server's limit of {limit:,} for one run"
+            )
+        for k in args.topk or []:
+            checks.check_k(k, cols, K_MAX)
+    if args.json:
+        _check_writable(args.json)
+    return shapes
+
+
 def cmd_bench(args) -> int:
     progress = lambda f, text: print(f"[{f:4.0%}] {text}", file=sys.stderr, flush=True)  # noqa: E731
+    shapes = _bench_shapes(args)
     if args.topk:
-        doc = bench.bench_topk(args.shapes or bench.TOPK_SHAPES, args.topk, args.dtypes, not args.no_peers, progress)
+        doc = bench.bench_topk(shapes, args.topk, args.dtypes, not args.no_peers, progress)
         if args.json:
             Path(args.json).write_text(bench.dumps(doc))
         _print_results(doc)
         return 0
-    shapes = args.shapes or []
-    for sweep in args.sweep or []:
-        shapes += bench.sweep_shapes(sweep)
-    if not shapes:
-        raise ExplorerError("give --shapes or --sweep")
     doc = bench.run(
         args.variants or list(VARIANTS),
         shapes,
@@ -289,20 +357,25 @@ def _backend_argument(p: argparse.ArgumentParser) -> None:
 
 def _input(args: argparse.Namespace):
     """The input _input_arguments describe."""
+    names = [name for name, _ in args.param or []]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise InvalidInput(f"--param {', '.join(twice)} given more than once")
     return make_input(args.dist, args.rows, args.cols, args.dtype, args.seed, **dict(args.param or []))
 
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m explorer", description="Softmax kernel explorer", formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="the GPU, driver, CUDA and CuPy, or why emulation is used").set_defaults(fn=cmd_info)
+    _subcommand(sub, "info", "the GPU, driver, CUDA and CuPy, or why emulation is used", ("info",)).set_defaults(
+        fn=cmd_info
+    )
 
     r = _subcommand(
         sub,
         "run",
         "run variants and print the error table against float64",
         (
-            "run --variant online_thread --variant fast --dist decreasing --rows 8 --cols 65536 "
+            "run --variant online_thread --variant online_warp --dist decreasing --rows 8 --cols 65536 "
             "--dtype float16 --acc float16",
             "run --variant naive --variant online_warp --dist large --param scale=1000",
         ),
@@ -333,7 +406,7 @@ def parser() -> argparse.ArgumentParser:
     b = _subcommand(
         sub,
         "bench",
-        "time variants and peers on the GPU, write a results JSON",
+        "time variants and peers, write a results JSON (needs a GPU)",
         (
             "bench --variants fast online_warp --sweep cols --dtypes float32 bfloat16 --json results.json",
             "bench --topk 8 50 --json topk.json",
@@ -374,7 +447,7 @@ def parser() -> argparse.ArgumentParser:
         sub,
         "show",
         "print results files written by bench (or downloaded from the app)",
-        ("show results.json", "show docs/results/topk.json docs/results/odd-widths.json"),
+        ("show docs/results/long-rows.json", "show docs/results/topk.json docs/results/odd-widths.json"),
     )
     s.add_argument("files", nargs="+", metavar="FILE", help="results JSON files, each printed as a table")
     s.set_defaults(fn=cmd_show)
@@ -384,7 +457,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.fn(args)
+        code = args.fn(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return code
+    except BrokenPipeError:  # the reader went away (show … | head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command stopped by it
     except (ExplorerError, OSError, json.JSONDecodeError) as exc:
         print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # one line
         return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from explorer import cli
+from explorer.backends import cuda
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,6 +138,8 @@ def test_topk_is_held_to_its_own_memory_model(capsys, monkeypatch):
         (["run", "--variant", "nope"], ("invalid choice",)),
         (["run", "--variant", "naive", "--rows", "abc"], ("invalid int value",)),
         (["run", "--variant", "naive", "--param", "std"], ("name=value",)),
+        (["run", "--variant", "naive", "--param", "=2"], ("name=value",)),
+        (["run", "--variant", "naive", "--param", "std=1", "--param", "std=2"], ("--param std given more than once",)),
         (["run"], ("--variant",)),
         (["topk", "--k", "0"], ("k must be",)),
         (["topk", "--k", "65", "--cols", "100"], ("at most 64",)),
@@ -253,7 +257,7 @@ def test_show_a_softmax_file_has_no_k_and_the_copy(capsys):
         (
             "run",
             ("(default: normal)", "(default: 64)", "(default: 4096)", "(default: 0)", "(default: float32)"),
-            "run --variant online_thread --variant fast",
+            "run --variant online_thread --variant online_warp",
         ),
         (
             "topk",
@@ -261,7 +265,8 @@ def test_show_a_softmax_file_has_no_k_and_the_copy(capsys):
             "topk --k 8 --rows 4 --cols 128256",
         ),
         ("bench", ("(default: float32)", "(default: all)"), "bench --topk 8 50 --json topk.json"),
-        ("show", (), "show results.json"),
+        ("show", (), "show docs/results/long-rows.json"),
+        ("info", (), "info"),
     ],
 )
 def test_help_shows_defaults_and_ends_with_examples(capsys, monkeypatch, command, defaults, example):
@@ -276,7 +281,7 @@ def test_help_shows_defaults_and_ends_with_examples(capsys, monkeypatch, command
 
 def test_every_option_of_every_subcommand_has_help_and_run_variant_says_it_repeats():
     subcommands = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
-    for name in ("run", "topk", "bench", "show"):
+    for name in ("info", "run", "topk", "bench", "show"):
         for action in subcommands[name]._actions:
             assert action.help, (name, action.dest)
     variant = next(a for a in subcommands["run"]._actions if a.dest == "variant")
@@ -353,3 +358,100 @@ def test_a_malformed_backend_setting_is_reported_at_start_and_auto_chooses():
     assert done.returncode == 0, done.stderr
     assert "EXPLORER_BACKEND='bogus' is refused" in done.stderr and "cuda or emulator" in done.stderr
     assert done.stderr.count("EXPLORER_BACKEND") == 1  # once, not per run
+
+
+def _examples() -> list[list[str]]:
+    subcommands = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    return [
+        shlex.split(line.strip())[3:]
+        for sub in subcommands.values()
+        for line in (sub.epilog or "").splitlines()
+        if line.strip().startswith("python -m explorer")
+    ]
+
+
+@pytest.mark.parametrize("argv", [pytest.param(a, id=" ".join(a)) for a in _examples()])
+def test_every_example_of_the_help_runs_here_or_says_it_needs_a_gpu(capsys, monkeypatch, tmp_path, argv):
+    if argv[0] == "bench" and cuda.available():
+        pytest.skip("a GPU is here: the example would run the whole benchmark")
+    monkeypatch.chdir(tmp_path if argv[0] == "bench" else ROOT)  # bench's --json lands in tmp_path
+    code, out, err = call(capsys, *argv)
+    if argv[0] == "bench":
+        assert code == 2 and err == "error: benchmarks need a GPU: " + cuda.unavailable_reason() + "\n", err
+    else:
+        assert code == 0 and out and not err, err
+
+
+def not_benchmarked(*args, **kwargs):
+    pytest.fail("the benchmark started before its arguments were checked")
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--shapes", "0x5"], ("rows must be at least 1",)),
+        (["--shapes", "4x99999999999"], ("cols must be below 2^31",)),
+        (["--shapes", "1000000000x1000000000"], ("1,000,000,000,000,000,000 elements", "limit")),
+        (["--variants", "online_block", "--shapes", "4x1024", "--block-size", "33"], ("multiple of 32",)),
+        (["--variants", "fast", "--shapes", "4x1024", "--block-size", "64"], ("fast takes no block size",)),
+        (["--variants", "fast", "--shapes", "4x1024", "--acc", "float16"], ("fast accumulates in float32",)),
+        (["--topk", "8", "--sweep", "cols"], ("--topk does not take --sweep",)),
+        (["--topk", "8", "--variants", "fast", "--block-size", "64"], ("--variants, --block-size",)),
+        (["--topk", "0"], ("k must be",)),
+        (["--topk", "8", "--shapes", "4x5"], ("from 1 to 5",)),
+        (["--variants", "fast", "--shapes", "4x1024", "--json", "{tmp}/missing/r.json"], ("cannot be written",)),
+        (["--topk", "8", "--json", "{tmp}"], ("cannot be written", "directory")),
+        ([], ("give --shapes or --sweep",)),
+    ],
+)
+def test_bench_checks_its_arguments_before_the_benchmark(capsys, monkeypatch, tmp_path, argv, words):
+    """A bad shape, block size, accumulator, k or output file is refused at once, in one line, on any machine: not
+    after minutes of timing on a GPU (or as a traceback from inside the run), and not as "needs a GPU" here."""
+    monkeypatch.setattr(cli.bench, "run", not_benchmarked)
+    monkeypatch.setattr(cli.bench, "bench_topk", not_benchmarked)
+    refused(capsys, "bench", *(a.format(tmp=tmp_path) for a in argv), words=words)
+
+
+def test_bench_writes_its_file_and_leaves_none_when_it_cannot_run(capsys, monkeypatch, tmp_path):
+    out = tmp_path / "r.json"
+    refused(capsys, "bench", "--variants", "fast", "--shapes", "4x1024", "--json", str(out))  # no GPU here
+    assert not out.exists()
+    doc = {**valid_doc({"gpu": "H200"}), "config": {}}
+    monkeypatch.setattr(cli.bench, "run", lambda *args, **kwargs: doc)
+    code, printed, err = call(capsys, "bench", "--variants", "fast", "--shapes", "4x1024", "--json", str(out))
+    assert code == 0, err
+    assert json.loads(out.read_text()) == doc and printed.startswith("H200, CUDA ?")
+
+
+def test_topk_with_no_finite_row_says_there_is_nothing_to_check(capsys):
+    code, out, err = call(capsys, "topk", "--dist", "nonfinite", "--param", "rate=0.3", "--rows", "4", "--cols", "64")
+    assert code == 0, err
+    assert "nothing to check: every row holds a NaN or +inf" in out
+    assert "wrong indices" not in out and "max_rel" not in out
+
+
+def test_show_keeps_huge_numbers_of_a_file_narrow(capsys, tmp_path):
+    doc = valid_doc({})
+    doc["results"][0] |= {"median_us": 1e300, "gbps": 1750.4}
+    code, out, err = call(capsys, "show", results_file(tmp_path, doc))
+    assert code == 0, err
+    row = out.splitlines()[2].split()
+    assert "1e+300" in row and "1750" in row
+    assert max(len(line) for line in out.splitlines()) < 200
+
+
+def test_show_into_a_closed_pipe_stops_quietly():
+    """show … | head: the reader goes away after a line; no error line and no traceback, and the status a shell
+    gives a command stopped by SIGPIPE."""
+    files = [str(ROOT / "docs/results/sweep-fast.json")] * 4  # more than a pipe holds, so a write meets the close
+    process = subprocess.Popen(
+        [sys.executable, "-m", "explorer", "show", *files],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "EXPLORER_BACKEND": "emulator"},
+    )
+    process.stdout.readline()
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141 and err == "", err
