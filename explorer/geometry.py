@@ -67,8 +67,9 @@ class Launch:
 
     def describe(self) -> str:
         extra = f", {self.chunks} blocks per row" if self.chunks > 1 else ""
-        name = f"{self.kernel}<{', '.join(map(str, self.template_args))}>" if self.template_args else self.kernel
-        return f"{name}: grid {self.grid} × block {self.block}{extra}"
+        name = f"{self.kernel}<{', '.join(map(str, self.template_args))}>: " if self.template_args else ""
+        name = name or (f"{self.kernel}: " if self.kernel else "")  # the teaching kernels' Launch names none
+        return f"{name}grid {self.grid} × block {self.block}{extra}"
 
 
 def thread_per_row(rows: int, cols: int, block: int, dtype: str) -> Launch:

@@ -585,3 +585,11 @@ def test_memory_questions_refuse_what_softmax_refuses(call):
     with pytest.raises(explorer.InvalidInput, match="fast accumulates in float32, not float16"):
         explorer.softmax(np.zeros((4, 1000), np.float32), "fast", acc="float16", backend="emulator")
     assert call(4, 1000, "float32", "emulator", fast, None, False, "float32") > 0
+
+
+def test_a_launch_describes_itself_without_an_empty_kernel_name():
+    """A teaching kernel's Launch names no kernel: its description starts at the grid, not at ': grid'."""
+    teaching = explorer.softmax(np.zeros((4, 8), np.float32), "online_warp", backend="emulator").launch
+    assert teaching.describe() == f"grid {teaching.grid} × block {teaching.block}"
+    fast = explorer.softmax(np.zeros((4, 8), np.float32), "fast", backend="emulator").launch
+    assert fast.describe().startswith(f"{fast.kernel}<") and ">: grid " in fast.describe()
