@@ -84,3 +84,29 @@ def test_envelope_index_keeps_every_bucket_extreme():
     idx = figures.common.envelope_index(v)
     assert idx.size <= figures.MAX_POINTS + 1 and v[idx].max() == v.max() and v[idx].min() == v.min()
     assert np.array_equal(figures.common.envelope_index(v[:50]), np.arange(50))
+
+
+def test_a_short_row_is_numbered_in_whole_elements():
+    """A row of 1 or 4 elements: element ticks at 0, 1, 2, ... (plotly put 0.2 or 0.5 steps there)."""
+    for cols in (1, 4):
+        x, outs = _run(["online_warp", "naive"], rows=1, cols=cols)
+        ref, row = explorer.reference(x)[0], {k: y[0] for k, y in outs.items()}
+        for fig in (
+            figures.outputs_figure(ref, row, log=True, title="t", stamp=STAMP),
+            figures.error_figure(ref, row, "t", STAMP, {k: 1e-6 for k in row}),
+        ):
+            for axis in (a for a in fig.layout if a.startswith("xaxis")):
+                layout = fig.layout[axis]
+                assert (layout.tickmode, layout.dtick) == ("linear", 1) or list(layout.tickvals) == [0], (cols, axis)
+
+
+def test_a_row_with_nothing_to_measure_says_so_and_labels_its_bounds_at_their_ends():
+    """Every output NaN where float64 is NaN too (a NaN logit): no point to draw, only the bounds, within a decade;
+    the chart says why it is empty and labels the axis at the bounds' ends, not with a ladder of minor labels."""
+    ref = np.full(4, np.nan)
+    out = np.full(4, np.nan, dtype=np.float32)
+    fig = figures.error_figure(ref, {"v": out, "w": out}, "t", STAMP, {"v": 1.3e-6, "w": 7.2e-6})
+    assert any("nothing to measure" in a.text for a in fig.layout.annotations)
+    assert list(fig.layout.yaxis.tickvals) == [1.3e-6, 7.2e-6]
+    measured = figures.error_figure(np.array([0.5, 0.5]), {"v": np.array([0.5, 0.5], np.float32)}, "t", STAMP)
+    assert not any("nothing to measure" in a.text for a in measured.layout.annotations)

@@ -288,9 +288,9 @@ def legend_right(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def log_ticks(fig: go.Figure, values: np.ndarray, **where) -> None:
-    """A log axis labelled at whole decades only, at most about four of them (a short panel's "2" and "5"
-    minor labels, or ten decades, collide)."""
+def log_ticks(fig: go.Figure, values: np.ndarray, labels: int = 4, **where) -> None:
+    """A log axis labelled at whole decades only, at most about `labels` of them (a short panel's "2" and "5"
+    minor labels, or ten decades, collide); values within about a decade are labelled at their ends."""
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v) & (v > 0)]
     if v.size == 0:
@@ -300,7 +300,8 @@ def log_ticks(fig: go.Figure, values: np.ndarray, **where) -> None:
         ends = sorted({float(f"{v.min():.2g}"), float(f"{v.max():.2g}")})
         fig.update_yaxes(type="log", tickmode="array", tickvals=ends, ticktext=[f"{e:g}" for e in ends], **where)
         return
-    fig.update_yaxes(type="log", exponentformat="power", dtick=max(1, math.ceil((high - low) / 3)), tick0=0, **where)
+    step = max(1, math.ceil((high - low) / max(labels - 1, 1)))
+    fig.update_yaxes(type="log", exponentformat="power", dtick=step, tick0=0, **where)
 
 
 def plotly_text(text) -> str:

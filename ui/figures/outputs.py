@@ -20,6 +20,7 @@ from .common import (
     envelope_index,
     finish,
     finite_or_nan,
+    integer_ticks,
     legend_right,
     log_ticks,
     note_above,
@@ -194,6 +195,7 @@ def _outputs_axes(fig: go.Figure, ref: np.ndarray, log: bool, unit: str) -> None
         log_ticks(fig, ref, row=1, col=1)
     fig.update_yaxes(title_text=f"y − ref ({unit})", zeroline=True, zerolinecolor="#999", row=2, col=1)
     fig.update_xaxes(title_text="element j of the row", row=3, col=1)
+    integer_ticks(fig, ref.size)  # element 0.5 of a short row means nothing
 
 
 def error_figure(
@@ -207,10 +209,15 @@ def error_figure(
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.06)
     colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(outputs)}
     ref = np.asarray(ref_row, dtype=np.float64)
-    mismatch, vacuous = {}, []
+    mismatch, vacuous, drawn, measured = {}, [], [], False  # drawn: the extremes on the log axis
     for i, (name, y) in enumerate(outputs.items()):
         bound = bounds.get(name)
-        _add_errors(fig, name, relative_error(y, ref), bound, colors[name], SYMBOLS[i % len(SYMBOLS)])
+        rel = relative_error(y, ref)
+        _add_errors(fig, name, rel, bound, colors[name], SYMBOLS[i % len(SYMBOLS)])
+        finite = rel[np.isfinite(rel)]
+        measured = measured or finite.size > 0
+        drawn += [max(finite.min(), ERR_FLOOR), max(finite.max(), ERR_FLOOR)] if finite.size else []
+        drawn += [bound] if bound is not None else []
         vacuous += [name] if bound is not None and bound >= 1 else []
         y64 = np.asarray(y, dtype=np.float64)
         bad = (np.isnan(y64) != np.isnan(ref)) | (np.isinf(y64) != np.isinf(ref))
@@ -218,6 +225,10 @@ def error_figure(
     _mark_row(fig, mismatch, False, colors, 2, "no NaN / inf mismatch with the reference")
     if vacuous:
         note_above(fig, f"bound ≥ 1, vacuous (says nothing): {', '.join(vacuous)}", "x domain", "y domain", "#b22222")
+    if not measured:
+        note_inside(
+            fig, "no element where an output and the reference are both finite: nothing to measure", "", "#b22222"
+        )
     fig.update_yaxes(
         type="log",
         exponentformat="power",
@@ -226,7 +237,11 @@ def error_figure(
         title_text=f"|y − ref| / max(|ref|, smallest normal)<br><sup>exact results drawn at {ERR_FLOOR:g}; "
         "dashed: each variant's bound</sup>",
     )
+    # every decade labelled as plotly would, but no "2" and "5" between them, nor a row of minor labels where the
+    # values lie within a decade (only the bounds, when no element is measured)
+    log_ticks(fig, np.asarray(drawn), labels=12, row=1, col=1)
     fig.update_xaxes(title_text="element j of the row", row=2, col=1)
+    integer_ticks(fig, ref.size)  # element 0.5 of a short row means nothing
     return stamp_below(legend_right(finish(fig, title, stamp, height=height)))
 
 
