@@ -391,6 +391,57 @@ def test_sequential_terms_text_is_the_formula_sequential_terms_computes(key, blo
     assert eval(as_python, {"math": math}) == numerics.sequential_terms(launch, n), text
 
 
+# fast's launch paths (warp groups, a block, a cluster, several clusters, streamed chunks) and split_row's chunks,
+# every one every run: the sampled test above draws fast once in 8 and missed a wrong vector width in 2 runs of 8
+LABEL_COLS = (1, 100, 1000, 5000, 70000, 300000, 2**20, 2**24)
+
+
+@pytest.mark.parametrize("key", list(explorer.VARIANTS))
+@pytest.mark.parametrize("dtype", list(explorer.DTYPES))
+def test_sequential_terms_text_at_every_launch_path(key, dtype):
+    v = explorer.VARIANTS[key]
+    if dtype not in v.dtypes:
+        pytest.skip(f"{key} takes no {dtype}")
+    for cols in LABEL_COLS:
+        launch = v.launch(1, cols, None, dtype)
+        text = numerics.sequential_terms_text(launch)
+        as_python = text.replace("⌈", "math.ceil(").replace("⌉", ")").replace("·", "*")
+        for n in {1, 2, 31, 33, 1000, cols - 1, cols, cols + 1, 3 * cols + 7} - {0}:
+            assert eval(as_python.replace("n", str(n)), {"math": math}) == numerics.sequential_terms(launch, n), (
+                cols,
+                text,
+                n,
+            )
+
+
+@pytest.mark.parametrize(
+    ("key", "block", "text"),
+    [
+        ("online_thread", None, "n"),  # no "1·⌈n/1⌉", no "+ 0"
+        ("naive", None, "n"),
+        ("online_warp", None, "⌈n/32⌉ + 5"),
+        ("online_block", None, "⌈n/256⌉ + 8"),
+        ("online_block", 96, "⌈n/96⌉ + 7"),  # 3 warps: 5 lane levels, 2 warp levels
+        ("safe_block", 32, "⌈n/32⌉ + 5"),  # one warp: no level across warps
+    ],
+)
+def test_sequential_terms_text_reads_as_the_chart_labels_it(key, block, text):
+    """The label as the precision lab prints it: the simplest form of the formula, no terms that are 0 or 1·."""
+    launch = explorer.VARIANTS[key].launch(1, 1000, block, "float32")
+    assert numerics.sequential_terms_text(launch) == text
+
+
+def test_sequential_terms_text_of_a_vectorised_and_a_split_launch():
+    fast = explorer.VARIANTS["fast"].launch(1, 1000, None, "float32")
+    vec, threads = fast.template_args[0], fast.threads_per_row
+    assert vec > 1 and fast.chunks == 1
+    levels = (threads - 1).bit_length()
+    assert numerics.sequential_terms_text(fast) == f"{vec}·⌈n/{vec * threads}⌉ + {levels}"
+    split = explorer.VARIANTS["split_row"].launch(1, 70000, None, "float32")
+    assert split.chunks > 1 and not split.template_args
+    assert numerics.sequential_terms_text(split) == f"⌈n/{split.threads_per_row}⌉ + 8 + {split.chunks - 1}"
+
+
 def test_a_row_with_nan_or_inf_where_float64_has_none_is_wrong_as_a_whole():
     """naive's row after its sum overflowed: NaN where e^x overflowed, 0 elsewhere. Those zeros are not flushed
     outputs, and the row is not measured; with no row measured the errors are NaN, not a perfect 0."""
@@ -400,8 +451,28 @@ def test_a_row_with_nan_or_inf_where_float64_has_none_is_wrong_as_a_whole():
     broken[1] = [0.0, np.nan, np.nan]  # as if row 1 had overflowed (its reference is finite)
     report = explorer.errors(broken, x)
     assert report.nonfinite_mismatch == 2 and report.underflow_count == 0
-    assert report.max_rel == explorer.errors(good[:1], x[:1]).max_rel  # row 0 alone is measured
+    alone = explorer.errors(good[:1], x[:1])  # row 0 alone is measured: every error measure is row 0's
+    for measure in ("max_abs", "max_rel", "mean_rel", "max_ulp", "row_sum_dev"):
+        assert getattr(report, measure) == getattr(alone, measure), measure
+    assert alone.max_rel > 0  # row 0 is not exact in float32: its errors are not 0 by chance
     only_broken = explorer.errors(broken[1:], x[1:])
     assert math.isnan(only_broken.max_rel) and math.isnan(only_broken.row_sum_dev)
     assert math.isnan(only_broken.max_ulp) and math.isnan(only_broken.mean_rel)
     assert only_broken.nonfinite_mismatch == 2
+
+
+def test_a_row_nan_in_both_is_not_measured_and_not_an_argmax_disagreement():
+    """A NaN row (a NaN in x) is NaN in float64 too: no mismatch, no error measured; with no row finite in the
+    reference there is no argmax to disagree with, and the agreement is 1 (the vacuous case), not NaN or 0."""
+    x = np.array([[1.0, np.nan, 2.0]], np.float32)
+    r = explorer.errors(np.full((1, 3), np.nan, np.float32), x)
+    assert r.nan_count == 3 and r.nonfinite_mismatch == 0 and r.underflow_count == 0
+    assert math.isnan(r.max_abs) and math.isnan(r.max_rel) and math.isnan(r.max_ulp) and math.isnan(r.mean_rel)
+    assert r.argmax_agreement == 1.0
+    # beside a finite row, the errors are that row's alone
+    x2 = np.array([[1.0, np.nan, 2.0], [0.0, 0.0, 0.0]], np.float32)
+    out2 = np.array([[np.nan] * 3, [0.25, 0.25, 0.5]], np.float32)  # row 1's middle value is 1/4 over its 1/3
+    r2 = explorer.errors(out2, x2)
+    assert r2.max_abs == pytest.approx(1 / 6) and r2.max_rel == pytest.approx(0.5)
+    # row 1's reference argmax (a tie: column 0) is below out's max there, and the NaN row is not counted: 0, not 1/2
+    assert r2.argmax_agreement == 0.0
