@@ -596,3 +596,47 @@ def test_wrong_extension_refused(name):
 
 def test_unknown_dtype_refused():
     assert_invalid(b"1,2\n", "x.csv", "unknown dtype", "float64", dtype="float64")
+
+
+# ---------------------------------------------------------------- the memory each admits by
+
+
+def admitted_and_peak(monkeypatch, call) -> tuple[list[int], int]:
+    """The bytes `call` was admitted for (every `need` it passed to check_memory, in order) and its measured peak
+    (tracemalloc: NumPy reports its buffers to it)."""
+    import tracemalloc
+
+    from explorer import inputs
+
+    needs, check = [], inputs.check_memory
+    monkeypatch.setattr(
+        inputs, "check_memory", lambda r, c, i, need, *a, **k: needs.append(need) or check(r, c, i, need, *a, **k)
+    )
+    tracemalloc.start()
+    try:
+        call()
+        return needs, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("dist", ALL_DISTRIBUTIONS)
+@pytest.mark.parametrize("shape", [(64, 4096), (1, 2**21)])  # rows in chunks; one row longer than a chunk
+def test_make_input_is_admitted_for_at_least_what_it_takes(monkeypatch, dist, dtype, shape):
+    """make_input asks check_memory for its output and one chunk's float64 draws and masks before it allocates:
+    never less than its measured peak (a server would run out of memory it promised), nor a gross over-estimate
+    (the limit would refuse shapes that fit)."""
+    needs, peak = admitted_and_peak(monkeypatch, lambda: explorer.make_input(dist, *shape, dtype=dtype, seed=1))
+    assert len(needs) == 1
+    assert peak <= needs[0] <= 6 * peak, needs[0] / peak
+
+
+@pytest.mark.parametrize("source", [np.float64, np.float16, np.int8, np.bool_])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_an_npy_upload_is_admitted_from_its_header_for_at_least_what_loading_it_takes(monkeypatch, source, dtype):
+    buf = io.BytesIO()
+    np.save(buf, np.ones((64, 4096), source))
+    data = buf.getvalue()
+    needs, peak = admitted_and_peak(monkeypatch, lambda: explorer.load_logits(data, "x.npy", dtype=dtype))
+    assert peak <= needs[0] <= 2 * peak, needs[0] / peak  # the first: from the header, before np.load
