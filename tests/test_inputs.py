@@ -557,9 +557,23 @@ def test_non_number_npy_refused(a):
     assert "numbers" in msg
 
 
-def test_truncated_npy_refused():
+@pytest.mark.parametrize("missing", [1, 7, 160])  # a byte, part of a value, every value
+def test_truncated_npy_refused(missing):
+    """Said to be cut off, from the header and the file's length: not NumPy's words, nor only 'could not be read'."""
     data = npy_bytes(np.ones((4, 5)))
-    assert_invalid(data[:-7], "t.npy", "t.npy", "could not be read")
+    msg = assert_invalid(data[:-missing], "t.npy", "t.npy could not be read", "shorter than its header says")
+    assert "(4, 5), float64" in msg and "cut off" in msg
+    assert explorer.load_logits(data, "t.npy").shape == (4, 5)  # the whole file is not
+
+
+def test_npy_format_version_2_loads():
+    """np.save writes version 2.0 where a header passes 64 KiB; the header is read by its version."""
+    a = np.arange(12.0).reshape(3, 4)
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, a, version=(2, 0))
+    data = buf.getvalue()
+    assert data[6:8] == bytes([2, 0])
+    assert np.array_equal(explorer.load_logits(data, "v2.npy"), a.astype(np.float32))
 
 
 def test_garbage_npy_refused():
@@ -570,6 +584,36 @@ def test_npz_archive_named_npy_refused():
     buf = io.BytesIO()
     np.savez(buf, a=np.ones(3))
     assert_invalid(buf.getvalue(), "z.npy", "z.npy")
+
+
+@pytest.mark.parametrize("max_bytes", [-1, 1.5, "64", None, True, 2.0**40])
+def test_load_logits_refuses_a_max_bytes_that_is_not_a_whole_number_of_bytes(max_bytes):
+    assert_invalid(b"1,2\n", "x.csv", "max_bytes must be a whole number >= 0", repr(max_bytes), max_bytes=max_bytes)
+
+
+def test_max_bytes_zero_refuses_every_non_empty_file():
+    assert_invalid(b"1\n", "x.csv", "x.csv is 2 bytes; the limit is 0 bytes", max_bytes=0)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "words"),
+    [
+        ("EXPLORER_MAX_ELEMENTS", "11", r"3×4 = 12 elements .* over this server's limit of 11 elements"),
+        (
+            "EXPLORER_RUN_BUDGET_BYTES",
+            "90",
+            r"3×4 = 12 elements needs about 96 bytes .* over this server's limit of 90",
+        ),
+    ],
+)
+def test_a_csv_over_this_servers_limits_is_refused(monkeypatch, setting, value, words):
+    """A CSV has no header to read its shape from: it is refused once parsed, by the same limits as an .npy."""
+    monkeypatch.setenv(setting, value)
+    data = b"1,2,3,4\n5,6,7,8\n9,10,11,12\n"
+    with pytest.raises(explorer.TooLarge, match=words):
+        explorer.load_logits(data, "big.csv")
+    monkeypatch.setenv(setting, "100000")
+    assert explorer.load_logits(data, "big.csv").shape == (3, 4)
 
 
 def test_over_limit_refused_before_parsing():
