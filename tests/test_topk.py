@@ -2,9 +2,13 @@
 within the dtype's tolerance, every path of the launch (one block per row, several, any k)."""
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import explorer
 from explorer.backends import cuda, fast_emulation
@@ -304,3 +308,104 @@ def test_torch_topk_peers_count_their_passes_and_int64_indices(dtype):
         peer = TopkPeer(name, None, name, lambda tx: tx, passes)
         assert peer.bytes_moved(4, 1000, 8, dtype) == torch_topk_bytes(passes, 4, 1000, 8, dtype)
         assert torch_topk_bytes(passes, 4, 1000, 8, dtype) == passes * 4 * 1000 * item + 4 * 8 * (item + 8)
+
+
+# ---------------------------------------------------------------- the judge: reference_topk and topk_errors
+# Every top-k accuracy test (here, test_extremes, test_gpu_properties, the GPU tests) asserts index_mismatch == 0 and
+# max_rel <= a tolerance: these check that the report can say otherwise, against an order computed apart from
+# fast_emulation.top_indices (which the emulation and reference_topk share).
+
+
+def python_top_k(row, k: int) -> list[int]:
+    """The k best columns of one row in plain Python: larger first, ties to the lower index, NaN below -inf."""
+
+    def rank(j):
+        v = float(row[j])
+        return (1, 0.0, j) if math.isnan(v) else (0, -v, j)
+
+    return sorted(range(len(row)), key=rank)[:k]
+
+
+SPECIAL = st.sampled_from([0.0, -0.0, 1.0, 1.0, -1.0, 2.5, 1e-40, -np.inf, np.inf, np.nan])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 6).flatmap(
+        lambda cols: st.tuples(
+            hnp.arrays(
+                np.float32, st.tuples(st.integers(1, 4), st.just(cols)), elements=SPECIAL | st.floats(-20, 20, width=32)
+            ),
+            st.integers(1, cols),
+        )
+    ),
+    st.sampled_from(list(DTYPES)),
+)
+@example((np.array([[np.nan, -np.inf, 1.0, np.nan, -0.0, 0.0]], np.float32), 6), "float32")  # NaN below -inf
+@example((np.array([[2.0, 1.0, 2.0, 2.0]], np.float32), 2), "bfloat16")  # ties to the lower index
+def test_reference_topk_orders_as_plain_python_does(case, dtype):
+    x32, k = case
+    x = x32.astype(explorer.DTYPES[dtype])
+    values, indices = explorer.reference_topk(x, k)
+    ref = explorer.reference(x)
+    for i, row in enumerate(x.astype(np.float64)):
+        assert indices[i].tolist() == python_top_k(row, k), (row, k)
+        np.testing.assert_array_equal(values[i], ref[i, indices[i]])
+
+
+def judged(x: np.ndarray, indices, values=None) -> explorer.TopkReport:
+    """topk_errors of a made-up result: these indices, with the float64 probabilities there (rounded to x's dtype)
+    unless values are given."""
+    indices = np.asarray(indices, np.int32)
+    k = indices.shape[1]
+    if values is None:
+        values = np.take_along_axis(explorer.reference(x), indices.astype(np.int64), axis=1)
+    values = np.asarray(values).astype(x.dtype)
+    launch = topk_launch(*x.shape, k, "float32")
+    return explorer.topk_errors(TopkResult(values, indices, "emulator", "topk_fused", k, launch), x)
+
+
+def test_topk_errors_counts_wrong_indices_and_not_right_ones():
+    x = np.array([[0.0, 3.0, 1.0, 2.0, -4.0, 0.5], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]], np.float32)
+    right = [[1, 3, 2], [0, 1, 2]]
+    report = judged(x, right)
+    assert (report.index_mismatch, report.tie_swaps, report.rows_checked) == (0, 0, 2)
+    assert report.max_rel <= explorer.FORMATS["float32"].unit_roundoff
+    assert judged(x, [[1, 3, 4], [0, 1, 2]]).index_mismatch == 1  # a small probability in third place
+    assert judged(x, [[3, 1, 2], [2, 1, 0]]).index_mismatch == 4  # two out of order, then two more
+    swapped = judged(x, [[1, 3, 2], [5, 4, 3]])
+    assert (swapped.index_mismatch, swapped.tie_swaps) == (3, 0)
+
+
+def test_topk_errors_calls_a_swap_of_equal_probabilities_a_tie():
+    x = np.array([[0.0, 2.0, 1.0, 2.0, 2.0]], np.float32)  # columns 1, 3 and 4 tie
+    assert judged(x, [[1, 3, 4]]).tie_swaps == 0
+    report = judged(x, [[4, 1, 3]])
+    assert (report.index_mismatch, report.tie_swaps) == (0, 3)
+    report = judged(x, [[1, 3, 2]])  # 1.0 where the third 2.0 belongs: e^-1 apart, no tie
+    assert (report.index_mismatch, report.tie_swaps) == (1, 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rel", [2.0**-6, 2.0**-3])
+def test_topk_errors_max_rel_is_the_values_error_at_the_returned_indices(dtype, rel):
+    x = np.array([[0.0, 3.0, 1.0, 2.0]]).astype(explorer.DTYPES[dtype])
+    ref = explorer.reference(x)
+    values = ref[:, [1, 3]].copy()
+    values[0, 1] *= 1 + rel
+    report = judged(x, [[1, 3]], values)
+    u = explorer.FORMATS[dtype].unit_roundoff
+    assert report.index_mismatch == 0 and abs(report.max_rel - rel) <= 3 * u
+    # the values of a wrong index are measured against the reference at that index, not at the right one
+    wrong = judged(x, [[1, 0]], ref[:, [1, 0]])
+    assert wrong.index_mismatch == 1 and wrong.max_rel <= u
+
+
+def test_topk_errors_leaves_rows_without_a_finite_reference_unchecked():
+    x = np.array([[0.0, 3.0, 1.0], [0.0, np.nan, 1.0], [np.inf, 0.0, 1.0], [1.0, 2.0, 0.0]], np.float32)
+    report = judged(x, [[1, 2], [0, 2], [1, 2], [1, 0]], np.full((4, 2), 0.3))
+    assert report.rows_checked == 2 and report.tie_swaps == 0
+    assert report.index_mismatch == 0  # rows 1 and 2 hold no meaningful top-k, whatever was returned
+    ref = explorer.reference(x)
+    checked = np.array([ref[0, 1], ref[0, 2], ref[3, 1], ref[3, 0]])  # rows 0 and 3 at the returned indices
+    assert report.max_rel == pytest.approx(np.max(np.abs(np.float32(0.3) - checked) / checked), rel=1e-12)
