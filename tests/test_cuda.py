@@ -2,7 +2,8 @@
 
 Skipped without a GPU (tests/conftest.py); must pass on the device. Inputs are fresh random
 draws each run (the seed is in every failure message); outputs are poisoned before every launch
-(explorer.backends.cuda.run raises if any element is left unwritten).
+(explorer.backends.cuda.run raises if any element is left unwritten). explorer.errors measures max_rel over the
+rows finite in both only: every check of max_rel also asks for no NaN/inf where float64 has none (nonfinite_mismatch).
 """
 
 import numpy as np
@@ -55,7 +56,7 @@ def test_low_precision_accumulation_within_seed_bound(key, dtype, acc, seed):
     x = explorer.make_input("normal", 64, cols, dtype, seed)
     report = explorer.errors(explorer.softmax(x, key, acc=acc, backend="cuda").out, x)
     bound = softmax_bound(explorer.VARIANTS[key].launch(64, cols, None, dtype), x, acc)
-    assert report.max_rel <= bound, (seed, report, bound)
+    assert report.max_rel <= bound and report.nonfinite_mismatch == 0, (seed, report, bound)
 
 
 @pytest.mark.parametrize("shape", ODD_SHAPES)
@@ -64,7 +65,7 @@ def test_odd_shapes(key, shape, seed):
     x = explorer.make_input("normal", *shape, "float32", seed)
     report = explorer.errors(explorer.softmax(x, key, backend="cuda").out, x)
     bound = softmax_bound(explorer.VARIANTS[key].launch(*shape, None, "float32"), x, "float32")
-    assert report.max_rel <= max(1e-5, bound), (seed, report)
+    assert report.max_rel <= max(1e-5, bound) and report.nonfinite_mismatch == 0, (seed, report)
 
 
 FAST_SHAPES = [
@@ -170,7 +171,8 @@ def test_fast_stream_streaming_16_byte_packs_gives_fast_splits_bits(shape, dtype
     got, _ = cuda.run(explorer.VARIANTS["fast"], stream, x, dtype, "float32", None)
     want, _ = cuda.run(explorer.VARIANTS["fast"], split, x, dtype, "float32", None)
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (seed, stream.describe())
-    assert explorer.errors(got, x).max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, stream.describe())
+    report = explorer.errors(got, x)
+    assert report.max_rel <= explorer.MAX_REL_FP32_ACC[dtype] and report.nonfinite_mismatch == 0, (seed, report)
 
 
 def test_rows_over_clusters_share_the_streams_words_launch_after_launch(seed):
@@ -198,7 +200,9 @@ def assert_fast_matches_float64_and_the_emulation(launch, x, dtype, seed):
     """`fast` in this geometry on the GPU, against float64 and against the emulation within its bound."""
     gpu, _ = cuda.run(explorer.VARIANTS["fast"], launch, x, dtype, "float32", None)
     emu, _ = emulator.run(explorer.VARIANTS["fast"], launch, x, "float32", None)
-    assert explorer.errors(gpu, x).max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, launch.describe())
+    report = explorer.errors(gpu, x)
+    assert report.max_rel <= explorer.MAX_REL_FP32_ACC[dtype], (seed, launch.describe(), report)
+    assert report.nonfinite_mismatch == 0, (seed, launch.describe(), report)
     got, want = gpu.astype(np.float64), emu.astype(np.float64)
     rel = np.abs(got - want) / np.maximum(np.abs(want), FORMATS[dtype].smallest_normal)
     assert rel.max() <= fast_emulation_bound(dtype), (seed, launch.describe(), rel.max())
@@ -209,7 +213,8 @@ def assert_fast_matches_float64_and_the_emulation(launch, x, dtype, seed):
 def test_block_sizes(key, block_size, seed):
     x = explorer.make_input("zipf", 33, 3001, "float16", seed)
     gpu = explorer.softmax(x, key, backend="cuda", block_size=block_size)
-    assert explorer.errors(gpu.out, x).max_rel <= 1e-3
+    report = explorer.errors(gpu.out, x)
+    assert report.max_rel <= 1e-3 and report.nonfinite_mismatch == 0, (seed, report)
     assert gpu.launch.block == block_size
 
 
@@ -359,4 +364,5 @@ def test_over_memory_request_is_refused_with_the_numbers(monkeypatch):
     finally:
         del hog
         cuda.cp.get_default_memory_pool().free_all_blocks()
-    assert explorer.errors(explorer.softmax(x, "fast", backend="cuda").out, x).max_rel < 1e-5
+    report = explorer.errors(explorer.softmax(x, "fast", backend="cuda").out, x)
+    assert report.max_rel < 1e-5 and report.nonfinite_mismatch == 0, report
