@@ -335,3 +335,55 @@ def test_the_relative_error_of_d_is_blank_for_an_empty_lane_and_infinite_for_a_d
 
     rel = d_relative_error([0.0, 1.0, 3.0], [0.0, 0.0, 2.0])
     assert np.isnan(rel[0]) and rel[1] == np.inf and rel[2] == 0.5
+    # a d that underflowed to 0 where float64's is not: wholly wrong (1), not blank; an exact d: 0
+    assert d_relative_error([0.0, 1.0, 2.0], [2.0, 1.0, 2.0]).tolist() == [1.0, 0.0, 0.0]
+
+
+# ---------------------------------------------------------------- a split row: blocks, then the chain of chunks
+
+
+@pytest.mark.parametrize("acc", list(DT))
+@pytest.mark.parametrize("dist", ["normal", "increasing", "decreasing"])  # the max in any chunk, the last, the first
+def test_split_row_trace_replays_its_chunks_and_their_chain(dist, acc):
+    """split_row's trace (the core's tests above cover the other families): each chunk's columns in its threads,
+    each chunk's block merge against float64 sums computed here, and the chain that folds chunk k into chunks
+    0..k-1: every recorded node the merge rule applied to the recorded states before it, bit for bit, beside
+    the float64 sum of the columns folded so far."""
+    cols = 5000
+    x = explorer.make_input(dist, 2, cols, dtype=acc, seed=9)  # held exactly by the accumulator
+    r = traced(x, "split_row", 1, acc=acc)
+    t, chunks = r.trace, r.launch.chunks
+    block, length = t.threads // chunks, math.ceil(cols / chunks)
+    assert chunks > 2 and t.kind == "online"
+    x64 = x[1].astype(np.float64)
+
+    def exact(vals):
+        return vals.max(), math.fsum(np.exp(vals - vals.max()))
+
+    for c in range(chunks):
+        idx = t.index[c * block : (c + 1) * block]
+        assert sorted(idx[idx >= 0].tolist()) == list(range(c * length, min(cols, (c + 1) * length)))
+    tops = {lv.chunk: lv for lv in t.merges if lv.stage == "warps" and lv.offset == 1}  # each chunk's block merge
+    assert sorted(tops) == list(range(chunks))
+    for c, top in tops.items():
+        m, d = exact(x64[c * length : (c + 1) * length])
+        assert top.exact_m[0] == m and top.exact_d[0] == pytest.approx(d, rel=1e-12)
+    chain = t.merges[-1]
+    assert [lv.stage for lv in t.merges].count("chunks") == 1 and chain.stage == "chunks"
+    assert chain.left.tolist() == [0] * (chunks - 1) and chain.right.tolist() == list(range(1, chunks))
+    a = Acc(acc)
+
+    def held(value):
+        return np.array([value]).astype(DT[acc])
+
+    m, d = held(tops[0].m[0]), held(tops[0].d[0])
+    for k in range(1, chunks):
+        m, d = a.merge(m, d, held(tops[k].m[0]), held(tops[k].d[0]))
+        assert (chain.m[k - 1], chain.d[k - 1]) == (float(m[0]), float(d[0])), k
+        em, ed = exact(x64[: (k + 1) * length])
+        assert chain.exact_m[k - 1] == em and chain.exact_d[k - 1] == pytest.approx(ed, rel=1e-12), k
+    assert (t.final_m, t.final_d) == (chain.m[-1], chain.d[-1])
+    em, ed = exact(x64)
+    assert t.exact_final_m == em and t.exact_final_d == pytest.approx(ed, rel=1e-12)
+    bound = explorer.error_bound(numerics.sequential_terms(r.launch, cols), acc, acc)
+    assert abs(t.final_d - ed) / ed <= bound
