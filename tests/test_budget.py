@@ -47,6 +47,16 @@ def test_two_runs_that_together_exceed_the_pool_do_not_run_at_once():
     assert pool.held == 0 and pool.busy(100) is None
 
 
+def test_the_waiting_notice_gives_the_bytes_in_mib_and_the_seconds_waited():
+    mib = 2**20
+    waiting = reserve.Waiting(need=3 * mib, held=1536 * mib, pool=2048 * mib, seconds=2.4)
+    assert waiting.message() == (
+        "Waiting for memory: this run needs 3.0 MiB and other sessions' runs hold 1,536.0 MiB of this server's "
+        "2,048.0 MiB (2 s)"
+    )
+    assert reserve.Waiting(mib // 2, mib, 2 * mib, 0.0).message().endswith("hold 1.0 MiB of this server's 2.0 MiB")
+
+
 def test_runs_that_fit_together_do_not_wait():
     pool = reserve.Budget(lambda: 100)
     with pool.reserve(40, on_wait=lambda w: pytest.fail("waited")), pool.reserve(60) as waited:
@@ -86,8 +96,10 @@ def test_the_thread_s_waiting_notice_hears_reservations_made_deeper_down():
 
 
 def test_more_than_the_pool_is_refused_at_once():
+    pool = reserve.Budget(lambda: 100)
+    assert pool.busy(101) is None  # with nothing held there is nothing to wait for: it is refused, not queued
     with pytest.raises(explorer.TooLarge, match="this server's limit"):
-        with reserve.Budget(lambda: 100).reserve(101):
+        with pool.reserve(101):
             pass
 
 
