@@ -1,6 +1,8 @@
 """ui/figures/outputs.py without Streamlit: the reference and each variant's deviation, one definition of
 relative error shared with explorer.errors, the bound on the chart, and long rows as an envelope."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -110,3 +112,38 @@ def test_a_row_with_nothing_to_measure_says_so_and_labels_its_bounds_at_their_en
     assert list(fig.layout.yaxis.tickvals) == [1.3e-6, 7.2e-6]
     measured = figures.error_figure(np.array([0.5, 0.5]), {"v": np.array([0.5, 0.5], np.float32)}, "t", STAMP)
     assert not any("nothing to measure" in a.text for a in measured.layout.annotations)
+
+
+def _lines(text: str) -> list[str]:
+    return [re.sub(r"<[^>]+>", "", line) for line in text.split("<br>")]
+
+
+def test_a_long_title_breaks_into_lines_a_chart_beside_the_sidebar_holds():
+    """Plotly does not wrap a title: at 1000 px (a 540 px chart beside the sidebar) the Outputs and Error titles,
+    which name the whole configuration, ran past the chart's right edge and were cut off."""
+    described = "normal mean=0 std=1 · 8×1000 float32 · acc float32 · seed 0"
+    x, outs = _run(["online_warp"], rows=1, cols=8)
+    ref, row = explorer.reference(x)[0], {k: y[0] for k, y in outs.items()}
+    for fig in (
+        figures.outputs_figure(ref, row, True, f"Softmax of row 0, {described}<br><sup>the reference</sup>", STAMP),
+        figures.error_figure(ref, row, f"Relative error per element, row 0, {described}", STAMP),
+    ):
+        lines = _lines(fig.layout.title.text)
+        assert len(lines) >= 2 and max(map(len, lines)) <= figures.common.TITLE_CHARS, lines
+        assert "seed 0" in " ".join(lines)  # nothing lost
+        assert fig.layout.margin.t >= 50 + 20 * len(lines)  # the lines fit above the plot
+    assert figures.common.wrap_title("short<br>sub") == "short<br>sub"
+
+
+def test_the_top_k_key_breaks_into_lines_under_the_title():
+    ref = np.array([0.5, 0.3, 0.2])
+    fig = figures.topk_bars_figure(
+        ref[:2],
+        np.array([0, 1]),
+        {"topk_fused": (ref[:2].astype(np.float32), np.array([0, 1]))},
+        True,
+        "Top-2 of row 0, 8×32000 float32: each variant (CPU emulation) vs float64",
+        STAMP,
+    )
+    key = next(a.text for a in fig.layout.annotations if a.text.startswith("dotted"))
+    assert len(_lines(key)) == 3 and max(map(len, _lines(key))) <= 80

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -60,9 +61,36 @@ def chart_config(filename: str) -> dict:
     return {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}}
 
 
+TITLE_CHARS = 64  # a title line this long is about 450 px at 16 px: a chart beside the sidebar in a 1000 px window
+
+
+def wrap_title(title: str, chars: int = TITLE_CHARS) -> str:
+    """title with its first line (up to its first <br>) broken into lines of at most `chars` visible characters:
+    plotly does not wrap a title, and one wider than the chart is cut off at its right edge. A line breaks at its
+    last " · " (which goes), ", " or ": " in its second half, else before a " (", else at its last space."""
+    head, br, rest = title.partition("<br>")
+    lines = []
+    while len(_visible(head)) > chars:
+        spaces = [i for i, c in enumerate(head) if c == " " and len(_visible(head[:i])) <= chars]
+        if not spaces:
+            break
+        late = [i for i in spaces if i >= spaces[-1] // 2]
+        dots = [i for i in late if head.startswith(" · ", i)]
+        marks = [i for i in late if head[i - 1] in ",:"]
+        brackets = [i for i in late if head.startswith(" (", i)]
+        i = (dots or marks or brackets or spaces)[-1]
+        lines.append(head[:i])
+        head = head[i + (3 if dots else 1) :]
+    return "<br>".join([*lines, head]) + br + rest
+
+
+def _visible(text: str) -> str:
+    return re.sub(r"<[^>]+>", "", text)
+
+
 def finish(fig: go.Figure, title: str, stamp: str, height: int = 480) -> go.Figure:
     fig.update_layout(
-        title=dict(text=title, x=0.0, xanchor="left", font=dict(size=16)),
+        title=dict(text=wrap_title(title), x=0.0, xanchor="left", font=dict(size=16)),
         template="plotly_white",
         height=height,
         font=FONT,
@@ -261,6 +289,7 @@ def note_above(fig: go.Figure, text: str, xref: str = "paper", yref: str = "pape
         y=1.0,
         xanchor="left",
         yanchor="bottom",
+        align="left",
         showarrow=False,
         font=dict(size=11, color=color),
     )
@@ -280,10 +309,12 @@ def note_inside(fig: go.Figure, text: str, axis: str, color: str) -> None:
 
 
 def legend_right(fig: go.Figure) -> go.Figure:
-    """The legend beside the plots, top-aligned (never over the title or a subplot's title)."""
+    """The legend beside the plots, top-aligned (never over the title or a subplot's title); the top margin holds
+    the title's lines (two in 90 px, 20 px each beyond)."""
+    lines = str(fig.layout.title.text or "").count("<br>") + 1
     fig.update_layout(
         legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.01, font=dict(size=11)),
-        margin=dict(r=40, t=90),
+        margin=dict(r=40, t=max(90, 50 + 20 * lines)),
     )
     return fig
 

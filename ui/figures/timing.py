@@ -20,7 +20,10 @@ from .common import (
     stamp_below,
     stamp_lines_below,
     stamp_under_tall_ticks,
+    wrap_title,
 )
+
+KEY_CHARS = 80  # a line of 11 px words this long is about 450 px
 
 
 def results_frame(sources: dict[str, dict]) -> pd.DataFrame:
@@ -238,12 +241,19 @@ def topk_bars_figure(
         _add_topk_bars(fig, ranks, name, values, indices, ranked, COLORS[n % len(COLORS)])
     _rank_axes(fig, ranks, ref_indices, log, [ref_values, *(values for values, _ in outputs.values())])
     counts = {s: sum(int(np.sum(np.asarray(v) == s)) for v in (status or {}).values()) for s in ("tie", "wrong")}
-    note_above(
-        fig,
+    key = wrap_title(  # in lines that a chart beside the sidebar in a 1000 px window holds
         f"dotted: tie swapped within rounding ({counts['tie']}) · crossed, red edge: index "
         f"differs beyond rounding ({counts['wrong']}) · ties go to the lower index",
+        KEY_CHARS,
     )
-    return stamp_under_tall_ticks(legend_right(finish(fig, title, stamp, height=520)))  # ticks: rank, index
+    note_above(fig, key)
+    fig = stamp_under_tall_ticks(legend_right(finish(fig, title, stamp, height=520)))  # ticks: rank, index
+    # plotly centres the title in the top margin: the margin holds it twice over (20 px a line), with the key's lines
+    # (14 px each) under it; the figure grows by as much, so that the plot keeps its height (a shorter log axis
+    # crowds its labels)
+    title_lines, key_lines = fig.layout.title.text.count("<br>") + 1, key.count("<br>") + 1
+    grow = max(0, 20 * title_lines + 28 * key_lines + 16 - fig.layout.margin.t)
+    return fig.update_layout(margin_t=fig.layout.margin.t + grow, height=fig.layout.height + grow)
 
 
 TOPK_LOG_HEADROOM = 0.08  # the share of a log axis's span above its tallest bar: room for the labels over the bars
