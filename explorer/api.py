@@ -220,7 +220,7 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> num
 
 
 def error_bound(sequential_terms: int, acc: str, out: str, max_abs_x: float = 0.0) -> float:
-    """The seed's bound on the relative error: 3·n·u_acc + u_out, n = terms one accumulator folded in
+    """The bound on the relative error: 3·n·u_acc + u_out, n = terms one accumulator folded in
     sequence, plus 2·max|x|·u_acc where x is rounded on entering acc (explorer.numerics.error_bound).
     Raises InvalidInput for an unknown type or a negative or non-numeric n or max|x|."""
     return numerics.error_bound(

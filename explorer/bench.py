@@ -124,7 +124,7 @@ def check_output(name: str, launch: Launch, x, y, ref64, dtype: str, acc: str, p
 
 def allowed_max_rel(launch: Launch, x, dtype: str, acc: str) -> float:
     """The largest max_rel the GPU tests accept of a kernel: its bound (bound_device), and with an fp32 accumulator
-    at least MAX_REL_FP32_ACC (the seed's bound assumes correctly rounded exponentials; the GPU's expf and
+    at least MAX_REL_FP32_ACC (the 3·n·u bound assumes correctly rounded exponentials; the GPU's expf and
     ex2.approx are within a few ulps, which a bound of a few terms does not cover)."""
     bound = bound_device(launch, x, dtype, acc)
     return max(MAX_REL_FP32_ACC[dtype], bound) if acc == "float32" else bound

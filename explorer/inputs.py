@@ -115,7 +115,7 @@ DISTRIBUTIONS: dict[str, Distribution] = {
         Distribution(
             "decreasing",
             "Monotone decreasing",
-            "the max never changes: rescale factor always 1, the seed's worst case for the error bound",
+            "the max never changes: rescale factor always 1, the worst case for the 3·n·u error bound",
             _decreasing,
             {"spread": Param(1.0, 0.0, 100.0, "x runs from 0 down to -spread")},
         ),

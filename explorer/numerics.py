@@ -63,7 +63,7 @@ def rounds_input(dtype: str, acc: str) -> bool:
 
 
 def error_bound(sequential_terms: int, acc: str, out: str, max_abs_x: float = 0.0) -> float:
-    """The seed's bound on the relative error: 3·n·u_acc + u_out, n = terms one accumulator folded in sequence.
+    """The bound on the relative error: 3·n·u_acc + u_out, n = terms one accumulator folded in sequence.
 
     Where x is rounded to a coarser accumulator on entry (rounds_input), pass max |x|: x and m then
     each carry up to |x|·u_acc of error into the exponent, adding 2·max|x|·u_acc.

@@ -1,6 +1,6 @@
 """The precision lab: how far the online denominator d drifts from float64 as n grows, per accumulator.
 
-The second seed's analysis: with d kept in fp16 the relative error of d_n is bounded by about
+The textbook analysis: with d kept in fp16 the relative error of d_n is bounded by about
 3·n·u (u = 2^-11), worst for monotone decreasing inputs, where the rescale factor is always 1 and
 every rounding error passes on undamped; with d in fp32 and only the output rounded to fp16 the
 bound is 3·n·u32 + u16. These functions run the real kernels (or their emulation) over n and
@@ -37,7 +37,7 @@ from .trace import d_relative_error
 
 ONLINE_VARIANTS = ("online_thread", "online_warp", "online_block")
 ACCUMULATORS = ("float16", "bfloat16", "float32")
-# The input classes of the seed's analysis, as distributions of explorer.inputs with fixed parameters.
+# The input classes of that analysis, as distributions of explorer.inputs with fixed parameters.
 INPUT_CLASSES: dict[str, tuple[str, dict]] = {
     "decreasing": ("decreasing", {"spread": 1.0}),  # x from 0 down to -1: the max never moves, terms in [1/e, 1]
     "increasing": ("increasing", {"spread": 10.0}),  # x from -10 up to 0: a new max, and a rescale, at every step

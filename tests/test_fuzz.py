@@ -88,7 +88,7 @@ def check_accuracy(out, x, variant, dtype, acc, dist, block):
         assert rep.max_rel <= explorer.MAX_REL_FP32_ACC[dtype], rep
         return
     event("checked: derived bound")
-    # Otherwise: the seed's bound, plus what it leaves out, derived here:
+    # Otherwise: the 3·n·u bound, plus what it leaves out, derived here:
     #  * x enters the accumulator rounded and is normalised as rounded: softmax(x~) against softmax(x)
     #    is off by at most e^(2 delta) - 1, delta = max |x - x~| over the row;
     #  * x - m is computed in fp32: relative error <= |x - m| u32 on each exponential (|x - m| < 104 matters);

@@ -1,4 +1,4 @@
-"""The precision lab: measured errors of the online denominator against the seed's bound, stagnation,
+"""The precision lab: measured errors of the online denominator against the 3·n·u bound, stagnation,
 overflow, tree variants, the bit-level view, its figures and its page (emulator; one GPU test)."""
 
 import dataclasses
