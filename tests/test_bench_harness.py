@@ -459,3 +459,79 @@ def test_a_variant_that_runs_wrong_gets_an_error_row_and_is_not_timed(numpy_as_c
     assert row["error"].startswith("naive differs from float64 on 4×300 float32, acc float16: max_rel 1 over")
     assert row["median_us"] is None and row["device_us"] is None
     assert bench.load({**json.loads(json.dumps({"schema": bench.SCHEMA, "meta": {}, "results": [row]}))})
+
+
+# --- timing and rounding on the device, with CuPy stood in for (no GPU needed) ------------------------------------
+
+
+class FakeClockGPU:
+    """cp with a GPU clock that moves only when a launch runs (`ms[i]` a launch on buffer i): events record it,
+    get_elapsed_time reads it in ms, as CUDA events do. No wall clock is involved."""
+
+    def __init__(self, ms: dict[int, float]):
+        self.ms, self.clock, self.buffers_run = ms, 0.0, []
+        gpu = self
+
+        class Event:
+            def record(self):
+                self.at = gpu.clock
+
+            def synchronize(self):
+                pass
+
+        stream = type("Stream", (), {"synchronize": lambda self: None})()
+        self.cuda = type(
+            "cuda",
+            (),
+            {
+                "Event": Event,
+                "get_elapsed_time": staticmethod(lambda s, e: e.at - s.at),
+                "get_current_stream": staticmethod(lambda: stream),
+            },
+        )
+
+    def launch(self, i: int) -> None:
+        self.buffers_run.append(i)
+        self.clock += self.ms[i]
+
+
+@pytest.mark.parametrize(
+    ("ms", "repeats"),
+    [
+        (0.01, 200),  # 0.5 s of 10 µs launches is 50,000: capped at 200
+        (5.0, 100),  # 0.5 s / 5 ms
+        (100.0, 20),  # at least 20
+        (250.0, 3),  # a slow teaching kernel on a big problem: 3 say enough
+    ],
+)
+def test_time_launches_gives_each_launch_in_us_rotating_the_buffers(monkeypatch, ms, repeats):
+    gpu = FakeClockGPU(dict.fromkeys(range(3), ms))
+    monkeypatch.setattr(harness.cuda, "cp", gpu)
+    times = harness.time_launches(gpu.launch, buffers=3)
+    assert len(times) == repeats and times == pytest.approx([1e3 * ms] * repeats)
+    assert gpu.buffers_run == [0, 1] + [i % 3 for i in range(repeats)]  # warm-up, first timing, then in turn
+
+
+def test_time_launches_times_each_launch_on_its_own_buffer(monkeypatch):
+    gpu = FakeClockGPU({0: 1.0, 1: 2.0})
+    monkeypatch.setattr(harness.cuda, "cp", gpu)
+    times = harness.time_launches(gpu.launch, buffers=2, min_repeats=4, max_repeats=4)
+    assert times.tolist() == [1000.0, 2000.0, 1000.0, 2000.0]
+    assert harness.median_us(gpu.launch, 2) == 1500.0
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_round_on_device_rounds_to_nearest_even_as_numpy_does(numpy_as_cupy, dtype):
+    """The benchmark's inputs are drawn in fp32 on the GPU and rounded there: to the nearest value of dtype, a tie
+    to the even one (ml_dtypes and NumPy round so); bfloat16 comes back as its bits."""
+    from explorer.geometry import DTYPES as DT
+
+    rng = np.random.default_rng(4)
+    x32 = rng.standard_normal(20000).astype(np.float32)
+    ties = (np.arange(1, 2001, dtype=np.uint32) << 16 | 0x8000).view(np.float32)  # halfway between two bf16 values
+    x32 = np.concatenate([x32, ties, -ties, np.float32([0.0, -0.0, 1.0, 65504.0])])
+    rounded = harness.round_on_device(x32, dtype)
+    want = x32.astype(DT[dtype])
+    got = rounded if dtype == "float16" else rounded.view(DT["bfloat16"])
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert harness.round_on_device(x32, "float32") is x32
