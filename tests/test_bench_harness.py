@@ -535,3 +535,19 @@ def test_round_on_device_rounds_to_nearest_even_as_numpy_does(numpy_as_cupy, dty
     got = rounded if dtype == "float16" else rounded.view(DT["bfloat16"])
     assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
     assert harness.round_on_device(x32, "float32") is x32
+
+
+def test_a_result_row_derives_bandwidth_and_pct_of_copy_from_its_times():
+    """The floor is reading x once and writing y once: 2·rows·cols·itemsize bytes; GB/s is those bytes over the
+    median time, % of copy against the copy's GB/s measured in the same run; p10 and p90 are the times' percentiles."""
+    shape = object.__new__(bench.ShapeBench)
+    shape.rows, shape.cols, shape.dtype, shape.acc, shape.copy_gbps = 4, 1000, "bfloat16", "float32", 4.0
+    times = np.array([8.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 9.0, 10.0, 11.0])  # median 6, p10 2, p90 10
+    row = shape.row("fast", "variant", 0, times, 1, 1, 1e-6, "fast_warp")
+    assert row["bytes_moved"] == 2 * 4 * 1000 * 2
+    assert (row["median_us"], row["p10_us"], row["p90_us"]) == (6.0, 2.0, 10.0)
+    assert row["gbps"] == pytest.approx(16000 / 6.0 / 1e3)  # bytes per µs is 1e-3 GB/s
+    assert row["pct_copy"] == pytest.approx(100 * row["gbps"] / 4.0)
+    assert (row["max_rel"], row["launch"], row["error"], row["reads_per_element"]) == (1e-6, "fast_warp", None, 1)
+    shape.copy_gbps = None  # no copy measured: no % of it
+    assert shape.row("fast", "variant", 0, times, 1, 1, 1e-6, "")["pct_copy"] is None
