@@ -51,12 +51,16 @@ PAGE_QUERIES = {
     "topk": "&dist=zipf&dtype=float16&tk_vocab=50257&tk_k=16",
 }
 CHARTS = {"outputs": 2, "step": 2, "errors": 1, "precision": 5, "topk": 1, "timing": 3}
-# checked again at 1000 px: the page as it is, or (step) the merge tree of a 1024-thread block
+# checked again at 1000 px (charts 540 px wide beside the sidebar, 316 px in the precision lab's columns): the page
+# as it is (None), or other views of it: (step) a warp's 32 lanes in the merge tree, its lanes heatmap and a lane's
+# error axis, and the merge tree of a 1024-thread block
 NARROW = {
-    "outputs": None,
-    "errors": None,
-    "step": f"step{EVERY_VARIANT_QUERY}&tv=online_block&mlevel=1024",
-    "timing": None,
+    "outputs": (None,),
+    "errors": (None,),
+    "step": (None, f"step{EVERY_VARIANT_QUERY}&tv=online_block&mlevel=1024"),
+    "precision": (None,),
+    "topk": (None,),
+    "timing": (None,),
 }
 
 
@@ -171,8 +175,9 @@ def test_png_and_csv_downloads(server, page, tmp_path):
 def test_every_page_renders_without_overlapping_texts_and_is_captured(server, page, tmp_path):
     """Every page at 1400 px with all eight variants: no exception, no two texts of a chart overlapping (nor two bar
     labels touching), and a full-page screenshot in docs/screenshots/; the pages whose charts are widest or most
-    crowded (Outputs and Error with all eight variants, the merge tree of a 1024-thread block, Timing with the
-    bundled results: peers' names and versions, two files' bars side by side) also at 1000 px."""
+    crowded (Outputs and Error with all eight variants; a warp's merge tree, lanes and error axis, and the merge tree
+    of a 1024-thread block; the precision lab's panels and half-width charts; top-16 ranks; Timing with the bundled
+    results: peers' names and versions, two files' bars side by side) also at 1000 px."""
     overlaps = []
     for name, path in PAGES.items():
         page.goto(f"{server}/{path}{EVERY_VARIANT_QUERY}{PAGE_QUERIES.get(name, '')}")
@@ -195,8 +200,8 @@ def test_every_page_renders_without_overlapping_texts_and_is_captured(server, pa
         overlaps += [f"{name}: {hit}" for hit in chart_text_overlaps(page) + crowded_bar_labels(page)]
         shot = screenshot(page, name)
         assert shot.stat().st_size > 20_000
-        if name in NARROW:
-            overlaps += [f"{name} at 1000 px: {hit}" for hit in narrow_overlaps(page, server, NARROW[name])]
+        for path in NARROW.get(name, ()):
+            overlaps += [f"{name} at 1000 px: {hit}" for hit in narrow_overlaps(page, server, path)]
     assert overlaps == [], "\n".join(overlaps)
 
 

@@ -61,7 +61,22 @@ def chart_config(filename: str) -> dict:
     return {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}}
 
 
-TITLE_CHARS = 64  # a title line this long is about 450 px at 16 px: a chart beside the sidebar in a 1000 px window
+# The narrowest a chart is drawn: beside the open sidebar in a 1000 px window, across the main column (CHART_PX) or in
+# the wider of two columns [3, 2] (COLUMN_PX). Figures are laid out to be readable there; a wider window only adds room.
+CHART_PX = 540
+COLUMN_PX = 316
+TITLE_CHARS = 64  # a title line this long is about 450 px at 16 px: it fits a CHART_PX chart
+
+
+def title_chars(width: int = CHART_PX) -> int:
+    """The longest title line a chart `width` px wide holds (TITLE_CHARS in a CHART_PX chart)."""
+    return TITLE_CHARS * width // CHART_PX
+
+
+def label_step(count: int, label_px: float, plot_px: float) -> int:
+    """Label every how many-th of `count` evenly spaced ticks, so that labels label_px wide (gap included) fit in
+    plot_px: 1 where they all fit."""
+    return max(1, math.ceil(count * label_px / plot_px))
 
 
 def wrap_title(title: str, chars: int = TITLE_CHARS) -> str:
@@ -88,9 +103,10 @@ def _visible(text: str) -> str:
     return re.sub(r"<[^>]+>", "", text)
 
 
-def finish(fig: go.Figure, title: str, stamp: str, height: int = 480) -> go.Figure:
+def finish(fig: go.Figure, title: str, stamp: str, height: int = 480, width: int = CHART_PX) -> go.Figure:
+    """The title (in lines that a chart `width` px wide holds), template, legend, margins and the stamp."""
     fig.update_layout(
-        title=dict(text=wrap_title(title), x=0.0, xanchor="left", font=dict(size=16)),
+        title=dict(text=wrap_title(title, title_chars(width)), x=0.0, xanchor="left", font=dict(size=16)),
         template="plotly_white",
         height=height,
         font=FONT,
@@ -277,6 +293,19 @@ def stamp_below(fig: go.Figure) -> go.Figure:
     """The stamp under the x axis's title rather than beside it (a long centred title on a narrow chart met it)."""
     fig.update_layout(margin=dict(b=90))
     return fig.update_annotations(selector=dict(name="stamp"), y=0.0, yshift=-62)
+
+
+def subplot_titles_left(fig: go.Figure) -> go.Figure:
+    """make_subplots' titles (call it before adding other annotations) at their plot's left edge, in the figure's
+    font: centred, a title wider than its plot reached over the tick labels beside it and over the legend."""
+    for a in fig.layout.annotations:
+        axis = next(
+            ax
+            for name, ax in fig.layout.to_plotly_json().items()
+            if name.startswith("xaxis") and ax["domain"][0] <= a.x <= ax["domain"][1]
+        )
+        a.update(x=axis["domain"][0], xanchor="left", font=dict(size=FONT["size"]))
+    return fig
 
 
 def note_above(fig: go.Figure, text: str, xref: str = "paper", yref: str = "paper", color: str = "#555") -> None:

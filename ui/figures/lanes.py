@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from explorer.trace import Trace
 
-from .common import ERR_FLOOR, finish, finite_or_nan, integer_ticks
+from .common import ERR_FLOOR, finish, finite_or_nan, integer_ticks, stamp_below
 
 MAX_HEAT_STEPS = 1024  # the lanes × steps heatmap shows at most this many step columns,
 MAX_HEAT_LANES = 256  # this many lane rows (every k-th lane of more),
@@ -101,4 +101,5 @@ def lanes_heatmap(trace: Trace, quantity: str, title: str, stamp: str) -> go.Fig
     fig.update_xaxes(title_text="step j" + (f" (every {_nth(stride)} step shown)" if stride > 1 else ""))
     integer_ticks(fig, steps)
     integer_ticks(fig, lanes, "y")
-    return finish(fig, title, stamp, height=max(360, min(900, 140 + 3 * z.shape[0])))
+    # the stamp under the x axis's title: beside it, in a narrow chart, the two met
+    return stamp_below(finish(fig, title, stamp, height=max(360, min(900, 140 + 3 * z.shape[0]))))

@@ -17,7 +17,7 @@ from explorer import precision
 from explorer.numerics import SHORT_NAMES, sequential_terms_text
 from explorer.precision import Measurement, Trajectory
 
-from .common import ERR_FLOOR, finish
+from .common import CHART_PX, ERR_FLOOR, finish, label_step, log_ticks, subplot_titles_left
 
 ACC_COLORS = {"float16": "#d62728", "bfloat16": "#9467bd", "float32": "#1f77b4"}
 DIST_COLORS = {"decreasing": "#d62728", "increasing": "#2ca02c", "normal": "#1f77b4", "constant": "#ff7f0e"}
@@ -45,9 +45,17 @@ def _bound(r: Measurement, quantity: str, with_input: bool) -> float:
     return base if quantity == "out" else base - u_out
 
 
-def _pow2_axis(fig: go.Figure, title: str, row: int | None = None, col: int | None = None, high: int = 20) -> None:
-    """A log x axis ticked at even powers of two, written 2^k."""
-    ks = list(range(0, high + 1, 2))
+POW2_LABEL_PX = 40  # a "2^16" tick label with its gap
+
+
+def _pow2_axis(
+    fig: go.Figure, title: str | None, ns, plot_px: float, row: int | None = None, col: int | None = None
+) -> None:
+    """A log x axis over the values ns ticked at powers of two, written 2^k: every 2nd, 4th, ... power, as many as
+    fit side by side in plot_px."""
+    low, high = (math.floor(math.log2(max(min(ns, default=1), 1))), math.ceil(math.log2(max(ns, default=2))))
+    step = 2 * label_step(len(range(low, high + 1, 2)), POW2_LABEL_PX, plot_px)
+    ks = list(range(low + low % 2, high + 1, step))
     fig.update_xaxes(
         type="log",
         tickvals=[2**k for k in ks],
@@ -66,6 +74,7 @@ def _level(
     fig.add_annotation(
         text=text,
         xref="paper",
+        align="left" if position == "left" else "right",
         x=0.0 if position == "left" else 1.0,
         y=math.log10(y),
         yref="y",
@@ -86,7 +95,7 @@ def _layout(fig: go.Figure, width_px: int = 450, subplot_titles: bool = False) -
     lines = str(fig.layout.title.text or "").count("<br>") + 1
     title_px = 14 + 24 * lines
     legend_px = 21 * rows + 6
-    extra = 30 if subplot_titles else 0
+    extra = 24 if subplot_titles else 0
     top = title_px + legend_px + extra + 12
     fig.update_layout(
         title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=14)),
@@ -105,22 +114,30 @@ def _layout(fig: go.Figure, width_px: int = 450, subplot_titles: bool = False) -
     return fig
 
 
-def _error_axis(fig: go.Figure, quantity: str, row: int = 1, col: int = 1, title: bool = True) -> None:
-    _pow2_axis(fig, "n (elements in the row)", row=row, col=col)
+N_TITLE = "n (elements in the row)"
+
+
+def _error_axis(
+    fig: go.Figure, quantity: str, ns, plot_px: float, row: int = 1, col: int = 1, title: bool = True
+) -> None:
+    """Error against n on log axes; title: the axes' own titles (a row of panels shares one n title instead)."""
+    _pow2_axis(fig, N_TITLE if title else None, ns, plot_px, row=row, col=col)
     fig.update_yaxes(
         type="log",
         exponentformat="power",
         range=[math.log10(ERR_FLOOR) - 0.3, math.log10(OVERFLOW_Y) + 0.4],
         row=row,
         col=col,
-        title_text=(
-            f"relative error of {'d_n' if quantity == 'd' else 'the outputs'}<br>"
-            f"<sup>exact: drawn at {ERR_FLOOR:g}; overflow (inf): at {OVERFLOW_Y:g}</sup>"
-        )
-        if title
-        else None,
+        title_text=_error_title(quantity) if title else None,
     )
     fig.add_hline(y=1.0, line=dict(color="#ccc", width=1), row=row, col=col)  # error 1: solid, unlike the bounds
+
+
+def _error_title(quantity: str) -> str:
+    return (
+        f"relative error of {'d_n' if quantity == 'd' else 'the outputs'}<br>"
+        f"<sup>exact: drawn at {ERR_FLOOR:g}; overflow (inf): at {OVERFLOW_Y:g}</sup>"
+    )
 
 
 def _measured(
@@ -218,13 +235,17 @@ def error_vs_n_figure(records: list[Measurement], variant: str, quantity: str, t
     """Measured error vs n, log-log, one panel per accumulator, a line per input class; the seed's bound dashed."""
     accs = [a for a in precision.ACCUMULATORS if any(r.acc == a and r.variant == variant for r in records)]
     accs = accs or list(precision.ACCUMULATORS)
+    # one panel above the other, n shared: side by side, a panel beside the sidebar in a 1000 px window was ~130 px
+    # wide, and the panels' titles, and their n axes' titles, ran into each other
     fig = make_subplots(
-        rows=1,
-        cols=len(accs),
-        shared_yaxes=True,
-        horizontal_spacing=0.03,
+        rows=len(accs),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.09,
         subplot_titles=[f"accumulator {a} (u = 2<sup>-{explorer.FORMATS[a].significand_bits}</sup>)" for a in accs],
     )
+    subplot_titles_left(fig)
+    ns = [r.n for r in records]
     dtype = next((r.dtype for r in records), "float32")
     for c, acc in enumerate(accs, start=1):
         recs = [r for r in records if r.acc == acc and r.variant == variant]
@@ -235,7 +256,7 @@ def error_vs_n_figure(records: list[Measurement], variant: str, quantity: str, t
                 quantity,
                 precision.INPUT_TITLES[dist],
                 DIST_COLORS[dist],
-                col=c,
+                row=c,
                 showlegend=c == 1,
                 legendgroup=dist,
             )
@@ -245,7 +266,7 @@ def error_vs_n_figure(records: list[Measurement], variant: str, quantity: str, t
             quantity,
             bound_label(quantity, dtype, _terms_text(recs or records, variant, dtype)),
             "#222",
-            col=c,
+            row=c,
             showlegend=c == 1,
             legendgroup="bound",
         )
@@ -259,16 +280,27 @@ def error_vs_n_figure(records: list[Measurement], variant: str, quantity: str, t
                 "#777",
                 dash="dot",
                 with_input=True,
-                col=c,
+                row=c,
                 showlegend=c == 1 or not any(explorer.rounds_input(dtype, a) for a in accs[: c - 1]),
                 legendgroup="bound_in",
             )
-        _error_axis(fig, quantity, col=c, title=c == 1)
-    return _layout(finish(fig, title, stamp_, height=600), width_px=600, subplot_titles=True)
+        _error_axis(fig, quantity, ns, _plot_px(CHART_PX), row=c, title=False)
+        log_ticks(fig, [ERR_FLOOR, OVERFLOW_Y], labels=4, row=c)
+    fig.update_xaxes(title_text=N_TITLE, row=len(accs))
+    fig.update_yaxes(title_text=_error_title(quantity), row=(len(accs) + 1) // 2)  # one title, by the middle panel
+    return _layout(finish(fig, title, stamp_, height=250 + 190 * len(accs)), width_px=600, subplot_titles=True)
 
 
-def stagnation_figure(trajectories: list[Trajectory], title: str, stamp_: str, max_points: int = 1500) -> go.Figure:
-    """Traced d_j of one lane against the float64 d_j (log-log), per accumulator; the stagnation levels dotted."""
+def _plot_px(width: int) -> float:
+    """About how wide the plot of a one-panel chart `width` px wide is (the y axis's title and labels, the margin)."""
+    return width - 100
+
+
+def stagnation_figure(
+    trajectories: list[Trajectory], title: str, stamp_: str, max_points: int = 1500, width: int = CHART_PX
+) -> go.Figure:
+    """Traced d_j of one lane against the float64 d_j (log-log), per accumulator; the stagnation levels dotted.
+    width: the narrowest the chart is drawn (its title's lines, its x labels)."""
     fig = go.Figure()
     for t in trajectories:
         _add_trajectory(fig, t, max_points)
@@ -281,16 +313,17 @@ def stagnation_figure(trajectories: list[Trajectory], title: str, stamp_: str, m
             _level(
                 fig,
                 level,
-                f"{level:g} = 2<sup>{int(math.log2(level))}</sup>: above it {acc} numbers are 2 apart",
+                f"{level:g} = 2<sup>{int(math.log2(level))}</sup>: {acc} spacing 2 above it",
                 ACC_COLORS[acc],
                 above=False,
             )  # under the line at the left, clear of the curves (they pass it at the right) and of the frozen label
     top = max((float(np.nanmax(t.exact_d)) for t in trajectories), default=10.0)
-    _pow2_axis(fig, "j (elements the lane has folded)")
-    fig.update_yaxes(
-        type="log", exponentformat="power", title_text="running denominator d_j", range=[-0.2, math.log10(top) + 0.3]
-    )  # the "1" tick clear of the x axis's "2^0", and no 0.5 tick under it
-    return _layout(finish(fig, title, stamp_, height=500))
+    _pow2_axis(fig, "j (elements the lane has folded)", [1, top], _plot_px(width))
+    fig.update_yaxes(title_text="running denominator d_j", range=[-0.2, math.log10(top) + 0.3])
+    # the "1" tick clear of the x axis's "2^0", and no 0.5 tick under it; decades only (the 2 and 5 labels between
+    # them crowd the frozen labels)
+    log_ticks(fig, [1, top], labels=6)
+    return _layout(finish(fig, title, stamp_, height=500, width=width), width_px=width - 60)
 
 
 def _d_line(t: Trajectory, d: np.ndarray, max_points: int, name: str, line: dict, **hover) -> go.Scatter:
@@ -313,15 +346,17 @@ def _add_trajectory(fig: go.Figure, t: Trajectory, max_points: int) -> None:
                 mode="markers+text",
                 showlegend=False,
                 marker=dict(color=ACC_COLORS[t.acc], size=11, symbol="diamond"),
-                text=[f"{t.acc}: frozen at {t.d[j - 1]:g} from j = {j}"],
+                text=[f"frozen at {t.d[j - 1]:g}"],  # short: where it froze is the diamond's x (and the caption)
                 textposition="top left",
+                textfont=dict(size=11, color=ACC_COLORS[t.acc]),
                 hoverinfo="skip",
             )
         )
 
 
-def overflow_figure(records: list[Measurement], title: str, stamp_: str) -> go.Figure:
-    """Final fp16 d vs n per variant on constant input (d_n = n exactly), with fp16's largest value."""
+def overflow_figure(records: list[Measurement], title: str, stamp_: str, width: int = CHART_PX) -> go.Figure:
+    """Final fp16 d vs n per variant on constant input (d_n = n exactly), with fp16's largest value. width: the
+    narrowest the chart is drawn."""
     fig = go.Figure()
     ns = sorted({r.n for r in records})
     top = max([FP16_MAX, *ns]) * 4  # where inf is drawn: above fp16's largest value and the exact line's end
@@ -350,15 +385,18 @@ def overflow_figure(records: list[Measurement], title: str, stamp_: str) -> go.F
     _level(fig, FP16_MAX, f"{FP16_MAX:g}: largest finite fp16", "#d62728")
     _level(fig, top, "× = inf: d overflowed", "#777", dash="solid")
     _level(fig, FP16_CEILING, f"{FP16_CEILING}: one lane's ceiling (stagnation)", "#555", position="right")
-    _pow2_axis(fig, "n (elements in the row)")
+    _pow2_axis(fig, N_TITLE, ns, _plot_px(width))
     fig.update_yaxes(
         type="log", exponentformat="power", title_text="final d_n in fp16", range=[0.5, math.log10(top) + 0.4]
     )
-    return _layout(finish(fig, title, stamp_, height=500))
+    return _layout(finish(fig, title, stamp_, height=500, width=width), width_px=width - 60)
 
 
-def compare_figure(records: list[Measurement], key: str, quantity: str, title: str, stamp_: str) -> go.Figure:
-    """Error vs n with one line per value of `key` ("acc" or "variant"), each with its own bound dashed."""
+def compare_figure(
+    records: list[Measurement], key: str, quantity: str, title: str, stamp_: str, width: int = CHART_PX
+) -> go.Figure:
+    """Error vs n with one line per value of `key` ("acc" or "variant"), each with its own bound dashed. width: the
+    narrowest the chart is drawn."""
     colors = ACC_COLORS if key == "acc" else VARIANT_COLORS
     fig = make_subplots(rows=1, cols=1)
     for value, color in colors.items():
@@ -367,5 +405,5 @@ def compare_figure(records: list[Measurement], key: str, quantity: str, title: s
             continue
         _measured(fig, recs, quantity, value, color, legendgroup=value)
         _bound_line(fig, recs, quantity, f"{value}: bound", color, with_input=True, legendgroup=value)
-    _error_axis(fig, quantity)
-    return _layout(finish(fig, title, stamp_, height=500))
+    _error_axis(fig, quantity, [r.n for r in records], _plot_px(width))
+    return _layout(finish(fig, title, stamp_, height=500, width=width), width_px=width - 60)

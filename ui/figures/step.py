@@ -24,6 +24,7 @@ from .common import (
     log_ticks,
     nan_row_reason,
     stamp_below,
+    subplot_titles_left,
     thin_marks,
 )
 
@@ -190,11 +191,11 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
         raise ValueError(f"lane {lane} folded no element")
     online = trace.kind == "online"
     titles = [
-        "x<sub>j</sub> and the running max m<sub>j</sub> (▲: m grows, d is rescaled)",
+        "x<sub>j</sub> and the running max m<sub>j</sub>",
         "running denominator d<sub>j</sub>",
     ]
     titles += ["rescale factor e<sup>m<sub>j−1</sub>−m<sub>j</sub></sup> where m grows"] if online else []
-    titles += [f"relative error of d<sub>j</sub> vs float64 (exact: drawn at {ERR_FLOOR:g})"]
+    titles += ["relative error of d<sub>j</sub> vs float64"]
     rows = len(titles)
     fig = make_subplots(
         rows=rows,
@@ -204,6 +205,7 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
         subplot_titles=titles,
         row_heights=[0.32, 0.26, 0.2, 0.22] if online else [0.38, 0.34, 0.28],
     )
+    subplot_titles_left(fig)  # clear of the tick labels at each plot's top and of the legend beside it
     _add_states(fig, trace, lane, steps)
     if online:
         _add_rescales(fig, trace, lane)
@@ -239,7 +241,7 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
     fig.update_yaxes(title_text="value", row=1, col=1)
     fig.update_yaxes(title_text="d<sub>j</sub>", row=2, col=1)
     log_ticks(fig, np.append(err, ERR_FLOOR), row=rows, col=1)
-    fig.update_yaxes(title_text="rel. error", row=rows, col=1)
+    fig.update_yaxes(title_text=f"rel. error<br><sup>exact: at {ERR_FLOOR:g}</sup>", row=rows, col=1)
     fig.update_xaxes(title_text="step j (this lane's j-th element)", row=rows, col=1)
     integer_ticks(fig, last + 1)
     return stamp_below(legend_right(finish(fig, title, stamp, height=640 if online else 560)))

@@ -11,9 +11,11 @@ import plotly.graph_objects as go
 from explorer.topk import TOPK_VARIANTS, TORCH_TOPK_LABELS
 
 from .common import (
+    CHART_PX,
     COLORS,
     REF_COLOR,
     finish,
+    label_step,
     legend_right,
     note_above,
     plotly_text,
@@ -256,6 +258,9 @@ def topk_bars_figure(
     return fig.update_layout(margin_t=fig.layout.margin.t + grow, height=fig.layout.height + grow)
 
 
+# the top-k chart's plot in a CHART_PX chart (the legend beside it takes the rest), and a rank's two-line label
+# ("16", "#50256"), turned upright by plotly where they do not fit side by side, with its gap
+TOPK_PLOT_PX, RANK_LABEL_PX = CHART_PX - 215, 34
 TOPK_LOG_HEADROOM = 0.08  # the share of a log axis's span above its tallest bar: room for the labels over the bars
 
 
@@ -277,11 +282,13 @@ def _rank_axes(fig: go.Figure, ranks: list[str], ref_indices: np.ndarray, log: b
     """Grouped bars over the ranks, each rank ticked with the reference's index; probability on a log axis from
     _topk_log_range's floor, or on a linear axis from 0."""
     fig.update_layout(barmode="group", bargap=0.25)
+    every = label_step(len(ranks), RANK_LABEL_PX, TOPK_PLOT_PX)  # k = 16: every other rank beside the sidebar
     fig.update_xaxes(
         title_text="rank (the reference's index under it)",
-        tickvals=ranks,
-        ticktext=[f"{r}<br>#{i}" for r, i in zip(ranks, ref_indices)],
+        tickvals=ranks[::every],
+        ticktext=[f"{r}<br>#{i}" for r, i in zip(ranks, ref_indices)][::every],
         type="category",
+        ticklabelstandoff=10,  # upright, rank 1's label reached the lowest probability label at the corner
     )
     fig.update_yaxes(
         type="log" if log else "linear", exponentformat="power", title_text="probability" + (" (log)" if log else "")

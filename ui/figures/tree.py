@@ -10,9 +10,14 @@ import plotly.graph_objects as go
 
 from explorer.trace import d_relative_error
 
-from .common import ERR_FLOOR, finish, format_value, stamp_below
+from .common import CHART_PX, ERR_FLOOR, finish, format_value, label_step, stamp_below
 
 LABEL_DIGITS = 4  # significant digits of a merge node's (m, d) label; its hover shows them all
+# How much of a CHART_PX chart the tree's plot gets (_plot_px), and how wide its labels are: the level names on the y
+# axis (13 px, with the axis title beside them), the colour bar with the right margin; a node's "m=2.756<br>d=23.68"
+# and a leaf's number (10 px), each with a gap
+LEVEL_NAME_CHAR_PX, Y_TITLE_PX, COLORBAR_PX = 6.7, 14, 106
+NODE_LABEL_PX, LEAF_LABEL_PX = 52, 16
 
 
 def _bitrev(i: int, bits: int) -> int:
@@ -145,21 +150,31 @@ def merge_tree_figure(trace, choice: str, title: str, stamp: str, level: int | N
     level = top if level is None else min(max(level, 0), top)
     fig = go.Figure()
     _add_edges(fig, edges_x, edges_y, level)
-    fig.add_trace(_node_markers(nodes, arr, level))
     ticks = ["leaves", *level_names(trace, choice)][: top + 1]
+    plot_px = _plot_px(ticks)
+    fig.add_trace(_node_markers(nodes, arr, level, plot_px))
     fig.update_yaxes(
         tickvals=list(range(len(ticks))), ticktext=ticks, title_text="merge level", range=[-0.6, len(ticks) - 0.2]
     )
     leaves = [n for n in nodes if n[2] == 0]
+    every = label_step(len(leaves), LEAF_LABEL_PX, plot_px)  # a warp's 32 lanes: every other one beside the sidebar
     fig.update_xaxes(
         title_text=f"{leaf_label}s" + (", in butterfly order" if butterfly else ""),
         showgrid=False,
         tickmode="array",
-        tickvals=[n[1] for n in leaves],
-        ticktext=[str(n[0]) for n in leaves],
+        tickvals=[n[1] for n in leaves[::every]],
+        ticktext=[str(n[0]) for n in leaves[::every]],
         tickfont=dict(size=10),
+        tickangle=0,
     )
     return stamp_below(finish(fig, title, stamp, height=560))
+
+
+def _plot_px(level_names: list[str]) -> float:
+    """About how wide the tree's plot is in a CHART_PX chart: what the level names and the colour bar leave (the
+    narrowest it is drawn; a wider chart only spreads the labels further apart)."""
+    names_px = max(70, Y_TITLE_PX + LEVEL_NAME_CHAR_PX * max(map(len, level_names)))
+    return CHART_PX - COLORBAR_PX - names_px
 
 
 def _add_edges(fig: go.Figure, edges_x: list, edges_y: list, level: int) -> None:
@@ -179,23 +194,33 @@ def _add_edges(fig: go.Figure, edges_x: list, edges_y: list, level: int) -> None
         )
 
 
-def _node_markers(nodes: list, arr: np.ndarray, level: int) -> go.Scatter:
-    """Every node coloured by its d's relative error, labelled with its (m, d) up to `level` (faded above it)."""
+def _labelled(x: np.ndarray, depth: np.ndarray, plot_px: float) -> np.ndarray:
+    """Which merge nodes carry their (m, d): on each level, every one whose labels fit in plot_px side by side, else
+    every 2nd, 4th, ... (the leftmost first; a power of two, so that a butterfly's labels stay evenly spaced)."""
+    keep = np.zeros(depth.size, bool)
+    for y in np.unique(depth[depth > 0]):
+        at = np.flatnonzero(depth == y)
+        at = at[np.argsort(x[at], kind="stable")]
+        every = 2 ** math.ceil(math.log2(label_step(at.size, NODE_LABEL_PX, plot_px)))
+        keep[at[::every]] = True
+    return keep
+
+
+def _node_markers(nodes: list, arr: np.ndarray, level: int, plot_px: float) -> go.Scatter:
+    """Every node coloured by its d's relative error; up to `level` (faded above it), the merges labelled with their
+    (m, d), as many as fit side by side (_labelled; every node's numbers are in its hover and the level table)."""
     shown = arr[:, 1] <= level
     rel = d_relative_error(arr[:, 3], arr[:, 5])
     color = np.log10(np.maximum(np.nan_to_num(rel, nan=ERR_FLOOR), ERR_FLOOR))
-    # no labels on a level of more than 8 merges: labels closer than 4 leaves apart would overlap at 1000 px
-    crowded = {y: (arr[:, 1] == y).sum() > 8 for y in np.unique(arr[:, 1])}
+    labelled = _labelled(arr[:, 0], arr[:, 1], plot_px) & shown
     return go.Scatter(
         x=arr[:, 0],
         y=arr[:, 1],
         mode="markers+text",
         showlegend=False,
         text=[
-            f"m={format_value(m, LABEL_DIGITS)}<br>d={format_value(d, LABEL_DIGITS)}"
-            if y > 0 and s and not crowded[y]
-            else ""
-            for m, d, y, s in zip(arr[:, 2], arr[:, 3], arr[:, 1], shown)
+            f"m={format_value(m, LABEL_DIGITS)}<br>d={format_value(d, LABEL_DIGITS)}" if keep else ""
+            for m, d, keep in zip(arr[:, 2], arr[:, 3], labelled)
         ],
         textposition="top center",
         textfont=dict(size=10),

@@ -20,6 +20,7 @@ from explorer.precision import Measurement
 
 from .. import lab_runs
 from ..common import chart, csv_download, ensure_choice, guarded, header, show_table, stamp, variant_label
+from ..figures.common import COLUMN_PX
 from ..figures.precision import (
     FP16_CEILING,
     QUANTITIES,
@@ -304,6 +305,7 @@ def _stagnation(cap: int, dtype: str, backend: str) -> None:
                 trajectories,
                 f"online_thread, {precision.INPUT_TITLES[dist]} row of {n:,}: traced d_j per accumulator",
                 stamp(),
+                width=COLUMN_PX,
             ),
             "stagnation",
             "chart_prec_stag",
@@ -331,7 +333,7 @@ def _overflow(records: list[Measurement], variants: list[str]) -> None:
     with left:
         recs = [r for r in records if r.acc == "float16" and r.dist == "constant"]
         _chart(
-            overflow_figure(recs, "final d_n in fp16 on a constant row (exact d_n = n)", stamp()),
+            overflow_figure(recs, "final d_n in fp16 on a constant row (exact d_n = n)", stamp(), width=COLUMN_PX),
             "overflow",
             "chart_prec_overflow",
         )
@@ -355,9 +357,9 @@ def _bf16(records: list[Measurement], variant: str, quantity: str) -> None:
                 recs,
                 "acc",
                 quantity,
-                f"{variant}, monotone decreasing row:<br>error of "
-                f"{QUANTITIES[quantity]} per accumulator, bounds dashed",
+                f"{variant}, monotone decreasing row: error of {QUANTITIES[quantity]} per accumulator, bounds dashed",
                 stamp(),
+                width=COLUMN_PX,
             ),
             "bf16",
             "chart_prec_bf16",
@@ -381,9 +383,10 @@ def _tree(records: list[Measurement], quantity: str) -> None:
                 recs,
                 "variant",
                 quantity,
-                f"{precision.INPUT_TITLES[dist]} row, acc {acc}:<br>error "
-                f"of {QUANTITIES[quantity]} per variant, bounds dashed",
+                f"{precision.INPUT_TITLES[dist]} row, acc {acc}: error of {QUANTITIES[quantity]} per variant, "
+                "bounds dashed",
                 stamp(),
+                width=COLUMN_PX,
             ),
             "variants",
             "chart_prec_tree",
