@@ -298,6 +298,8 @@ def test_precision_page():
     texts = " ".join(m.value for m in at.markdown)
     assert "Stagnation" in texts and "Overflow past 65504" in texts and "bf16's far coarser u" in texts
     assert "Warp and block variants" in texts
+    words = " ".join([texts, captions, *(h.value for h in at.subheader)])
+    assert "the 3·n·u bound" in words and "seed's" not in words  # "seed" is the sidebar's random seed, nothing else
     within = next(c.value for c in at.caption if "lie within it" in c.value)
     got, total = (int(s) for s in within.split("below 1, ")[1].split(" measured")[0].split(" of "))
     assert got == total > 0

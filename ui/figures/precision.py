@@ -1,4 +1,4 @@
-"""The Precision lab's figures: measured error against n beside the seed's bound, stagnation, overflow.
+"""The Precision lab's figures: measured error against n beside the 3·n·u bound, stagnation, overflow.
 
 Records (explorer.precision.Measurement) and trajectories in, plotly Figures out.
 """
@@ -39,7 +39,7 @@ def _y(r: Measurement, quantity: str) -> float:
 
 
 def _bound(r: Measurement, quantity: str, with_input: bool) -> float:
-    """The seed's bound for a record: 3·n·u_acc (+ u_out for outputs), optionally with the input-rounding term."""
+    """The 3·n·u bound for a record: 3·n·u_acc (+ u_out for outputs), optionally with the input-rounding term."""
     u_out = explorer.FORMATS[r.dtype].unit_roundoff
     base = explorer.error_bound(r.sequential_terms, r.acc, r.dtype, r.input_rounding if with_input else 0.0)
     return base if quantity == "out" else base - u_out
@@ -232,7 +232,7 @@ def _terms_text(records: list[Measurement], variant: str, dtype: str) -> str:
 
 
 def error_vs_n_figure(records: list[Measurement], variant: str, quantity: str, title: str, stamp_: str) -> go.Figure:
-    """Measured error vs n, log-log, one panel per accumulator, a line per input class; the seed's bound dashed."""
+    """Measured error vs n, log-log, one panel per accumulator, a line per input class; the 3·n·u bound dashed."""
     accs = [a for a in precision.ACCUMULATORS if any(r.acc == a and r.variant == variant for r in records)]
     accs = accs or list(precision.ACCUMULATORS)
     # one panel above the other, n shared: side by side, a panel beside the sidebar in a 1000 px window was ~130 px

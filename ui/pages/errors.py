@@ -72,7 +72,7 @@ def errors_page() -> None:
         "|Σ−1|: worst row sum (rows finite in both); NaN, inf: counts of outputs; ≠ ref: elements whose NaN/inf "
         "pattern differs from float64's; flushed: outputs 0 where the reference is not (below the type's range; "
         "each has relative error up to 1); counts in K (thousands) or M (millions) are rounded, the CSV has them "
-        "whole; argmax: fraction of rows whose largest probability sits where the reference's does; bound: the seed's "
+        "whole; argmax: fraction of rows whose largest probability sits where the reference's does; bound: "
         "3·n·u_acc + u_out with n = terms one accumulator folds in sequence (its share of the row, plus one "
         "per merge level), plus 2·max|x|·u_acc where x is rounded on entering the accumulator "
         "(explorer.numerics.softmax_bound); a bound ≥ 1 is vacuous: it allows any probability."

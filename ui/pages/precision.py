@@ -1,4 +1,4 @@
-"""The Precision lab page: the online denominator's error against n, per accumulator, beside the seed's bound;
+"""The Precision lab page: the online denominator's error against n, per accumulator, beside the 3·n·u bound;
 stagnation, overflow, bf16, and the shorter sums of warp and block variants.
 
 Compute goes through explorer.precision, which calls explorer.softmax: the GPU kernels where a GPU is usable,
@@ -97,7 +97,7 @@ def _chart(fig, name: str, key: str) -> None:
 # --- the page ----------------------------------------------------------------------------------------------
 
 INTRO = r"""
-The second seed's analysis of the online denominator: each step of
+A textbook rounding analysis of the online denominator: each step of
 $d_j = d_{j-1}\,e^{m_{j-1}-m_j} + e^{x_j-m_j}$ rounds a product, a term and a sum, so after $n$ steps
 $|\hat d_n - d_n| / d_n \lesssim 3\,n\,u_{acc}$ (fp16: $u = 2^{-11}$, bf16: $2^{-8}$, fp32: $2^{-24}$);
 an output adds one rounding to its own type, $+\,u_{out}$. The bound is worst for **monotone decreasing** input,
@@ -238,7 +238,7 @@ def _measure(variants: list[str], dtype: str, block: int, cap: int, backend: str
 
 def _error_vs_n(records: list[Measurement], variants: list[str], dtype: str) -> tuple[str, str]:
     """The main figure and every measurement; returns the chosen (quantity, variant)."""
-    st.subheader("Measured error vs n, with the seed's bound")
+    st.subheader("Measured error vs n, with the 3·n·u bound")
     c1, c2 = st.columns(2)
     c1.radio("Error of", OPTIONS("prec_quantity"), key="prec_quantity", format_func=QUANTITIES.get, horizontal=True)
     ensure_choice("prec_variant", variants)
@@ -255,7 +255,7 @@ def _error_vs_n(records: list[Measurement], variants: list[str], dtype: str) -> 
     applies = [r for r in records if r.bound_applies and not math.isnan(r.out_max_rel)]  # NaN: no row measured
     within = sum(r.d_rel_error <= r.d_bound and r.out_max_rel <= r.bound for r in applies)
     st.caption(
-        f"Dashed: the seed's bound, drawn while below 1. Where it is below 1, {within} of {len(applies)} "
+        f"Dashed: the 3·n·u bound, drawn while below 1. Where it is below 1, {within} of {len(applies)} "
         "measured points lie within it (d and outputs, input-rounding term included). Zero errors sit on the "
         "floor; × marks d = inf."
     )
