@@ -63,7 +63,7 @@ def bytes_needed(
     backend = resolve_backend(backend)
     variant, block = check_variant(variant, block_size)
     if variant is not None:
-        _check_types(variant, dtype, acc)
+        check_types(variant, dtype, acc)
     if not isinstance(traced, bool | np.bool_):
         raise InvalidInput(f"traced must be True or False, got {traced!r}")
     if variant is None:
@@ -73,7 +73,7 @@ def bytes_needed(
     return budget.run_bytes(variant, rows, cols, dtype, acc, bool(traced) and variant.traceable, backend, block)
 
 
-def _check_types(v: Variant, dtype: str, acc: str) -> None:
+def check_types(v: Variant, dtype: str, acc: str) -> None:
     """Refuse an input dtype or an accumulator the variant has no kernel for."""
     if dtype not in v.dtypes:
         raise InvalidInput(f"{v.key} takes {', '.join(v.dtypes)} inputs, not {dtype}")
@@ -129,7 +129,7 @@ def softmax(
     """
     v = get_variant(variant)
     dtype, rows, cols = check_logits(x)  # from the shape: nothing is copied before check_fits
-    _check_types(v, dtype, acc)
+    check_types(v, dtype, acc)
     block = check_block(v, block_size)
     if progress is not None and not callable(progress):
         raise InvalidInput(f"progress must be a function of (rows done, rows) or None, got {type(progress).__name__}")
@@ -262,7 +262,7 @@ def kernel_resources(
     compiled code. None where no GPU can compile it."""
     v = get_variant(variant)
     rows, cols = check_shape(rows, cols)
-    _check_types(v, check_dtype(dtype), acc)
+    check_types(v, check_dtype(dtype), acc)
     block = check_block(v, block_size)
     if not cuda.available():
         return None

@@ -266,13 +266,8 @@ def sizes(n: int, limit: int) -> tuple[str, str]:
     return (f"{n:,} bytes", f"{limit:,} bytes ({b})") if a == b else (a, b)
 
 
-def check_memory(
-    rows: int, cols: int, itemsize: int, need: int, backend: str, what: str, gpu_need: int | None = None
-) -> None:
-    """Refuse, before anything is allocated, rows × cols elements (of itemsize bytes) over this server's
-    limit, `need` bytes over what the GPU has free ("cuda"), or over this server's fixed limit for one run
-    (host memory: the same request always gets the same answer). gpu_need: what the work would take on a
-    GPU, named in the refusal where it fits the limit. `what` names the work."""
+def check_elements(rows: int, cols: int, itemsize: int, what: str) -> None:
+    """Refuse rows × cols elements (of itemsize bytes) over this server's limit for one run (TooLarge)."""
     cap = max_elements()
     n = rows * cols
     if n > cap:
@@ -280,6 +275,17 @@ def check_memory(
             f"{what}: {rows}×{cols} = {n:,} elements ({size(n * itemsize)}) is over this server's limit "
             f"of {cap:,} elements ({size(cap * itemsize)}) for one run; choose a smaller shape"
         )
+
+
+def check_memory(
+    rows: int, cols: int, itemsize: int, need: int, backend: str, what: str, gpu_need: int | None = None
+) -> None:
+    """Refuse, before anything is allocated, rows × cols elements (of itemsize bytes) over this server's
+    limit, `need` bytes over what the GPU has free ("cuda"), or over this server's fixed limit for one run
+    (host memory: the same request always gets the same answer). gpu_need: what the work would take on a
+    GPU, named in the refusal where it fits the limit. `what` names the work."""
+    check_elements(rows, cols, itemsize, what)
+    n = rows * cols
     # The same limit in elements: need grows with the elements, so about n · limit / need of them fit.
     if backend == "cuda":
         have = cuda.free_bytes()

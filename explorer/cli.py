@@ -223,18 +223,11 @@ def _bench_shapes(args) -> list[tuple[int, int]]:
             if block_size is not None:
                 checks.check_block(VARIANTS[key], block_size)
         for key in args.variants or []:  # named ones only: of all, bench times each where it has a kernel
-            v = VARIANTS[key]
-            if args.acc not in v.accumulators:
-                raise InvalidInput(f"{key} accumulates in {', '.join(v.accumulators)}, not {args.acc}")
-            if untaken := [dtype for dtype in args.dtypes if dtype not in v.dtypes]:
-                raise InvalidInput(f"{key} takes {', '.join(v.dtypes)} inputs, not {', '.join(untaken)}")
-    limit = checks.max_elements()
+            for dtype in args.dtypes:
+                api.check_types(VARIANTS[key], dtype, args.acc)
+    itemsize = max(DTYPES[dtype].itemsize for dtype in args.dtypes)
     for rows, cols in shapes:
-        checks.check_shape(rows, cols)
-        if rows * cols > limit:
-            raise InvalidInput(
-                f"shape {rows}x{cols} is {rows * cols:,} elements, over this server's limit of {limit:,} for one run"
-            )
+        checks.check_elements(*checks.check_shape(rows, cols), itemsize, "bench")
         for k in args.topk or []:
             checks.check_k(k, cols, K_MAX)
     if args.json:
