@@ -8,6 +8,7 @@ import pytest
 
 import explorer
 from ui import figures
+from ui.figures import timing as timing_figures
 
 STAMP = "CPU emulation (no GPU) · NumPy x · 2025-01-01"
 
@@ -147,3 +148,25 @@ def test_the_top_k_key_breaks_into_lines_under_the_title():
     )
     key = next(a.text for a in fig.layout.annotations if a.text.startswith("dotted"))
     assert len(_lines(key)) == 3 and max(map(len, _lines(key))) <= 80
+
+
+@pytest.mark.parametrize("decades, plot_px", [(5.4, 295), (11, 295), (40, 295), (0.5, 295), (11, 1000)])
+def test_log_ticks_never_closer_than_a_label(decades, plot_px):
+    """log_dtick's labels: 1, 2 and 5 each decade only where the closest (0.3 of a decade) keep 3/4 of a label's
+    height apart, else whole decades spaced at least a label apart, and never sparser than that needs."""
+    per_decade = plot_px / decades
+    dtick = timing_figures.log_dtick(decades, plot_px)
+    if dtick == "D2":
+        assert 0.3 * per_decade >= 0.75 * timing_figures.LOG_LABEL_PX
+    else:
+        assert 0.3 * per_decade < 0.75 * timing_figures.LOG_LABEL_PX
+        assert dtick * per_decade >= timing_figures.LOG_LABEL_PX > (dtick - 1) * per_decade
+
+
+@pytest.mark.parametrize("k, smallest, dtick", [(16, 1e-4, "D2"), (64, 1e-9, 1)])
+def test_a_top_64_row_over_ten_decades_labels_whole_decades(k, smallest, dtick):
+    ref = np.geomspace(0.5, smallest, k)
+    fig = figures.topk_bars_figure(
+        ref, np.arange(k), {"topk_fused": (ref.astype(np.float32), np.arange(k))}, True, "Top-k", STAMP
+    )
+    assert fig.layout.yaxis.dtick == dtick

@@ -255,7 +255,11 @@ def topk_bars_figure(
     # crowds its labels)
     title_lines, key_lines = fig.layout.title.text.count("<br>") + 1, key.count("<br>") + 1
     grow = max(0, 20 * title_lines + 28 * key_lines + 16 - fig.layout.margin.t)
-    return fig.update_layout(margin_t=fig.layout.margin.t + grow, height=fig.layout.height + grow)
+    fig.update_layout(margin_t=fig.layout.margin.t + grow, height=fig.layout.height + grow)
+    if log and fig.layout.yaxis.range is not None:
+        low, high = fig.layout.yaxis.range
+        fig.update_yaxes(dtick=log_dtick(high - low, fig.layout.height - fig.layout.margin.t - fig.layout.margin.b))
+    return fig
 
 
 # the top-k chart's plot in a CHART_PX chart (the legend beside it takes the rest), and a rank's two-line label
@@ -278,6 +282,19 @@ def _topk_log_range(values: list) -> list[float] | None:
     return [floor, top + TOPK_LOG_HEADROOM * (top - floor)]
 
 
+LOG_LABEL_PX = 18  # a power-of-ten tick label ("10⁻⁵") and the gap it needs above the next
+
+
+def log_dtick(decades: float, plot_px: float) -> str | int:
+    """plotly's dtick for a log axis spanning `decades` over `plot_px`: 1, 2 and 5 in each decade ("D2") where the
+    closest two (0.3 of a decade apart) stay LOG_LABEL_PX apart, else every decade, or every n-th where even
+    those would touch (a top-64 row's probabilities can span ten decades)."""
+    per_decade = plot_px / max(decades, 1e-9)
+    if 0.3 * per_decade >= 0.75 * LOG_LABEL_PX:  # the 2 and 5 are set smaller than the powers of ten
+        return "D2"
+    return max(1, math.ceil(LOG_LABEL_PX / per_decade))
+
+
 def _rank_axes(fig: go.Figure, ranks: list[str], ref_indices: np.ndarray, log: bool, values: list) -> None:
     """Grouped bars over the ranks, each rank ticked with the reference's index; probability on a log axis from
     _topk_log_range's floor, or on a linear axis from 0."""
@@ -296,7 +313,7 @@ def _rank_axes(fig: go.Figure, ranks: list[str], ref_indices: np.ndarray, log: b
     if not log:
         fig.update_yaxes(rangemode="tozero")
     elif (span := _topk_log_range(values)) is not None:
-        fig.update_yaxes(range=span, dtick="D2")  # 2 and 5 between decades: all of 2..9 crowd a short decade
+        fig.update_yaxes(range=span)
 
 
 def _add_topk_bars(
