@@ -443,3 +443,25 @@ def test_gpu_kernels_stay_within_the_bound_stagnate_and_overflow():
         ["online_warp", "online_block"], ["float32"], ["decreasing", "normal"], [2**20], backend="cuda"
     )
     assert outside(big) == [] and all(r.bound_applies for r in big)
+
+
+def test_a_gpu_stamp_breaks_into_lines_in_a_column_and_the_margin_holds_them():
+    """A GPU run's stamp (about 68 characters) ran past the left edge of the lab's 316 px columns: it breaks at its
+    " · " into lines that fit, and the bottom margin holds them under the x axis title."""
+    from ui import figures as page
+    from ui.figures.common import COLUMN_PX, device_line, stamp_chars
+
+    gpu = device_line(
+        {"gpu": "NVIDIA H200", "cuda_driver": "13.0", "cuda_runtime": "13.2", "cupy": "14.2.0"}, "2026-12-05"
+    )
+    recs = [precision.measure("online_warp", "float16", "constant", 2**15, backend="emulator")]
+    traj = [precision.d_trajectory("online_thread", "float16", "constant", 4096, backend="emulator")]
+    for fig in (
+        page.overflow_figure(recs, "t", gpu, width=COLUMN_PX),
+        page.stagnation_figure(traj, "t", gpu, width=COLUMN_PX),
+    ):
+        stamp = next(a for a in fig.layout.annotations if a.name == "stamp")
+        lines = stamp.text.split("<br>")
+        assert " · ".join(lines) == gpu and len(lines) == 2
+        assert all(len(line) <= stamp_chars(COLUMN_PX) for line in lines)
+        assert -stamp.yshift + 14 * len(lines) <= fig.layout.margin.b  # under the plot, inside the chart

@@ -68,6 +68,15 @@ COLUMN_PX = 316
 TITLE_CHARS = 64  # a title line this long is about 450 px at 16 px: it fits a CHART_PX chart
 
 
+STAMP_CHAR_PX = 5.6  # a stamp character's width at the stamp's 10 px
+
+
+def stamp_chars(width: int = CHART_PX) -> int:
+    """The longest stamp line a chart `width` px wide holds: the stamp runs left from the plot's right edge, 30 px
+    in from the chart's, to 10 px short of the chart's left edge (a GPU stamp is two lines in a COLUMN_PX chart)."""
+    return int((width - 40) / STAMP_CHAR_PX)
+
+
 def title_chars(width: int = CHART_PX) -> int:
     """The longest title line a chart `width` px wide holds (TITLE_CHARS in a CHART_PX chart)."""
     return TITLE_CHARS * width // CHART_PX
@@ -114,7 +123,7 @@ def finish(fig: go.Figure, title: str, stamp: str, height: int = 480, width: int
         margin=dict(l=70, r=30, t=110, b=60),
     )
     fig.add_annotation(
-        text=stamp,
+        text=wrap_title(stamp, stamp_chars(width)),
         xref="paper",
         yref="paper",
         x=1.0,

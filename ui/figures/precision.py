@@ -360,7 +360,7 @@ def overflow_figure(records: list[Measurement], title: str, stamp_: str, width: 
     fig = go.Figure()
     ns = sorted({r.n for r in records})
     top = max([FP16_MAX, *ns]) * 4  # where inf is drawn: above fp16's largest value and the exact line's end
-    for variant, width, size in zip(
+    for variant, line_width, size in zip(
         precision.ONLINE_VARIANTS, (2, 7, 2.5), (9, 15, 8)
     ):  # coinciding lines stay visible
         recs = sorted((r for r in records if r.variant == variant), key=lambda r: r.n)
@@ -373,8 +373,8 @@ def overflow_figure(records: list[Measurement], title: str, stamp_: str, width: 
                 y=[top if o else r.d for r, o in zip(recs, over)],
                 mode="lines+markers",
                 name=variant,
-                line=dict(color=VARIANT_COLORS[variant], width=width),
-                opacity=0.6 if width > 3 else 1.0,
+                line=dict(color=VARIANT_COLORS[variant], width=line_width),
+                opacity=0.6 if line_width > 3 else 1.0,
                 marker=dict(size=size, color=VARIANT_COLORS[variant], symbol=["x" if o else "circle" for o in over]),
                 text=["inf (overflow)" if o else f"{r.d:g}" for r, o in zip(recs, over)],
                 hovertemplate=f"{variant}<br>n = %{{x}}<br>d = %{{text}}<extra></extra>",
