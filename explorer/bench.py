@@ -37,6 +37,7 @@ RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "block_size", *
 DEVICE_FIELDS = harness.DEVICE_FIELDS
 EVENT_FIELDS = harness.EVENT_FIELDS
 FLOOR_FIELDS = ("floor_us", "pct_floor", "floor_device_us", "pct_floor_device")
+TIMES_US = (*EVENT_FIELDS, "device_us", "device_p10_us", "device_p90_us", "floor_us", "floor_device_us")  # > 0
 # The Triton tutorial's sweep: 2^27 elements at every width, rows shrinking as cols grow.
 SWEEP_ELEMENTS = 2**27
 SWEEP_COLS = (128, 256, 512, 1000, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
@@ -366,6 +367,13 @@ def load(data: bytes | str | dict) -> dict:
                 raise InvalidInput(f"a result's {f} must be a number or null, got {shown(r[f])}")
             if isinstance(r.get(f), int) and not -(2**63) <= r[f] < 2**63:  # past int64, no table column holds it
                 raise InvalidInput(f"a result's {f} is too large to show, got {shown(r[f])}")
+            value = r.get(f)
+            if f == "max_rel" or value is None:  # max_rel: NaN where a peer's output was NaN (its error says so)
+                continue
+            if f in TIMES_US and not (np.isfinite(value) and value > 0):
+                raise InvalidInput(f"result {shown(r['name'])}: {f} must be a positive time or null, got {shown(value)}")
+            if not (np.isfinite(value) and value >= 0):
+                raise InvalidInput(f"result {shown(r['name'])}: {f} must be a finite number ≥ 0 or null, got {shown(value)}")
         for f in ("version", "error"):
             if not isinstance(r.get(f), str | None):
                 raise InvalidInput(f"a result's {f} must be text or null, got {shown(r[f])}")

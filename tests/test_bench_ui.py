@@ -213,7 +213,16 @@ def _malformed(doc: dict, kind: str) -> str:
     first = doc["results"][1]  # a pipeline row on both pages: online_warp, or topk_fused
     if kind == "surrogate_name":
         return json.dumps(doc).replace(json.dumps(first["name"]), '"\\udcff"', 1)
-    first.update({"huge_median": {"median_us": 10**300}, "huge_rows": {"rows": 10**300}, "huge_k": {"k": 10**30}}[kind])
+    first.update(
+        {
+            "huge_median": {"median_us": 10**300},
+            "huge_rows": {"rows": 10**300},
+            "huge_k": {"k": 10**30},
+            "negative_median": {"median_us": -5.0},
+            "nan_device": {"device_us": float("nan")},
+            "infinite_gbps": {"gbps": float("inf")},
+        }[kind]
+    )
     return json.dumps(doc)
 
 
@@ -227,6 +236,9 @@ def _malformed(doc: dict, kind: str) -> str:
         ("huge_median", "median_us is too large to show"),
         ("huge_rows", "rows must be below 2^31"),
         ("huge_k", "k must be below 2^31"),
+        ("negative_median", "median_us must be a positive time or null, got -5.0"),  # drew a bar below zero
+        ("nan_device", "device_us must be a positive time or null, got nan"),  # its bar was silently missing
+        ("infinite_gbps", "gbps must be a finite number ≥ 0 or null, got inf"),
     ],
 )
 def test_results_files_with_values_no_table_can_hold_are_refused_with_a_reason(page, key, doc, kind, words):
@@ -237,6 +249,25 @@ def test_results_files_with_values_no_table_can_hold_are_refused_with_a_reason(p
     ok(at)
     (refusal,) = [e.value for e in at.error]
     assert f"{kind}.json" in refusal and words in refusal, refusal
+
+
+def test_the_timing_page_leaves_top_k_results_to_the_top_k_page():
+    """A top-k results file on the Timing page drew each k's run stacked into one bar per kernel (topk_fused at
+    123 % of copy): top-k rows are left out, and a file of nothing else says where it is shown."""
+    at = goto(make(), "timing")
+    upload = [("topk.json", json.dumps(topk_doc()).encode(), "application/json")]
+    at.file_uploader(key="bench_files").set_value(upload).run()
+    ok(at)
+    assert not charts(at) and any("Softmax + top-k page shows them" in i.value for i in at.info)
+    mixed = softmax_doc()
+    mixed["results"] += topk_doc()["results"]
+    at.file_uploader(key="bench_files").set_value([("mixed.json", json.dumps(mixed).encode(), "application/json")])
+    at.run()
+    ok(at)
+    left_out = sum(r["k"] is not None for r in topk_doc()["results"])  # its copy row is not counted
+    assert any(f"{left_out} top-k result(s) left out" in c.value for c in at.caption) and charts(at)
+    (names,) = [set(d.value["name"]) for d in at.dataframe if "name" in d.value.columns]
+    assert "topk_fused" not in names and "online_warp" in names
 
 
 # --- the bundled H200 results, duplicates shown once, the share image's button ----------------------------------

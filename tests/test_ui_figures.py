@@ -299,3 +299,9 @@ def test_merge_tree_split_row_chunks():
     with pytest.raises(ValueError, match="no merge stage"):
         figures.merge_tree_figure(trace, "warp 99 lanes", "bad", STAMP)
     assert "chunk" in figures.merge_table(trace).columns
+
+
+def test_a_long_gpu_name_from_a_results_file_is_cut_in_the_stamp():
+    """A results file's 300-character GPU name ran across the chart and over its axis title."""
+    line = figures.stamp_text({"backend": "cuda", "gpu": "G" * 300, "cupy": "14.2"}, "2026-12-05")
+    assert line.startswith("GPU " + "G" * 40 + "… (300 characters) · driver ? · CUDA ? · CuPy 14.2")

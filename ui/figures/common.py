@@ -14,6 +14,8 @@ from collections.abc import Mapping
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.errors import shown
+
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 REF_COLOR = "#222222"
 EXACT_COLOR = "#ff7f0e"
@@ -33,6 +35,10 @@ GL_POINTS = 5000  # above this many points per trace, use WebGL traces
 FONT = dict(size=13)
 
 
+# a results file's GPU name or version is cut past this many characters in a stamp (300 ran across the chart)
+META_CHARS = 40
+
+
 def device_line(meta: Mapping, date: str = "", source: str = "") -> str:
     """Where numbers came from: 'GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · 2026-12-01', from a
     results file's meta or explorer.info() (with "backend"); 'CPU emulation (no GPU) · NumPy 2.4 · date' off
@@ -41,11 +47,15 @@ def device_line(meta: Mapping, date: str = "", source: str = "") -> str:
     if meta.get("backend", "cuda") != "cuda":
         parts = ["CPU emulation (no GPU)", f"NumPy {np.__version__}"]
     else:
+        field = {
+            key: shown(meta.get(key) or "?", META_CHARS, quoted=False)
+            for key in ("gpu", "cuda_driver", "cuda_runtime", "cupy")
+        }
         parts = [
-            f"GPU {meta.get('gpu') or '?'}",
-            f"driver {meta.get('cuda_driver') or '?'}",
-            f"CUDA {meta.get('cuda_runtime') or '?'}",
-            f"CuPy {meta.get('cupy') or '?'}",
+            f"GPU {field['gpu']}",
+            f"driver {field['cuda_driver']}",
+            f"CUDA {field['cuda_runtime']}",
+            f"CuPy {field['cupy']}",
         ]
     origin = [f"from {source}"] if source and source != meta.get("gpu") else []
     return " · ".join([*parts, *([date] if date else []), *origin])

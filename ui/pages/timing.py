@@ -110,11 +110,30 @@ def render(cfg, gpu: bool) -> None:
         "bench_bundled",
         topk=False,
     )
-    if sources:
-        df = figures.results_frame(sources)
+    if sources and not (df := _softmax_rows(figures.results_frame(sources))).empty:
         chosen = _chosen_rows(cfg, df)
         timed, time = _show_results(chosen, sources, origins)
         _across_widths(df, timed, sources, time)
+
+
+def _softmax_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The loaded results without the top-k runs, which the Softmax + top-k page shows: the rows with a k (their
+    times are of another pipeline, and their shapes repeat once per k) and the copies timed for them (a copy row on
+    a shape no softmax row of its file has)."""
+    if df.empty or "k" not in df.columns or df["k"].isna().all():
+        return df
+    topk = df["k"].notna()
+    shape = ["source", "rows", "cols", "dtype"]
+    measured = df.loc[~topk & (df["kind"] != "copy"), shape].drop_duplicates()
+    kept = df[~topk].merge(measured, on=shape, how="inner")  # copies only beside what they are a baseline for
+    if kept.empty:
+        st.info(
+            "These are top-k results (explorer bench --topk): the Softmax + top-k page shows them.",
+            icon=":material/info:",
+        )
+    else:
+        st.caption(f"{int(topk.sum())} top-k result(s) left out: the Softmax + top-k page shows them.")
+    return kept
 
 
 def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
