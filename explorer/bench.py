@@ -371,9 +371,13 @@ def load(data: bytes | str | dict) -> dict:
             if f == "max_rel" or value is None:  # max_rel: NaN where a peer's output was NaN (its error says so)
                 continue
             if f in TIMES_US and not (np.isfinite(value) and value > 0):
-                raise InvalidInput(f"result {shown(r['name'])}: {f} must be a positive time or null, got {shown(value)}")
+                raise InvalidInput(
+                    f"result {shown(r['name'])}: {f} must be a positive time or null, got {shown(value)}"
+                )
             if not (np.isfinite(value) and value >= 0):
-                raise InvalidInput(f"result {shown(r['name'])}: {f} must be a finite number ≥ 0 or null, got {shown(value)}")
+                raise InvalidInput(
+                    f"result {shown(r['name'])}: {f} must be a finite number ≥ 0 or null, got {shown(value)}"
+                )
         for f in ("version", "error"):
             if not isinstance(r.get(f), str | None):
                 raise InvalidInput(f"a result's {f} must be text or null, got {shown(r[f])}")
