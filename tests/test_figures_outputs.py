@@ -170,3 +170,22 @@ def test_a_top_64_row_over_ten_decades_labels_whole_decades(k, smallest, dtick):
         ref, np.arange(k), {"topk_fused": (ref.astype(np.float32), np.arange(k))}, True, "Top-k", STAMP
     )
     assert fig.layout.yaxis.dtick == dtick
+
+
+def test_a_kernel_keeps_its_colour_across_widths_whichever_others_are_drawn():
+    """cupyx has no bfloat16 run: without it, every later line took the previous one's colour (torch red, quack
+    green), so switching dtypes swapped the kernels' colours."""
+    import pandas as pd
+
+    def part(names):
+        return pd.DataFrame(
+            [{"name": n, "cols": c, "rows": 2**27 // c, "pct_copy": 90.0} for n in names for c in (1024, 4096)]
+        )
+
+    def colours(names):
+        fig = timing_figures.sweep_figure(part(names), 1024, "t", STAMP, time="event")
+        return {t.name: t.line.color for t in fig.data if t.name in names}
+
+    with_cupyx, without = colours(["fast", "cupyx", "torch", "quack", "liger"]), colours(["fast", "torch", "quack"])
+    assert all(without[n] == with_cupyx[n] for n in without)
+    assert len(set(with_cupyx.values())) == 5

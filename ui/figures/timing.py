@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+import explorer
 from explorer.topk import TOPK_VARIANTS, TORCH_TOPK_LABELS
 
 from .common import (
@@ -164,6 +165,17 @@ def width_ticks(widths: list[int]) -> list[int]:
     return sorted(ticks)
 
 
+# a colour each, whichever are drawn: fast and the peers first (the sweeps' lines), then the story's, latest first
+SWEEP_KERNELS = ("fast", "cupyx", "torch", "quack", "liger", *reversed([v for v in explorer.VARIANTS if v != "fast"]))
+
+
+def sweep_color(name: str) -> str:
+    """A kernel's line colour across widths, the same whichever others a dtype has (cupyx has no bfloat16), so that
+    switching dtypes does not swap colours; a name outside SWEEP_KERNELS takes one from its letters."""
+    index = SWEEP_KERNELS.index(name) if name in SWEEP_KERNELS else sum(map(ord, name))
+    return COLORS[index % len(COLORS)]
+
+
 def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str, time: str = "device") -> go.Figure:
     """One file's rows across widths (sweep_rows): % of copy against width, one line per kernel, from device time
     where asked and every point has it, else event time (the axis says which); the chosen width's points circled."""
@@ -172,7 +184,7 @@ def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str, t
     field = TIME_FIELDS[basis]["pct"]
     fig = go.Figure()
     fig.add_hline(y=100, line=dict(color=REF_COLOR, width=1, dash="dot"))
-    for i, (name, line) in enumerate(part.groupby("name", sort=False)):
+    for name, line in part.groupby("name", sort=False):
         line = line.sort_values("cols")
         fig.add_trace(
             go.Scatter(
@@ -180,7 +192,7 @@ def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str, t
                 y=line[field].astype(float),
                 name=name,
                 mode="lines+markers",
-                line=dict(color=COLORS[i % len(COLORS)]),
+                line=dict(color=sweep_color(name)),
                 customdata=line["rows"],
                 hovertemplate=f"{name}<br>%{{customdata}}×%{{x:d}}<br>%{{y:.1f}}% of copy<extra></extra>",
             )
