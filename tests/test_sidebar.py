@@ -249,5 +249,5 @@ def test_messages_under_the_pages_guard_show_as_text():
     (failed,) = (w.value for w in at.warning)
     assert plain(refused) and shows(refused) == "[evil.npy](http://x) could not be read: <b>x</b> *a*"
     assert plain(broken) and "(RuntimeError: ![img](http://x/y.png))" in shows(broken)
-    assert failed.startswith("**fast**: ") and plain(failed.removeprefix("**fast**: "))
-    assert shows(failed.removeprefix("**fast**: ")) == "`code` :red[red] http://x"
+    assert failed.startswith("**fast** ") and plain(failed.removeprefix("**fast** "))
+    assert shows(failed.removeprefix("**fast** ")) == "`code` :red[red] http://x"

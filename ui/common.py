@@ -171,15 +171,21 @@ def run_all(cfg: Config, spec: InputSpec) -> tuple[dict[str, VariantRun], dict[s
             try:
                 results[k] = compute.run_variant(spec, k, cfg.acc, cfg.block_for(k), progress)
             except explorer.ExplorerError as exc:
-                failed[k] = str(exc)
+                failed[k] = failure_text(exc)
             if shown:
                 shown.end(k)
     return None if stopped_notice("run", key) else (results, failed)
 
 
+def failure_text(exc: explorer.ExplorerError) -> str:
+    """Why a variant has no result: refused before it ran (its dtype, its accumulator, its size), or failed."""
+    return ("not run: " if isinstance(exc, explorer.InvalidInput | explorer.TooLarge) else "failed: ") + str(exc)
+
+
 def show_failures(failed: dict[str, str]) -> None:
+    """A warning a variant, "**fast** not run: fast accumulates in float32, not float16" (failure_text's)."""
     for key, message in failed.items():
-        st.warning(f"**{key}**: {as_text(message)}", icon=":material/warning:")
+        st.warning(f"**{key}** {as_text(message)}", icon=":material/warning:")
 
 
 def start_page(title: str) -> tuple[Config, InputSpec] | tuple[None, None]:

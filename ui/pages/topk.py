@@ -36,6 +36,7 @@ from ..common import (
     clamp,
     csv_download,
     ensure_choice,
+    failure_text,
     guarded,
     number_columns,
     show_failures,
@@ -355,7 +356,7 @@ def _run_variants(spec: InputSpec, k: int, rows: int, cols: int, dtype: str) -> 
             try:
                 runs[key] = run_topk(spec, k, key)
             except explorer.ExplorerError as exc:
-                failed[key] = str(exc)
+                failed[key] = failure_text(exc)
     show_failures(failed)
     return runs
 
