@@ -305,6 +305,26 @@ def test_timing_page_loads_the_bundled_results_with_one_button():
     assert not charts(at) and "bench_bundled" not in _query(at)
 
 
+def test_the_sidebars_variants_not_measured_at_the_shape_are_named_with_where_they_were():
+    """The bundled results' default shape holds fast and the peers only: the chosen variants were left out of the
+    charts with no word of where they were measured."""
+    at = goto(make(), "timing")
+    at.button(key="bench_bundled_button").click().run()
+    ok(at)
+
+    def note(start):
+        (text,) = [c.value.replace("\\", "") for c in at.caption if c.value.startswith(start)]
+        return text
+
+    chosen = at.multiselect(key="variants").value  # none of them at this shape
+    assert "at 65536×1024 float32 acc float32" in note("None of the sidebar's variants is measured at this shape")
+    at.multiselect(key="variants").set_value([*chosen, "fast"]).run()
+    ok(at)
+    text = note("Not measured at this shape")
+    assert text.startswith(f"Not measured at this shape: {', '.join(chosen)}. Measured elsewhere in these results: ")
+    assert f"{', '.join(chosen)} at 65536×1024 float32 acc float32." in text  # the variants measured together, once
+
+
 def test_files_of_one_gpu_are_each_labelled_with_where_they_came_from():
     """One file of a GPU goes by the GPU's name; several of one GPU each carry their file's name (none the bare name,
     which would not say which it is); two uploads of one name and GPU are told apart by a count."""

@@ -8,6 +8,7 @@ import streamlit as st
 
 import explorer
 from explorer import bench
+from explorer.errors import as_text
 
 from .. import compute, figures, gpu_lock
 from ..common import chart, csv_download, ensure_choice, guarded, header, number_columns, show_table
@@ -136,6 +137,29 @@ def _softmax_rows(df: pd.DataFrame) -> pd.DataFrame:
     return kept
 
 
+SHAPES_NAMED = 2  # the shapes named where a variant missing at the chosen one was measured, at most
+
+
+def _measured_at(df: pd.DataFrame, variants: list[str]) -> str:
+    """Where else these variants were measured, variants with the same shapes together: " Measured elsewhere in these
+    results: naive, online_warp at 65536×1024 float32 acc float32; split_row at 9 shapes (1×1048576 …, …)."."""
+    shapes_of = {v: tuple(dict.fromkeys(df.loc[df["name"] == v, "shape"])) for v in variants}
+    together: dict[tuple, list[str]] = {}
+    for v, shapes in shapes_of.items():
+        if shapes:
+            together.setdefault(shapes, []).append(v)
+    where = [
+        f"{', '.join(names)} at "
+        + (
+            " and ".join(shapes)
+            if len(shapes) <= SHAPES_NAMED
+            else f"{len(shapes)} shapes ({', '.join(shapes[:SHAPES_NAMED])}, …)"
+        )
+        for shapes, names in together.items()
+    ]
+    return f" Measured elsewhere in these results: {'; '.join(where)}." if where else ""
+
+
 def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
     """The results of the shape chosen here: copy and peers, and the sidebar's variants (every variant measured
     where none of them is)."""
@@ -144,11 +168,17 @@ def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
     ensure_choice("tshape", shapes, what="Shape and dtype")
     st.selectbox("Shape and dtype", shapes, key="tshape")
     part = df[df["shape"] == ss["tshape"]]
-    selected = set(cfg.variants) if cfg is not None else set()
-    chosen = part[(part["kind"] != "variant") | part["name"].isin(selected)]
+    wanted = list(cfg.variants) if cfg is not None else []
+    chosen = part[(part["kind"] != "variant") | part["name"].isin(wanted)]
+    missing = [v for v in wanted if v not in set(part["name"])]
+    found = _measured_at(df, missing)
     if not (chosen["kind"] == "variant").any():
-        st.caption("None of the sidebar's variants is in these results; showing every variant measured.")
-        chosen = part
+        st.caption(
+            as_text(f"None of the sidebar's variants is measured at this shape; showing every variant measured.{found}")
+        )
+        return part
+    if missing:
+        st.caption(as_text(f"Not measured at this shape: {', '.join(missing)}.{found}"))
     return chosen
 
 
