@@ -611,3 +611,13 @@ def test_a_shared_link_to_a_shape_the_results_lack_says_which_is_shown(page, que
     at = goto(make({**SMALL, **query}), page)
     ok(at)
     assert any(words in t.value for t in at.toast), [t.value for t in at.toast]
+
+
+def test_the_timing_table_leads_with_the_kernel_and_its_times():
+    """At 1000 px the table shows about six columns: they were source, name, version, kind, block size and the
+    median, and every device time and % of copy lay beyond the right edge."""
+    at = goto(make(), "timing")
+    at.button(key="bench_bundled_button").click().run()
+    ok(at)
+    (table,) = [d.value for d in at.dataframe if "name" in d.value.columns]
+    assert list(table.columns[:6]) == ["name", "version", "device_us", "pct_copy_device", "median_us", "pct_copy"]

@@ -80,8 +80,9 @@ def test_share_png_holds_the_charts_table_and_stamp():
 def test_a_long_multi_file_stamp_wraps_inside_the_image():
     charts, table = _timing_figures(_sweep())
     long = [
-        share.device_line(
-            {**_sweep()["meta"], "gpu": f"GPU number {i} " + "with a very long name " * 6}, source=f"file-{i}.json"
+        share.device_line(  # a GPU name is cut at META_CHARS: the files' names make the lines long
+            {**_sweep()["meta"], "gpu": f"GPU number {i} with a long name"},
+            source=f"file-{i}-" + "with-a-very-long-name-" * 6 + ".json",
         )
         for i in range(3)
     ]
