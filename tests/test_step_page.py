@@ -84,6 +84,17 @@ def test_play_steps_the_server_state_and_pause_stops_it():
     assert at.slider(key="step").value == 11
 
 
+def test_play_moves_as_many_steps_a_tick_as_its_speed_says_and_stops_at_the_last():
+    """One step every 0.7 s took twelve minutes over a 1000-element row, with no way to go faster."""
+    at = step_page({"tv": "online_thread", "step": "10", "speed": "50"})
+    assert at.selectbox(key="speed").value == 50
+    ok(at.button(key="step_play").click().run())
+    assert at.slider(key="step").value == 60
+    at.slider(key="step").set_value(95)
+    at.selectbox(key="speed").set_value(10).run()
+    assert at.slider(key="step").value == at.slider(key="step").max == 99  # the last step, not past it
+
+
 def test_next_rescale_and_first_nonfinite_jump():
     at = step_page({"tv": "online_thread", "dist": "nonfinite", "p_rate": "0.05", "row": "1"})
     trace = explorer.softmax(

@@ -25,12 +25,14 @@ from . import merges
 from .merges import merges_section
 
 ss = st.session_state
-PLAY_SECONDS = 0.7  # one step per tick while playing
+PLAY_SECONDS = 0.7  # a tick while playing: `speed` steps each
+SPEEDS = (1, 2, 5, 10, 50)  # steps a tick: one at a time to follow the update, faster to cross a long row
 HEAT_CHOICES = {"d": "kernel's d (log10)", "m": "kernel's m", "err": "relative error of d (log10)"}
 PARAMS = (
     Param("tv", "word", "", choices=lambda: tuple(explorer.VARIANTS), hint="unknown variant"),
     Param("lane", "int", 0, low=0, high=MAX_DIM),  # clamped to the trace's lanes once it is run
     Param("step", "int", 0, low=0, high=MAX_DIM),
+    Param("speed", "int", 1, low=1, high=SPEEDS[-1], choices=SPEEDS),
     Param("heat", "word", "d", choices=tuple(HEAT_CHOICES)),
 )
 OPTIONS = ParamTable(PARAMS).options  # what each widget offers: its row's choices
@@ -173,13 +175,11 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
     if bool(ss.get("_playing")) != ss.get("_ticking"):
         st.rerun()  # the whole page again: the fragment starts or stops ticking
     if ss.get("_playing"):
-        ss["step"] = int(steps[np.searchsorted(steps, ss["step"], side="right")])
-    left, right = st.columns([2, 4], gap="medium")
-    with left:
-        step = _controls(trace, lane, steps)
+        ahead = np.searchsorted(steps, ss["step"], side="right") + int(ss.get("speed", 1)) - 1
+        ss["step"] = int(steps[min(ahead, steps.size - 1)])
+    step = _controls(trace, lane, steps)  # across the page, the update under them: the equations need the width
     n = figures.step_numbers(trace, lane, step)
-    with right:
-        _update(n, trace)
+    _update(n, trace)
     lane_title = f", lane {lane}" if trace.threads > 1 else ""
     fig = figures.step_figure(
         trace, lane, step, f"{key}, row {cfg.row}{lane_title}: running (m, d), acc {cfg.acc}", stamp()
@@ -206,7 +206,7 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
             first,
             last,
             key="step",
-            help="Drives everything below: the update, the chart's marker, the bits. Play moves it one step at a time.",
+            help="Drives everything below: the update, the chart's marker, the bits. Play moves it ×1 to ×50 steps a tick.",
         )
     step = int(ss["step"])
     grows = figures.rescale_steps(trace, lane)
@@ -214,7 +214,7 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
     next_rescale = int(later[0]) if later.size else None
     bad = figures.first_nonfinite(trace, lane)
     playing = bool(ss.get("_playing"))
-    b = st.columns([1, 1, 1.6])
+    b = [*st.columns([1, 1, 1.8, 1.4], vertical_alignment="bottom"), *st.columns(2)]  # fits 540 px
     _jump(b[0], "◀", "step_prev", step, step - 1 if step > first else None, "Previous step")
     _jump(b[1], "▶", "step_next", step, step + 1 if step < last else None, "Next step")
     # Play and Pause are two buttons with their own keys, each setting its state: a click that Streamlit
@@ -226,17 +226,25 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
         width="stretch",
         on_click=_set_playing,
         args=(not playing,),
-        help=f"One step every {PLAY_SECONDS:g} s, run on the server",
+        help=f"{ss.get('speed', 1)} step(s) every {PLAY_SECONDS:g} s, run on the server",
     )
-    j = st.columns(2)
+    ensure_choice("speed", list(SPEEDS), 1)
+    b[3].selectbox(
+        "Steps a tick",
+        SPEEDS,
+        key="speed",
+        label_visibility="collapsed",
+        format_func=lambda v: f"×{v}",
+        help=f"Steps Play moves every {PLAY_SECONDS:g} s: ×1 to follow each update, more to cross a long row",
+    )
     rescale_help = (
         f"The next step where m grows ({grows.size:,} in this lane)"
         if trace.kind == "online"
         else "Safe softmax never rescales"
     )
-    _jump(j[0], "Next rescale", "step_rescale", step, next_rescale, rescale_help, ":material/trending_up:")
+    _jump(b[4], "Next rescale", "step_rescale", step, next_rescale, rescale_help, ":material/trending_up:")
     nan_help = "The first step where d_j is NaN or ±∞" if bad is not None else "d_j stays finite in this lane"
-    _jump(j[1], "First non-finite", "step_nan", step, bad, nan_help, ":material/error:")
+    _jump(b[5], "First non-finite", "step_nan", step, bad, nan_help, ":material/error:")
     if bad is not None and step >= bad:
         st.caption(f"d is not finite: {figures.nonfinite_cause(trace, lane, bad)}.")
     return step
