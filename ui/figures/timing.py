@@ -171,8 +171,10 @@ SWEEP_KERNELS = ("fast", "cupyx", "torch", "quack", "liger", *reversed([v for v 
 
 def sweep_color(name: str) -> str:
     """A kernel's line colour across widths, the same whichever others a dtype has (cupyx has no bfloat16), so that
-    switching dtypes does not swap colours; a name outside SWEEP_KERNELS takes one from its letters."""
-    index = SWEEP_KERNELS.index(name) if name in SWEEP_KERNELS else sum(map(ord, name))
+    switching dtypes does not swap colours: by the name without its version ("torch 2.11.0"); a name outside
+    SWEEP_KERNELS takes one from its letters."""
+    kernel = name.split(" ")[0].split("<br>")[0]
+    index = SWEEP_KERNELS.index(kernel) if kernel in SWEEP_KERNELS else sum(map(ord, kernel))
     return COLORS[index % len(COLORS)]
 
 
