@@ -465,6 +465,8 @@ def test_helpers_batches_bytes_slug_and_agreement():
     assert moved.loc["torch.topk + logsumexp", "bytes moved"] == 2 * logits + 512 * 50 * (2 + 8)
     assert moved.loc["topk_fused", "size"] == "125.40 MiB"
     assert topk.bytes_table(1, 100, 8, "float32").loc["topk_fused", "size"] == "464 bytes"  # not "0.00 MB"
+    # the numbers first: at 1000 px the long description pushed them past the table's right edge
+    assert list(moved.columns) == ["bytes moved", "size", "× fused", "what it does to memory"]
     spec = GeneratedInput("zipf", (("s", 1.1),), 8, 50257, "float16", 3)
     assert topk.input_slug(spec, 50, 2) == "softmax_topk_zipf_s1.1_8x50257_float16_seed3_k50_row2"
     assert (

@@ -133,7 +133,7 @@ def bytes_table(rows: int, cols: int, k: int, dtype: str) -> pd.DataFrame:
     df = pd.DataFrame(pipelines, columns=["pipeline", "what it does to memory", "bytes moved"]).set_index("pipeline")
     df["size"] = [explorer.checks.size(int(b)) for b in df["bytes moved"]]  # 1.00 KiB, not "0.00 MB"
     df["× fused"] = df["bytes moved"] / TOPK_VARIANTS["topk_fused"].bytes_moved(rows, cols, k, dtype)
-    return df
+    return df[["bytes moved", "size", "× fused", "what it does to memory"]]  # the numbers before the long words
 
 
 @dataclass(frozen=True)
