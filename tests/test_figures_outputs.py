@@ -177,9 +177,13 @@ def test_a_kernel_keeps_its_colour_across_widths_whichever_others_are_drawn():
     green), so switching dtypes swapped the kernels' colours."""
     import pandas as pd
 
-    def part(names):
+    def part(names):  # as display_names gives them: the name with its version, the kernel as measured
         return pd.DataFrame(
-            [{"name": n, "cols": c, "rows": 2**27 // c, "pct_copy": 90.0} for n in names for c in (1024, 4096)]
+            [
+                {"name": n, "kernel": n.split(" ")[0], "cols": c, "rows": 2**27 // c, "pct_copy": 90.0}
+                for n in names
+                for c in (1024, 4096)
+            ]
         )
 
     def colours(names):

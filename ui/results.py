@@ -61,9 +61,10 @@ TIME_COLUMNS = number_columns(
 
 
 def display_names(df: pd.DataFrame, ticks: bool = False) -> pd.DataFrame:
-    """A copy for the figures: names carry the peer's version, and every file string is escaped for plotly. ticks:
-    the version on a line of its own and without its local part (torch's "+cu130"; the table has it), so that a bar
-    chart's names stay narrow enough to stand level."""
+    """A copy for the figures: names carry the peer's version, and every file string is escaped for plotly; the name
+    as measured stays in `kernel` (what a figure keys a kernel's colour on). ticks: the version on a line of its own
+    and without its local part (torch's "+cu130"; the table has it), so that a bar chart's names stay narrow enough
+    to stand level."""
 
     def named(name, version) -> str:
         if not (isinstance(version, str) and version):
@@ -73,6 +74,7 @@ def display_names(df: pd.DataFrame, ticks: bool = False) -> pd.DataFrame:
         )
 
     out = df.copy()
+    out["kernel"] = out["name"]
     versions = out["version"] if "version" in out.columns else [None] * len(out)
     out["name"] = [named(n, v) for n, v in zip(out["name"], versions)]
     for c in ("source", "kind"):

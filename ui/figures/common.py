@@ -47,16 +47,8 @@ def device_line(meta: Mapping, date: str = "", source: str = "") -> str:
     if meta.get("backend", "cuda") != "cuda":
         parts = ["CPU emulation (no GPU)", f"NumPy {np.__version__}"]
     else:
-        field = {
-            key: shown(meta.get(key) or "?", META_CHARS, quoted=False)
-            for key in ("gpu", "cuda_driver", "cuda_runtime", "cupy")
-        }
-        parts = [
-            f"GPU {field['gpu']}",
-            f"driver {field['cuda_driver']}",
-            f"CUDA {field['cuda_runtime']}",
-            f"CuPy {field['cupy']}",
-        ]
+        fields = (("GPU", "gpu"), ("driver", "cuda_driver"), ("CUDA", "cuda_runtime"), ("CuPy", "cupy"))
+        parts = [f"{label} {shown(meta.get(key) or '?', META_CHARS, quoted=False)}" for label, key in fields]
     origin = [f"from {source}"] if source and source != meta.get("gpu") else []
     return " · ".join([*parts, *([date] if date else []), *origin])
 

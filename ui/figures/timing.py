@@ -169,24 +169,23 @@ def width_ticks(widths: list[int]) -> list[int]:
 SWEEP_KERNELS = ("fast", "cupyx", "torch", "quack", "liger", *reversed([v for v in explorer.VARIANTS if v != "fast"]))
 
 
-def sweep_color(name: str) -> str:
+def sweep_color(kernel: str) -> str:
     """A kernel's line colour across widths, the same whichever others a dtype has (cupyx has no bfloat16), so that
-    switching dtypes does not swap colours: by the name without its version ("torch 2.11.0"); a name outside
-    SWEEP_KERNELS takes one from its letters."""
-    kernel = name.split(" ")[0].split("<br>")[0]
+    switching dtypes does not swap colours; a name outside SWEEP_KERNELS takes one from its letters."""
     index = SWEEP_KERNELS.index(kernel) if kernel in SWEEP_KERNELS else sum(map(ord, kernel))
     return COLORS[index % len(COLORS)]
 
 
 def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str, time: str = "device") -> go.Figure:
-    """One file's rows across widths (sweep_rows): % of copy against width, one line per kernel, from device time
-    where asked and every point has it, else event time (the axis says which); the chosen width's points circled."""
+    """One file's rows across widths (sweep_rows, named by display_names): % of copy against width, one line per
+    kernel, from device time where asked and every point has it, else event time (the axis says which); the chosen
+    width's points circled."""
     device_pct = TIME_FIELDS["device"]["pct"]
     basis = "device" if time == "device" and device_pct in part and part[device_pct].notna().all() else "event"
     field = TIME_FIELDS[basis]["pct"]
     fig = go.Figure()
     fig.add_hline(y=100, line=dict(color=REF_COLOR, width=1, dash="dot"))
-    for name, line in part.groupby("name", sort=False):
+    for (name, kernel), line in part.groupby(["name", "kernel"], sort=False):
         line = line.sort_values("cols")
         fig.add_trace(
             go.Scatter(
@@ -194,7 +193,7 @@ def sweep_figure(part: pd.DataFrame, chosen_cols: int, title: str, stamp: str, t
                 y=line[field].astype(float),
                 name=name,
                 mode="lines+markers",
-                line=dict(color=sweep_color(name)),
+                line=dict(color=sweep_color(kernel)),
                 customdata=line["rows"],
                 hovertemplate=f"{name}<br>%{{customdata}}×%{{x:d}}<br>%{{y:.1f}}% of copy<extra></extra>",
             )

@@ -206,7 +206,7 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
             first,
             last,
             key="step",
-            help="Drives everything below: the update, the chart's marker, the bits. Play moves it ×1 to ×50 steps a tick.",
+            help=f"Drives everything below: the update, the chart's marker, the bits. Play moves it ×1 to ×{SPEEDS[-1]} steps a tick.",
         )
     step = int(ss["step"])
     grows = figures.rescale_steps(trace, lane)
@@ -214,7 +214,8 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
     next_rescale = int(later[0]) if later.size else None
     bad = figures.first_nonfinite(trace, lane)
     playing = bool(ss.get("_playing"))
-    b = [*st.columns([1, 1, 1.8, 1.4], vertical_alignment="bottom"), *st.columns(2)]  # fits 540 px
+    ensure_choice("speed", OPTIONS("speed"), 1)
+    b = st.columns([1, 1, 1.8, 1.4], vertical_alignment="bottom")  # two rows of buttons: their labels fit 540 px
     _jump(b[0], "◀", "step_prev", step, step - 1 if step > first else None, "Previous step")
     _jump(b[1], "▶", "step_next", step, step + 1 if step < last else None, "Next step")
     # Play and Pause are two buttons with their own keys, each setting its state: a click that Streamlit
@@ -226,12 +227,11 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
         width="stretch",
         on_click=_set_playing,
         args=(not playing,),
-        help=f"{ss.get('speed', 1)} step(s) every {PLAY_SECONDS:g} s, run on the server",
+        help=f"{ss['speed']} step(s) every {PLAY_SECONDS:g} s, run on the server",
     )
-    ensure_choice("speed", list(SPEEDS), 1)
     b[3].selectbox(
         "Steps a tick",
-        SPEEDS,
+        OPTIONS("speed"),
         key="speed",
         label_visibility="collapsed",
         format_func=lambda v: f"×{v}",
@@ -242,9 +242,10 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
         if trace.kind == "online"
         else "Safe softmax never rescales"
     )
-    _jump(b[4], "Next rescale", "step_rescale", step, next_rescale, rescale_help, ":material/trending_up:")
+    j = st.columns(2)
+    _jump(j[0], "Next rescale", "step_rescale", step, next_rescale, rescale_help, ":material/trending_up:")
     nan_help = "The first step where d_j is NaN or ±∞" if bad is not None else "d_j stays finite in this lane"
-    _jump(b[5], "First non-finite", "step_nan", step, bad, nan_help, ":material/error:")
+    _jump(j[1], "First non-finite", "step_nan", step, bad, nan_help, ":material/error:")
     if bad is not None and step >= bad:
         st.caption(f"d is not finite: {figures.nonfinite_cause(trace, lane, bad)}.")
     return step
