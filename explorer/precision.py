@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .api import SoftmaxResult, softmax
+from .backends.emulator import Acc
 from .geometry import cdiv
 from .inputs import make_input
 from .numerics import DTYPES, FORMATS, errors, input_rounding, sequential_terms, softmax_bound, ulp
@@ -249,12 +250,10 @@ UINT = {2: np.uint16, 4: np.uint32}
 class FloatBits(NamedTuple):
     """A value rounded to a format: its sign, exponent and mantissa fields as bit strings."""
 
-    acc: str
     value: float  # as stored
     sign: str
     exponent: str
     mantissa: str
-    biased_exponent: int
     exponent_value: int  # unbiased
     mantissa_bits: int
     kind: str  # normal, subnormal, zero, inf or nan
@@ -278,12 +277,10 @@ def float_bits(value: float, acc: str) -> FloatBits:
     else:
         kind = "normal"
     return FloatBits(
-        acc=acc,
         value=float(stored.astype(np.float64)),
         sign=sign,
         exponent=exponent,
         mantissa=mantissa,
-        biased_exponent=biased,
         exponent_value=(1 - bias if biased == 0 else biased - bias),
         mantissa_bits=width - 1 - e_bits,
         kind=kind,
@@ -300,7 +297,6 @@ def bit_at(value: float, k: int) -> int | None:
 class UpdateParts(NamedTuple):
     """One online step as the kernel rounds each part (update_parts)."""
 
-    x_acc: float  # x_j rounded into the accumulator
     scale: float  # e^(m_{j-1} - m_j)
     product: float  # d_{j-1}·scale
     term: float  # e^(x_j - m_j)
@@ -309,27 +305,20 @@ class UpdateParts(NamedTuple):
 
 
 def update_parts(prev_m: float, prev_d: float, m: float, x: float, acc: str) -> UpdateParts:
-    """One online step in the accumulator model of kernels/common.cuh, each part as the kernel rounds it.
-    fp32 operations, one rounding to acc each."""
-    dt = DTYPES[acc]
-    f32 = np.float32
+    """One online step, each part as the kernel rounds it: the emulation's accumulator arithmetic (fp32
+    operations, subnormals flushed, one rounding to acc each) on one element."""
+    a = Acc(acc)
 
-    def to_acc(v) -> float:
-        with np.errstate(over="ignore", invalid="ignore"):
-            return float(np.array(v, dtype=np.float64).astype(f32).astype(dt).astype(np.float64))
+    def held(v: float) -> np.ndarray:
+        return a.round(np.array(v, dtype=np.float32))
 
-    def exp_diff(a: float, b: float) -> float:
-        with np.errstate(over="ignore", invalid="ignore"):
-            return to_acc(np.exp(np.float64(f32(a) - f32(b))).astype(f32))
-
-    xa = to_acc(x)
-    scale = 1.0 if (prev_m == m or (math.isinf(prev_m) and math.isinf(m))) else exp_diff(prev_m, m)
-    product = to_acc(f32(prev_d) * f32(scale))
-    term = 0.0 if xa == -math.inf else exp_diff(xa, m)
-    exact_sum = product + term  # both hold <= 24 significant bits: exact in float64
-    return UpdateParts(
-        x_acc=xa, scale=scale, product=product, term=term, sum=exact_sum, d=to_acc(f32(product) + f32(term))
-    )
+    x_acc, m_acc = held(x), held(m)
+    scale = a.rescale(held(prev_m), m_acc)
+    product = a.mul(held(prev_d), scale)
+    term = a.const(0.0, ()) if x_acc == -np.inf else a.exp_diff(x_acc, m_acc)
+    d = a.add(product, term)
+    exact_sum = float(product) + float(term)  # both hold <= 24 significant bits: exact in float64
+    return UpdateParts(scale=float(scale), product=float(product), term=float(term), sum=exact_sum, d=float(d))
 
 
 def aligned_bits(values: dict[str, float], high: int, low: int) -> dict[str, list[int | None]]:

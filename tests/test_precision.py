@@ -227,6 +227,13 @@ def test_update_parts_reproduce_the_traced_steps():
     assert (parts.product, parts.term, parts.sum, parts.d) == (2048.0, 1.0, 2049.0, 2048.0)
 
 
+def test_update_parts_flush_a_subnormal_term_as_the_kernel_does():
+    # e^-100 is below fp32's smallest normal: -ftz makes the kernel's term 0, and the bits table must show that
+    parts = precision.update_parts(0.0, 1.0, 0.0, -100.0, "float32")
+    assert (parts.term, parts.d) == (0.0, 1.0)
+    assert precision.float_bits(parts.term, "float32").kind == "zero"
+
+
 def test_bits_html_greys_the_lost_place():
     from ui import figures as page
 
