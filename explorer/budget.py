@@ -343,6 +343,12 @@ KEPT_BUDGET = _RAM // KEPT_SHARE or 2**30  # unknown RAM: 1 GiB
 DEFAULT_RUN_BUDGET = (_RAM - _RAM // KEPT_SHARE) // RUNS_AT_ONCE or 2**32  # unknown RAM: 4 GiB
 
 
+def _bytes_setting() -> int | None:
+    """EXPLORER_RUN_BUDGET_BYTES as a whole number >= 1; None where unset or malformed."""
+    raw = os.environ.get(SETTING, "").strip()
+    return int(raw) if raw.isdecimal() and int(raw) >= 1 else None  # isdigit() would pass "²", which int() refuses
+
+
 def _seconds_setting() -> float | None:
     """EXPLORER_RUN_SECONDS as a finite number > 0; None where unset or malformed."""
     try:
@@ -357,7 +363,7 @@ def settings_problems() -> list[str]:
     the default)."""
     problems = []
     raw = os.environ.get(SETTING, "").strip()
-    if raw and not (raw.isdigit() and int(raw) >= 1):
+    if raw and _bytes_setting() is None:
         problems.append(
             f"{SETTING}={raw!r} is refused: it must be a whole number of bytes >= 1; "
             f"using the default of {DEFAULT_RUN_BUDGET:,} bytes (3/16 of this machine's memory: four runs at it and "
@@ -374,8 +380,7 @@ def settings_problems() -> list[str]:
 
 def run_budget() -> int:
     """This server's limit on the memory of one run, in bytes."""
-    raw = os.environ.get(SETTING, "").strip()
-    return int(raw) if raw.isdigit() and int(raw) >= 1 else DEFAULT_RUN_BUDGET
+    return _bytes_setting() or DEFAULT_RUN_BUDGET
 
 
 def time_budget() -> float:

@@ -111,7 +111,7 @@ def test_the_limit_is_the_setting_else_what_leaves_room_for_four_runs_and_the_ke
     ram = budget.machine_bytes()
     assert budget.KEPT_BUDGET == ram // 4 and budget.DEFAULT_RUN_BUDGET == (ram - ram // 4) // 4
     assert budget.RUNS_AT_ONCE * budget.DEFAULT_RUN_BUDGET + budget.KEPT_BUDGET <= ram  # together, within the RAM
-    for bad in ("lots", "-5", "0", "1.5e9"):
+    for bad in ("lots", "-5", "0", "1.5e9", "²"):  # "²" is a digit to isdigit(), not to int()
         monkeypatch.setenv(budget.SETTING, bad)
         assert budget.run_budget() == budget.DEFAULT_RUN_BUDGET
         assert any(budget.SETTING in p for p in checks.settings_problems())
