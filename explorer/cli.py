@@ -389,7 +389,7 @@ def parser() -> argparse.ArgumentParser:
         ("topk --k 8 --rows 4 --cols 128256", "topk --variant topk_unfused --k 50 --dist normal --param std=4"),
     )
     t.add_argument(
-        "--k", type=int, default=8, help="how many of the largest probabilities to keep: 1 to 64, at most cols"
+        "--k", type=int, default=8, help=f"how many of the largest probabilities to keep: 1 to {K_MAX}, at most cols"
     )
     t.add_argument("--variant", default="topk_fused", choices=list(TOPK_VARIANTS), help="fused or softmax then top-k")
     _input_arguments(t, "zipf", 8, 32000)

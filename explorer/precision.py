@@ -36,7 +36,8 @@ from .numerics import DTYPES, FORMATS, errors, input_rounding, sequential_terms,
 from .registry import VARIANTS
 from .trace import d_relative_error
 
-ONLINE_VARIANTS = ("online_thread", "online_warp", "online_block")
+# the online kernels that keep a row in one thread, warp or block (split_row spreads it over blocks)
+ONLINE_VARIANTS = tuple(k for k, v in VARIANTS.items() if v.method == "online" and v.family != "split")
 ACCUMULATORS = ("float16", "bfloat16", "float32")
 # The input classes of that analysis, as distributions of explorer.inputs with fixed parameters.
 INPUT_CLASSES: dict[str, tuple[str, dict]] = {

@@ -14,8 +14,8 @@ import numpy as np
 from .geometry import Launch, cdiv
 from .registry import Variant
 
-NODES_PER_BUTTERFLY = 31  # 16 + 8 + 4 + 2 + 1
 OFFSETS = (16, 8, 4, 2, 1)
+NODES_PER_BUTTERFLY = sum(OFFSETS)  # 31
 
 
 @dataclass

@@ -18,8 +18,6 @@ from explorer.errors import shown
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 REF_COLOR = "#222222"
-EXACT_COLOR = "#ff7f0e"
-KERNEL_COLOR = "#1f77b4"
 ERR_FLOOR = 1e-10  # an exact value (error 0) is drawn here on log axes, and the axis title says so
 SYMBOLS = [
     "circle-open",

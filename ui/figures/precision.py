@@ -21,16 +21,11 @@ from .common import CHART_PX, ERR_FLOOR, finish, label_step, log_ticks, subplot_
 
 ACC_COLORS = {"float16": "#d62728", "bfloat16": "#9467bd", "float32": "#1f77b4"}
 DIST_COLORS = {"decreasing": "#d62728", "increasing": "#2ca02c", "normal": "#1f77b4", "constant": "#ff7f0e"}
-VARIANT_COLORS = {
-    "online_thread": "#d62728",
-    "online_warp": "#ff7f0e",
-    "online_block": "#1f77b4",
-}
+VARIANT_COLORS = dict(zip(precision.ONLINE_VARIANTS, ("#d62728", "#ff7f0e", "#1f77b4"), strict=True))
 OVERFLOW_Y = 100.0  # where an infinite error (d overflowed) is drawn on the error axes
 QUANTITIES = {"d": "final denominator d_n", "out": "outputs (max over the row)"}
 FP16_MAX = explorer.FORMATS["float16"].max_value
-# 2048: an fp16 sum of terms <= 1 stops growing here (its spacing reaches 2, and adding 1 rounds back)
-FP16_CEILING = 2 ** explorer.FORMATS["float16"].significand_bits
+FP16_CEILING = int(precision.STAGNATION["float16"])  # 2048
 
 
 def _y(r: Measurement, quantity: str) -> float:
