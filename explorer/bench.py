@@ -24,7 +24,7 @@ from . import peers as torch_peers
 from .backends import cuda
 from .bench_topk import TOPK_SHAPES as TOPK_SHAPES
 from .bench_topk import bench_topk as bench_topk
-from .checks import MAX_DIM
+from .checks import MAX_DIM, check_dtype, get_variant
 from .errors import GPUUnavailable, InvalidInput, KernelFailed, shown
 from .geometry import Launch
 from .harness import SCHEMA as SCHEMA
@@ -271,12 +271,8 @@ def run(
     variants = list(variants)
     shapes = list(shapes)
     for key in variants:
-        if key not in VARIANTS:
-            raise InvalidInput(f"unknown variant {key!r}; choose from {', '.join(VARIANTS)}")
-    jobs = [(shape, dtype) for dtype in dtypes for shape in shapes]
-    for _, dtype in jobs:
-        if dtype not in DTYPES:
-            raise InvalidInput(f"unknown dtype {dtype!r}")
+        get_variant(key)
+    jobs = [(shape, check_dtype(dtype)) for dtype in dtypes for shape in shapes]
     results = []
     started = time.time()
     for i, ((rows, cols), dtype) in enumerate(jobs):

@@ -23,7 +23,7 @@ from .checks import (
     resolve_backend,
     whole,
 )
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 from .fast_launch import MAX_CLUSTER
 from .geometry import ITEMSIZE, Launch, cdiv, multiprocessors
 from .numerics import DTYPES, FORMATS, dtype_name, reference, ulp
@@ -179,7 +179,7 @@ class TopkResult:
 
 def _check_variant(variant: object) -> None:
     if not isinstance(variant, str) or variant not in TOPK_VARIANTS:
-        raise InvalidInput(f"unknown top-k variant {variant!r}; choose one of {', '.join(TOPK_VARIANTS)}")
+        raise InvalidInput(f"unknown top-k variant {shown(variant)}; choose one of {', '.join(TOPK_VARIANTS)}")
 
 
 def _admit(

@@ -551,3 +551,19 @@ def test_a_result_row_derives_bandwidth_and_pct_of_copy_from_its_times():
     assert (row["max_rel"], row["launch"], row["error"], row["reads_per_element"]) == (1e-6, "fast_warp", None, 1)
     shape.copy_gbps = None  # no copy measured: no % of it
     assert shape.row("fast", "variant", 0, times, 1, 1, 1e-6, "")["pct_copy"] is None
+
+
+@pytest.mark.parametrize(
+    "variants, dtypes, words",
+    [
+        (["nope"], ["float32"], ["unknown variant 'nope'", "choose one of", "fast"]),
+        ([["fast"]], ["float32"], ["unknown variant"]),  # not a name: refused, not a TypeError from the lookup
+        (["fast"], ["float64"], ["unknown dtype 'float64'", "bfloat16"]),
+    ],
+)
+def test_bench_run_refuses_an_unknown_variant_or_dtype_before_timing_anything(monkeypatch, variants, dtypes, words):
+    monkeypatch.setattr(bench.cuda, "available", lambda: True)  # the checks come before any GPU work
+    monkeypatch.setattr(bench, "bench_shape", lambda *a, **k: pytest.fail("timed"))
+    with pytest.raises(explorer.InvalidInput) as refused:
+        bench.run(variants, [(4, 128)], dtypes)
+    assert all(w in str(refused.value) for w in words), str(refused.value)
