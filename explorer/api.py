@@ -246,7 +246,7 @@ def info() -> dict:
 
 
 def kernel_source(variant: str) -> str:
-    """The CUDA source file that holds a variant's kernel (with common.cuh inlined)."""
+    """The CUDA source file that holds a variant's kernel, with the headers it includes inlined."""
     return cuda.kernel_source(get_variant(variant).kernel_file)
 
 

@@ -32,7 +32,7 @@ from .numerics import DTYPES, FORMATS, MAX_REL_FP32_ACC, error_bound, rounds_inp
 from .registry import VARIANTS, Variant
 
 RESULT_FIELDS = ("name", "kind", "dtype", "acc", "rows", "cols", "block_size", *harness.MEASURED_FIELDS, "max_rel")
-# Optional, absent from older files: the peer's version, device time and what derives from it, an error
+# Optional (a results file may lack them): the peer's version, device time and what derives from it, an error
 # for a peer that could not run; top-k rows also carry k and the read-once floor.
 DEVICE_FIELDS = harness.DEVICE_FIELDS
 EVENT_FIELDS = harness.EVENT_FIELDS
@@ -321,6 +321,24 @@ TOO_DEEP = f"not a results file: its JSON is nested too deeply (more than {MAX_D
 def load(data: bytes | str | dict) -> dict:
     """Load a results document (JSON text, bytes or a dict) and check its shape. Raises InvalidInput (with
     the reason) for anything else, JSON nested too deeply included."""
+    doc = _parse(data)
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise InvalidInput(f"not a softmax-explorer results file (schema {SCHEMA!r} expected)")
+    results = doc.get("results")
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        raise InvalidInput("results file has no list of results")
+    if not results:
+        raise InvalidInput("results file holds no results")
+    for r in results:
+        _check_result(r)
+    if not isinstance(doc.get("meta"), dict):
+        raise InvalidInput("results file has no meta section (GPU, versions, date)")
+    return doc
+
+
+def _parse(data: object) -> object:
+    """JSON text, bytes or an already parsed dict, as Python values; InvalidInput for what is not JSON, nests
+    deeper than MAX_DEPTH or holds text that is not valid Unicode."""
     if not isinstance(data, dict | str | bytes | bytearray | memoryview):
         raise InvalidInput(f"a results file is JSON text or bytes, got {type(data).__name__}")
     try:
@@ -339,47 +357,39 @@ def load(data: bytes | str | dict) -> dict:
         raise InvalidInput(TOO_DEEP)
     if not all(_encodes(text) for text in _strings(doc)):  # JSON's \udXXX escapes make lone surrogates
         raise InvalidInput("not a results file: it holds text that is not valid Unicode (a lone surrogate)")
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise InvalidInput(f"not a softmax-explorer results file (schema {SCHEMA!r} expected)")
-    results = doc.get("results")
-    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
-        raise InvalidInput("results file has no list of results")
-    if not results:
-        raise InvalidInput("results file holds no results")
-    for r in results:
-        missing = [f for f in RESULT_FIELDS if f not in r]
-        if missing:
-            raise InvalidInput(f"a result lacks {', '.join(missing)}")
-        for f in ("name", "kind", "dtype", "acc"):
-            if not isinstance(r[f], str):
-                raise InvalidInput(f"a result's {f} must be text, got {shown(r[f])}")
-        for f in ("rows", "cols", "block_size", "k"):  # k: top-k rows only
-            if r.get(f) is not None and not _whole(r[f], 0 if f == "block_size" else 1):
-                raise InvalidInput(f"a result's {f} must be a whole number, got {shown(r[f])}")
-            if r.get(f) is not None and r[f] > MAX_DIM:  # as the shapes and k the explorer takes
-                raise InvalidInput(f"a result's {f} must be below 2^31, got {shown(r[f])}")
-        for f in (*harness.MEASURED_FIELDS, "max_rel", *DEVICE_FIELDS, *FLOOR_FIELDS):  # the last two: newer files
-            if not isinstance(r.get(f), int | float | None) or isinstance(r.get(f), bool):
-                raise InvalidInput(f"a result's {f} must be a number or null, got {shown(r[f])}")
-            if isinstance(r.get(f), int) and not -(2**63) <= r[f] < 2**63:  # past int64, no table column holds it
-                raise InvalidInput(f"a result's {f} is too large to show, got {shown(r[f])}")
-            value = r.get(f)
-            if f == "max_rel" or value is None:  # max_rel: NaN where a peer's output was NaN (its error says so)
-                continue
-            if f in TIMES_US and not (np.isfinite(value) and value > 0):
-                raise InvalidInput(
-                    f"result {shown(r['name'])}: {f} must be a positive time or null, got {shown(value)}"
-                )
-            if not (np.isfinite(value) and value >= 0):
-                raise InvalidInput(
-                    f"result {shown(r['name'])}: {f} must be a finite number ≥ 0 or null, got {shown(value)}"
-                )
-        for f in ("version", "error"):
-            if not isinstance(r.get(f), str | None):
-                raise InvalidInput(f"a result's {f} must be text or null, got {shown(r[f])}")
-    if not isinstance(doc.get("meta"), dict):
-        raise InvalidInput("results file has no meta section (GPU, versions, date)")
     return doc
+
+
+def _check_result(r: dict) -> None:
+    """One result of a results file: its fields present, and each of the type and range the pages can show."""
+    missing = [f for f in RESULT_FIELDS if f not in r]
+    if missing:
+        raise InvalidInput(f"a result lacks {', '.join(missing)}")
+    for f in ("name", "kind", "dtype", "acc"):
+        if not isinstance(r[f], str):
+            raise InvalidInput(f"a result's {f} must be text, got {shown(r[f])}")
+    for f in ("rows", "cols", "block_size", "k"):  # k: top-k rows only
+        if r.get(f) is not None and not _whole(r[f], 0 if f == "block_size" else 1):
+            raise InvalidInput(f"a result's {f} must be a whole number, got {shown(r[f])}")
+        if r.get(f) is not None and r[f] > MAX_DIM:  # as the shapes and k the explorer takes
+            raise InvalidInput(f"a result's {f} must be below 2^31, got {shown(r[f])}")
+    for f in (*harness.MEASURED_FIELDS, "max_rel", *DEVICE_FIELDS, *FLOOR_FIELDS):  # the last two may be absent
+        if not isinstance(r.get(f), int | float | None) or isinstance(r.get(f), bool):
+            raise InvalidInput(f"a result's {f} must be a number or null, got {shown(r[f])}")
+        if isinstance(r.get(f), int) and not -(2**63) <= r[f] < 2**63:  # past int64, no table column holds it
+            raise InvalidInput(f"a result's {f} is too large to show, got {shown(r[f])}")
+        value = r.get(f)
+        if f == "max_rel" or value is None:  # max_rel: NaN where a peer's output was NaN (its error says so)
+            continue
+        if f in TIMES_US and not (np.isfinite(value) and value > 0):
+            raise InvalidInput(f"result {shown(r['name'])}: {f} must be a positive time or null, got {shown(value)}")
+        if not (np.isfinite(value) and value >= 0):
+            raise InvalidInput(
+                f"result {shown(r['name'])}: {f} must be a finite number ≥ 0 or null, got {shown(value)}"
+            )
+    for f in ("version", "error"):
+        if not isinstance(r.get(f), str | None):
+            raise InvalidInput(f"a result's {f} must be text or null, got {shown(r[f])}")
 
 
 def _depth(doc: object) -> int:
