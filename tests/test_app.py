@@ -61,10 +61,7 @@ def arr(value) -> np.ndarray:
     return np.asarray(value)
 
 
-@pytest.fixture(autouse=True)
-def emulator_backend(monkeypatch):
-    """These tests check the emulator's pages (tests/test_app_gpu.py drives the app on a GPU)."""
-    monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
+pytestmark = pytest.mark.usefixtures("emulator_backend")  # tests/conftest.py
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from PIL import Image
 import explorer
 from ui import figures
 from ui.figures import raster, share
+from ui.figures.common import device_line
 from ui.pages import errors, outputs
 from ui.share import readable, run_stamp
 from ui.state import UPLOAD, Config
@@ -48,11 +49,11 @@ def _ink_columns(img: Image.Image, top: int, bottom: int) -> np.ndarray:
 
 def test_device_line_names_the_gpu_or_cpu_emulation():
     meta = _sweep()["meta"]
-    line = share.device_line(meta, source="sweep-fast.json")
+    line = device_line(meta, source="sweep-fast.json")
     day = meta["date"][:10]  # the day the results file was measured
     assert line == f"GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · {day} · from sweep-fast.json"
-    assert share.device_line({"backend": "cuda", **meta}, source="NVIDIA H200").endswith(day)
-    cpu = share.device_line({"backend": "emulator", "reason": "no GPU"}, date="2026-01-02")
+    assert device_line({"backend": "cuda", **meta}, source="NVIDIA H200").endswith(day)
+    cpu = device_line({"backend": "emulator", "reason": "no GPU"}, date="2026-01-02")
     assert cpu.startswith("CPU emulation (no GPU) · NumPy ") and cpu.endswith("2026-01-02")
 
 
@@ -60,7 +61,7 @@ def test_share_png_holds_the_charts_table_and_stamp():
     charts, table = _timing_figures(_sweep())
     stamp = [
         "shape 4096×32768 · dtype float32 · accumulator float32",
-        share.device_line(_sweep()["meta"], source="sweep-fast.json"),
+        device_line(_sweep()["meta"], source="sweep-fast.json"),
     ]
     img = _image(
         share.share_png("Softmax timing", charts, table, stamp, "4096×32768 float32 acc float32", {"median_us": "%.2f"})
@@ -80,7 +81,7 @@ def test_share_png_holds_the_charts_table_and_stamp():
 def test_a_long_multi_file_stamp_wraps_inside_the_image():
     charts, table = _timing_figures(_sweep())
     long = [
-        share.device_line(  # a GPU name is cut at META_CHARS: the files' names make the lines long
+        device_line(  # a GPU name is cut at META_CHARS: the files' names make the lines long
             {**_sweep()["meta"], "gpu": f"GPU number {i} with a long name"},
             source=f"file-{i}-" + "with-a-very-long-name-" * 6 + ".json",
         )
@@ -164,7 +165,7 @@ def test_run_stamp_names_shape_dtype_accumulator_input_and_where_it_ran():
         "distribution large scale=300 · seed 0 · row 1",
         "GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · 2026-12-01",
     ]
-    assert gpu[2] == share.device_line(H200, "2026-12-01")  # the Timing image's words
+    assert gpu[2] == device_line(H200, "2026-12-01")  # the Timing image's words
     upload = Config(UPLOAD, (), 2, 5, 0, "bfloat16", "float32", ("naive",), 256, 0, "logits.npy")
     cpu = run_stamp(upload, CPU, "2026-01-02")
     assert cpu[:2] == ["shape 2×5 · dtype bfloat16 · accumulator float32", "uploaded logits.npy · row 0"]
@@ -239,8 +240,6 @@ def test_outputs_and_error_pages_offer_the_share_image_and_name_the_run_in_title
 
 
 def test_the_device_line_names_where_a_file_came_from_after_its_date_on_either_backend():
-    assert share.device_line({"backend": "emulator"}, "2026-01-02", source="x.json").endswith(
-        "2026-01-02 · from x.json"
-    )
-    gpu = share.device_line({"gpu": "H200", "date": "2026-01-02T10:00"}, source="x.json")
+    assert device_line({"backend": "emulator"}, "2026-01-02", source="x.json").endswith("2026-01-02 · from x.json")
+    gpu = device_line({"gpu": "H200", "date": "2026-01-02T10:00"}, source="x.json")
     assert gpu.endswith("2026-01-02 · from x.json")

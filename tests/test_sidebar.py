@@ -15,9 +15,7 @@ RUN_TIMEOUT = 180  # generous: a busy box may take many times what a fast one do
 QUERY = {"rows": "8", "cols": "100", "variants": "online_warp,online_block", "prec_max": "6"}
 
 
-@pytest.fixture(autouse=True)
-def emulator_backend(monkeypatch):
-    monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
+pytestmark = pytest.mark.usefixtures("emulator_backend")  # tests/conftest.py
 
 
 def open_page(page: str, query: dict | None = None) -> AppTest:

@@ -17,9 +17,7 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 RUN_TIMEOUT = 180  # generous: a busy box may take many times what a fast one does
 
 
-@pytest.fixture(autouse=True)
-def emulator_backend(monkeypatch):
-    monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
+pytestmark = pytest.mark.usefixtures("emulator_backend")  # tests/conftest.py
 
 
 def step_page(query: dict) -> AppTest:

@@ -16,9 +16,7 @@ from test_app import charts, goto, make, ok  # the AppTest page helpers
 PAGE_QUERY = {"rows": "4", "cols": "100", "variants": "online_warp"}
 
 
-@pytest.fixture(autouse=True)
-def emulator_backend(monkeypatch):
-    monkeypatch.setenv("EXPLORER_BACKEND", "emulator")
+pytestmark = pytest.mark.usefixtures("emulator_backend")  # tests/conftest.py
 
 
 # --- pure --------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from explorer.inputs import MAX_UPLOAD_BYTES, sizes
 from . import figures
 from .common import UPLOAD_MB, number_columns
 from .figures import plotly_text
-from .figures.share import device_line
+from .figures.common import device_line
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "results"  # the bundled H200 results
 TIMES_CAPTION = (

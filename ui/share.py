@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from . import compute
-from .figures.share import device_line, share_png
+from .figures.common import device_line
+from .figures.share import share_png
 from .state import Config, params_text
 
 LABEL = "Download share image (PNG)"

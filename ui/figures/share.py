@@ -17,7 +17,6 @@ import pandas as pd
 import plotly.graph_objects as go
 from PIL import Image, PngImagePlugin
 
-from .common import device_line as device_line
 from .raster import FAINT, GRID, INK, PAD, PANEL_HEIGHT, SOFT, Pen, chart_image, line_height
 
 WIDTH = 1600  # px; wider where the table needs it
