@@ -276,7 +276,7 @@ MARKDOWN = [  # what Markdown, GFM and Streamlit act on, alone and in the sequen
 def test_as_text_shows_any_string_as_typed_and_never_as_markup(text):
     from test_sidebar import plain, shows
 
-    from explorer.errors import as_text
+    from ui.text import as_text
 
     markdown = as_text(text)
     assert shows(markdown) == " ".join(text.split()).replace("\u2060", "")

@@ -118,7 +118,7 @@ ESCAPED = r"\\[!-/:-@\[-`{-~]"  # CommonMark: a backslash before ASCII punctuati
 
 def shows(markdown: str) -> str:
     """The text a Markdown element shows for markdown: each escaped character as itself, without the word
-    joiner explorer.errors.as_text puts into bare addresses (it is invisible)."""
+    joiner ui.text.as_text puts into bare addresses (it is invisible)."""
     return re.sub(ESCAPED, lambda m: m.group()[1], markdown).replace("\u2060", "")
 
 

@@ -13,7 +13,6 @@ import streamlit as st
 
 import explorer
 from explorer import budget
-from explorer.errors import as_text
 from explorer.inputs import MAX_UPLOAD_BYTES
 from explorer.registry import BLOCK_SIZES
 
@@ -22,6 +21,7 @@ from .compute import VariantRun
 from .figures.share import MISSING
 from .run_control import bounded, duration, held_back, log, stopped_notice
 from .state import Config, InputSpec, default_block
+from .text import as_text
 
 ss = st.session_state
 # The uploaders' own limit, in Streamlit's MB: 10^6 bytes in its browser code (2^20 on Windows), 2^20 at the server

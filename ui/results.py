@@ -3,7 +3,7 @@ explorer.bench.load, labelled by GPU, the same file once), the bundled H200 file
 stamps, and how every timing table shows the measurements.
 
 Text from results files reaches plotly only through plotly_text(), and Streamlit's Markdown (messages, labels)
-only through explorer.errors.as_text(): it shows as text, never as markup.
+only through ui.text.as_text(): it shows as text, never as markup.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import streamlit as st
 
 import explorer
 from explorer import bench
-from explorer.errors import as_text
 from explorer.inputs import MAX_UPLOAD_BYTES, sizes
 
 from . import figures
 from .common import UPLOAD_MB, number_columns
 from .figures import plotly_text
 from .figures.common import device_line
+from .text import as_text
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "results"  # the bundled H200 results
 TIMES_CAPTION = (

@@ -8,7 +8,7 @@ import streamlit as st
 
 import explorer
 from explorer import budget, checks
-from explorer.errors import as_text, shown
+from explorer.errors import shown
 from explorer.inputs import MAX_UPLOAD_BYTES
 
 from . import compute
@@ -16,6 +16,7 @@ from .common import UPLOAD_MB, backend_badge, block_size_slider, clamp, ensure_c
 from .menu import PAGES
 from .page import EVERY_SECTION, Page
 from .state import UPLOAD, Config, UploadedInput, param_key
+from .text import as_text
 from .url import TABLE, defaults, parse_query, sync_url
 
 ss = st.session_state

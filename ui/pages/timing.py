@@ -8,7 +8,6 @@ import streamlit as st
 
 import explorer
 from explorer import bench
-from explorer.errors import as_text
 
 from .. import compute, figures, gpu_lock
 from ..common import chart, csv_download, ensure_choice, guarded, header, number_columns, show_table
@@ -27,6 +26,7 @@ from ..results import (
 )
 from ..share import share_button
 from ..state import file_slug
+from ..text import as_text
 
 PARAMS = (  # bench_bundled: ui/results.py
     Param("tshape", "text", ""),
