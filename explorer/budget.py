@@ -188,7 +188,7 @@ def run_bytes(
     return max(run + RAW_SLOT * threads * steps, built)
 
 
-def topk_bytes(fused: bool, launch: Launch, fast_launch: Launch, rows: int, cols: int, dtype: str) -> int:
+def topk_emulator_bytes(fused: bool, launch: Launch, fast_launch: Launch, rows: int, cols: int, dtype: str) -> int:
     """Peak bytes of fast_emulation.run_topk (input included): x in fp32, the float64 argsort (negated copy, result),
     and fused's streamed (m, d) or unfused's fast softmax output kept beside the selection."""
     n, item = rows * cols, DTYPES[dtype].itemsize

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from .backends import cuda
 from .budget import RUNS_AT_ONCE, run_budget
 from .errors import TooLarge
 
@@ -105,8 +106,6 @@ RUNS = Budget(lambda: RUNS_AT_ONCE * run_budget())
 def gpu_pool_bytes() -> int:
     """The GPU memory that this server's runs share: the device's whole memory (fixed, so a run's admission
     does not depend on what others hold at that moment; each run is also checked against the free memory)."""
-    from .backends import cuda  # only GPU runs ask, where CuPy is present
-
     return int(cuda.device_info()["memory_total_bytes"])
 
 

@@ -193,7 +193,7 @@ def _admit(
     fast_launch = VARIANTS["fast"].launch(rows, cols, None, dtype)
     fused = TOPK_VARIANTS[variant].fused
     gpu = budget.topk_device_bytes(fused, launch, fast_launch, rows, cols, dtype, k)
-    need = gpu if used == "cuda" else budget.topk_bytes(fused, launch, fast_launch, rows, cols, dtype)
+    need = gpu if used == "cuda" else budget.topk_emulator_bytes(fused, launch, fast_launch, rows, cols, dtype)
     check_memory(rows, cols, DTYPES[dtype].itemsize, need, used, f"{dtype} softmax + top-k", gpu)
     return k, used, launch, fast_launch, need
 

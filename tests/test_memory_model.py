@@ -56,9 +56,9 @@ def test_fast_bytes_bounds_the_measured_peak_at_odd_widths(dtype, rows, cols):
 
 @pytest.mark.parametrize("variant", explorer.TOPK_VARIANTS)
 @pytest.mark.parametrize(("rows", "cols"), ((64, 4096), (1, 100000), (64, 50257), (24, 12345)))
-def test_topk_bytes_bounds_the_measured_peak(variant, rows, cols):
+def test_topk_emulator_bytes_bounds_the_measured_peak(variant, rows, cols):
     x = explorer.make_input("normal", rows=rows, cols=cols, dtype="float16", seed=0)
-    estimate = budget.topk_bytes(
+    estimate = budget.topk_emulator_bytes(
         variant == "topk_fused",
         topk_launch(rows, cols, 8, "float16"),
         explorer.VARIANTS["fast"].launch(rows, cols, None, "float16"),
