@@ -51,29 +51,11 @@ def _row(
     name, kind, dtype, acc, rows, cols, block, times_us, copy_gbps, reads, writes, max_rel, launch="", version=None
 ) -> dict:
     moved = 2 * rows * cols * DTYPES[dtype].itemsize  # the floor: read x once, write y once
-    median = float(np.median(times_us))
-    gbps = moved / median / 1e3
-    return {
-        "name": name,
-        "kind": kind,
-        "dtype": dtype,
-        "acc": acc,
-        "rows": rows,
-        "cols": cols,
-        "block_size": block,
-        "median_us": median,
-        "p10_us": float(np.percentile(times_us, 10)),
-        "p90_us": float(np.percentile(times_us, 90)),
-        "gbps": gbps,
-        "pct_copy": 100 * gbps / copy_gbps if copy_gbps else None,
-        "bytes_moved": moved,
-        "reads_per_element": reads,
-        "writes_per_element": writes,
-        "max_rel": max_rel,
-        "launch": launch,
-        "version": version,
-        "error": None,
-    }
+    gbps = moved / float(np.median(times_us)) / 1e3
+    pct_copy = 100 * gbps / copy_gbps if copy_gbps else None
+    return harness.result_row(
+        name, kind, dtype, acc, rows, cols, block, times_us, moved, pct_copy, reads, writes, max_rel, launch, version
+    )
 
 
 def as_float64_device(a, dtype: str):

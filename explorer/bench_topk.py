@@ -189,26 +189,6 @@ def add_floor(row: dict, copy_row: dict) -> None:
 
 
 def _topk_row(name, kind, dtype, rows, cols, k, times_us, moved, max_rel, launch, version=None) -> dict:
-    median = float(np.median(times_us))
-    return {
-        "name": name,
-        "kind": kind,
-        "dtype": dtype,
-        "acc": "float32",
-        "rows": rows,
-        "cols": cols,
-        "block_size": 0,
-        "k": k,
-        "median_us": median,
-        "p10_us": float(np.percentile(times_us, 10)),
-        "p90_us": float(np.percentile(times_us, 90)),
-        "gbps": moved / median / 1e3,
-        "pct_copy": 100.0 if kind == "copy" else None,
-        "bytes_moved": moved,
-        "reads_per_element": None,
-        "writes_per_element": None,
-        "max_rel": max_rel,
-        "launch": launch,
-        "version": version,
-        "error": None,
-    }
+    pct_copy = 100.0 if kind == "copy" else None
+    shape = (dtype, "float32", rows, cols, 0)  # top-k's state is fp32, and it takes no block size
+    return harness.result_row(name, kind, *shape, times_us, moved, pct_copy, None, None, max_rel, launch, version, k=k)

@@ -71,12 +71,13 @@ def summarize(per_batch: Sequence[float | None]) -> dict[str, float] | None:
     """Median and p10/p90 over batches; None unless every batch recorded something."""
     if not per_batch or any(v is None for v in per_batch):
         return None
-    values = np.array(per_batch, dtype=float)
-    return {
-        "device_us": float(np.median(values)),
-        "device_p10_us": float(np.percentile(values, 10)),
-        "device_p90_us": float(np.percentile(values, 90)),
-    }
+    return dict(zip(("device_us", "device_p10_us", "device_p90_us"), spread(per_batch), strict=True))
+
+
+def spread(times_us: Sequence[float]) -> tuple[float, float, float]:
+    """The median, 10th and 90th percentiles of a timing's samples: how every result reports its times."""
+    values = np.asarray(times_us, dtype=float)
+    return float(np.median(values)), float(np.percentile(values, 10)), float(np.percentile(values, 90))
 
 
 def calls_per_batch(event_median_us: float) -> int:

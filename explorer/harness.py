@@ -90,6 +90,50 @@ def round_on_device(x32, dtype: str):
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(cp.uint16)
 
 
+def result_row(
+    name: str,
+    kind: str,
+    dtype: str,
+    acc: str,
+    rows: int,
+    cols: int,
+    block_size: int,
+    times_us: np.ndarray,
+    moved: int,
+    pct_copy: float | None,
+    reads: int | None,
+    writes: int | None,
+    max_rel: float,
+    launch: str,
+    version: str | None,
+    **extra,
+) -> dict:
+    """A timed row: its event times' median and spread, and the byte rate at the median."""
+    median, p10, p90 = devicetime.spread(times_us)
+    return {
+        "name": name,
+        "kind": kind,
+        "dtype": dtype,
+        "acc": acc,
+        "rows": rows,
+        "cols": cols,
+        "block_size": block_size,
+        **extra,
+        "median_us": median,
+        "p10_us": p10,
+        "p90_us": p90,
+        "gbps": moved / median / 1e3,
+        "pct_copy": pct_copy,
+        "bytes_moved": moved,
+        "reads_per_element": reads,
+        "writes_per_element": writes,
+        "max_rel": max_rel,
+        "launch": launch,
+        "version": version,
+        "error": None,
+    }
+
+
 def error_row(
     name: str,
     dtype: str,
