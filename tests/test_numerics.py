@@ -476,3 +476,16 @@ def test_a_row_nan_in_both_is_not_measured_and_not_an_argmax_disagreement():
     assert r2.max_abs == pytest.approx(1 / 6) and r2.max_rel == pytest.approx(0.5)
     # row 1's reference argmax (a tie: column 0) is below out's max there, and the NaN row is not counted: 0, not 1/2
     assert r2.argmax_agreement == 0.0
+
+
+def test_max_rel_in_range_leaves_out_only_the_outputs_flushed_from_below_the_normal_range():
+    # row: x = 0 and -88 (e^-88 ≈ 6e-39, below fp32's smallest normal 1.2e-38) and -1; -ftz writes 0 for the second
+    x = np.array([[0.0, -88.0, -1.0]], np.float32)
+    ref = explorer.numerics.reference(x)
+    out = ref.astype(np.float32)
+    out[0, 1] = 0.0
+    r = explorer.errors(out, x)
+    assert r.underflow_count == 1 and r.max_rel == pytest.approx(abs(ref[0, 1]) / np.finfo(np.float32).smallest_normal)
+    assert r.max_rel_in_range < 1e-7  # the others are correctly rounded
+    out[0, 2] = 0.0  # a normal-range output lost too: that one counts
+    assert explorer.errors(out, x).max_rel_in_range == 1.0
