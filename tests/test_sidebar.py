@@ -191,6 +191,26 @@ def test_variants_refused_for_one_reason_are_named_once_and_for_different_reason
     assert fast.startswith("Not run (fast): float32 softmax: 1000×100000") and "5.55 GiB" in fast
 
 
+def test_a_refusal_says_what_the_variants_that_fit_would_do_without_the_refused_one(monkeypatch):
+    import explorer
+    from ui import sidebar
+
+    monkeypatch.setenv("EXPLORER_RUN_BUDGET_BYTES", str(2**30))  # fast's emulation is over it, online_warp's not
+    at = open_page("", {**QUERY, "rows": "1000", "cols": "20000", "variants": "online_warp,fast"})
+    (refusal,) = [e.value for e in at.sidebar.error]
+    refused, others = refusal.split("\n\n")
+    assert refused.startswith("Not run (fast): ")
+    assert others.startswith("Without them the page would still need about 1.53 GiB for online_warp, with the ")
+    assert others.endswith("choose a smaller shape.")  # one variant left: "or fewer variants" would not help
+    cfg = at.session_state["_cfg"]
+    warp = explorer.VARIANTS["online_warp"]
+    fitting = [(warp, explorer.checks.check_block(warp, None))]
+    assert sidebar._without_the_refused(cfg, "cuda", fitting) == (  # a GPU page keeps no float64 copies
+        "\n\nThe others fit (online_warp): deselect the refused variants in the sidebar to run them."
+    )
+    assert sidebar._without_the_refused(cfg, "cuda", []) == ""
+
+
 def test_a_page_over_the_run_limit_says_the_limit_in_elements_and_bytes_and_what_to_do(monkeypatch):
     import explorer
     from explorer import budget
