@@ -107,7 +107,7 @@ def test_outputs_page_shows_each_variant_beside_the_reference(at):
 
 def test_backend_badge_says_cpu_emulation(at):
     texts = " ".join(m.value for m in at.markdown)
-    assert "CPU emulation — no GPU timings" in texts
+    assert "CPU emulation: no GPU on this server" in texts
 
 
 def test_log_toggle(at):
@@ -580,6 +580,8 @@ def test_timing_page_on_cpu_loads_results_files(at):
         ]
     ).run()
     ok(at)
+    assert not any("Timings need a GPU" in i.value for i in at.info)  # beside loaded timings: measured elsewhere
+    assert any("measured on the GPUs their files name" in c.value for c in at.caption)
     t, _ = charts(at)
     assert [tr["name"] for tr in t["data"]] == ["NVIDIA H200", "NVIDIA A100"]
     bars = t["data"][0]
@@ -589,6 +591,9 @@ def test_timing_page_on_cpu_loads_results_files(at):
     assert "GPU NVIDIA H200 · driver 12.8 · CUDA 12.8 · CuPy 13.6 · 2025-03-01" in t["layout"]["annotations"][0]["text"]
     table = frame(at)
     assert len(table) == 12 and set(table["source"]) == {"NVIDIA H200", "NVIDIA A100"}
+    assert list(table.columns[:2]) == ["name", "source"]  # two files: which a row is from, beside its name
+    name_column = json.loads(at.dataframe[0].proto.columns)["name"]
+    assert name_column["pinned"] and name_column["width"] >= 120  # online_thread in full
     assert at.selectbox(key="tshape").options == ["4096×1000 float32 acc float32", "4096×4096 float32 acc float32"]
     at.selectbox(key="tshape").set_value("4096×4096 float32 acc float32").run()
     ok(at)

@@ -299,6 +299,9 @@ def test_timing_page_loads_the_bundled_results_with_one_button():
     assert not any("top-" in s for s in shapes)  # topk.json belongs to the top-k page
     assert _query(at)["bench_bundled"] == "1"
     assert "Remove the bundled NVIDIA H200 results" in _labels(at)
+    # first the shape that measured most of the sidebar's variants: the story's, one width (time and bandwidth)
+    assert at.selectbox(key="tshape").value == "65536×1024 float32 acc float32" and len(charts(at)) == 2
+    at.selectbox(key="tshape").set_value("4096×32768 bfloat16 acc float32").run()  # a sweep's: and across widths
     assert len(charts(at)) == 3 and "Download share image (PNG)" in [b.label for b in at.download_button]
     at.button(key="bench_bundled_button").click().run()
     ok(at)
@@ -306,10 +309,11 @@ def test_timing_page_loads_the_bundled_results_with_one_button():
 
 
 def test_the_sidebars_variants_not_measured_at_the_shape_are_named_with_where_they_were():
-    """The bundled results' default shape holds fast and the peers only: the chosen variants were left out of the
+    """A shape of the bundled results that holds fast and the peers only: the chosen variants were left out of the
     charts with no word of where they were measured."""
     at = goto(make(), "timing")
     at.button(key="bench_bundled_button").click().run()
+    at.selectbox(key="tshape").set_value("4096×32768 bfloat16 acc float32").run()
     ok(at)
 
     def note(start):

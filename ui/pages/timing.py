@@ -44,6 +44,7 @@ TABLE_COLUMNS = [
     *("bytes_moved", "reads_per_element", "writes_per_element", "max_rel", "error"),
 ]
 ss = st.session_state
+NAME_PX = 120  # online_thread in full: narrower, online_thread, _warp and _block all read "online_"
 
 TIMING_COLUMNS = (
     TIME_COLUMNS
@@ -55,7 +56,7 @@ TIMING_COLUMNS = (
             "writes_per_element": ("writes/elem", None),
         }
     )
-    | {"name": st.column_config.TextColumn("name", pinned=True)}
+    | {"name": st.column_config.TextColumn("name", pinned=True, width=NAME_PX)}
 )
 SHARE_COLUMNS = [
     "source",
@@ -98,13 +99,8 @@ def _run_benchmark(cfg) -> None:
 
 
 def render(cfg, gpu: bool) -> None:
-    if not gpu:
-        st.info(
-            "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
-            "Load results files measured on a GPU (written by `explorer.bench`) to see and compare them.",
-            icon=":material/timer_off:",
-        )
-    elif cfg is not None and cfg.variants and not ss.get("_fit_problem"):
+    no_gpu = st.empty()  # what the page says of this server's missing GPU depends on whether files are loaded
+    if gpu and cfg is not None and cfg.variants and not ss.get("_fit_problem"):
         _run_benchmark(cfg)
 
     sources, origins = result_sources(
@@ -116,10 +112,25 @@ def render(cfg, gpu: bool) -> None:
         "bench_bundled",
         topk=False,
     )
+    if not gpu:
+        _say_no_gpu(no_gpu, bool(sources))
     if sources and not (df := _softmax_rows(figures.results_frame(sources))).empty:
         chosen = _chosen_rows(cfg, df)
         timed, time = _show_results(chosen, sources, origins)
         _across_widths(df, timed, sources, time)
+
+
+def _say_no_gpu(slot, loaded: bool) -> None:
+    """Without a GPU nothing is timed here: how to see timings, or, once files are loaded, that theirs were measured
+    elsewhere (the CPU badge above them would otherwise seem to contradict them)."""
+    if loaded:
+        slot.caption("This server has no GPU: the timings below were measured on the GPUs their files name.")
+    else:
+        slot.info(
+            "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
+            "Load results files measured on a GPU (written by `explorer.bench`) to see and compare them.",
+            icon=":material/timer_off:",
+        )
 
 
 def _softmax_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -166,14 +177,16 @@ def _measured_at(df: pd.DataFrame, variants: list[str]) -> str:
 
 
 def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
-    """The results of the shape chosen here: copy and peers, and the sidebar's variants (every variant measured
-    where none of them is)."""
+    """The results of the shape chosen here (at first, the one that measured most of the sidebar's variants): copy and
+    peers, and the sidebar's variants (every variant measured where none of them is)."""
     df["shape"] = df.apply(figures.shape_label, axis=1)
     shapes = list(dict.fromkeys(df["shape"]))
-    ensure_choice("tshape", shapes, what="Shape and dtype")
+    wanted = list(cfg.variants) if cfg is not None else []
+    measured = df[df["name"].isin(wanted)].groupby("shape")["name"].nunique()
+    most = max(shapes, key=lambda s: measured.get(s, 0))  # the first shape that measured most of them
+    ensure_choice("tshape", shapes, most, what="Shape and dtype")
     st.selectbox("Shape and dtype", shapes, key="tshape")
     part = df[df["shape"] == ss["tshape"]]
-    wanted = list(cfg.variants) if cfg is not None else []
     chosen = part[(part["kind"] != "variant") | part["name"].isin(wanted)]
     missing = [v for v in wanted if v not in set(part["name"])]
     found = _measured_at(df, missing)
@@ -198,7 +211,10 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
     slug = file_slug("softmax_timing", *ss["tshape"].split())
     chart(t, slug + "_time", "chart_time")
     chart(g, slug + "_bandwidth", "chart_bandwidth")
-    table = chosen[[c for c in TABLE_COLUMNS if c in chosen.columns]].reset_index(drop=True)
+    columns = [c for c in TABLE_COLUMNS if c in chosen.columns]
+    if chosen["source"].nunique() > 1:  # several files: which one a row is from, beside its name
+        columns.insert(1, columns.pop(columns.index("source")))
+    table = chosen[columns].reset_index(drop=True)
     shown = [c for c in table.columns if c not in ("dtype", "acc", "rows", "cols")]  # the shape is chosen above
     st.caption(
         f"Bars: {time} time, p10–p90 spread. Hatched: peers (/, with their versions) and the copy baseline (.). "
