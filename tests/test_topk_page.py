@@ -273,6 +273,8 @@ def test_loaded_topk_results_are_rendered():
     ]
     at.file_uploader(key="tk_bench_files").set_value(files).run()
     ok(at)
+    assert not any("Timings need a GPU" in i.value for i in at.info)  # beside loaded timings: measured elsewhere
+    assert any("measured on the GPUs their files name" in c.value for c in at.caption)
     assert at.selectbox(key="tk_tshape").options == [
         "512×128256 float32 top-8",
         "512×128256 float32 top-50",

@@ -234,3 +234,17 @@ def meta_stamp(meta: dict) -> str:
 def chart_stamp(part: pd.DataFrame, sources: dict[str, dict]) -> str:
     """The charts' stamp for results rows: each file's GPU, CUDA, CuPy and date, one line each (once)."""
     return "<br>".join(dict.fromkeys(meta_stamp(sources[s].get("meta", {})) for s in part["source"]))
+
+
+def no_gpu_note(slot, loaded: bool, files: str) -> None:
+    """What a timing section says in `slot` where this server has no GPU: how to see timings (load `files`), or, once
+    files are loaded, that theirs were measured elsewhere (the CPU badge above them would otherwise seem to
+    contradict them)."""
+    if loaded:
+        slot.caption("This server has no GPU: the timings below were measured on the GPUs their files name.")
+    else:
+        slot.info(
+            "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
+            f"Load {files} to see and compare them.",
+            icon=":material/timer_off:",
+        )

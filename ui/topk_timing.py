@@ -14,6 +14,7 @@ from .results import (
     TIME_COLUMNS,
     TIMES_CAPTION,
     chart_stamp,
+    no_gpu_note,
     result_sources,
     share_stamp,
     time_shown,
@@ -49,13 +50,8 @@ def topk_table(part: pd.DataFrame, time: str = "event") -> pd.DataFrame:
 
 def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
     """The top-k page's timing section for the shape on the page."""
-    if not gpu:
-        st.info(
-            "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
-            f"Load a top-k results file measured on a GPU (written by `{BENCH_COMMAND}`).",
-            icon=":material/timer_off:",
-        )
-    elif st.button(
+    no_gpu = st.empty()  # filled once it is known whether files are loaded
+    if gpu and st.button(
         f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch baselines)",
         key="tk_bench_run",
         icon=":material/timer:",
@@ -75,6 +71,8 @@ def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
         "tk_bundled",
         topk=True,
     )
+    if not gpu:
+        no_gpu_note(no_gpu, bool(sources), f"a top-k results file measured on a GPU (written by `{BENCH_COMMAND}`)")
     if not sources:
         return
     df = figures.topk_timing_frame(sources)

@@ -20,6 +20,7 @@ from ..results import (
     chart_stamp,
     display_names,
     failed,
+    no_gpu_note,
     result_sources,
     share_stamp,
     time_shown,
@@ -113,24 +114,11 @@ def render(cfg, gpu: bool) -> None:
         topk=False,
     )
     if not gpu:
-        _say_no_gpu(no_gpu, bool(sources))
+        no_gpu_note(no_gpu, bool(sources), "results files measured on a GPU (written by `explorer.bench`)")
     if sources and not (df := _softmax_rows(figures.results_frame(sources))).empty:
         chosen = _chosen_rows(cfg, df)
         timed, time = _show_results(chosen, sources, origins)
         _across_widths(df, timed, sources, time)
-
-
-def _say_no_gpu(slot, loaded: bool) -> None:
-    """Without a GPU nothing is timed here: how to see timings, or, once files are loaded, that theirs were measured
-    elsewhere (the CPU badge above them would otherwise seem to contradict them)."""
-    if loaded:
-        slot.caption("This server has no GPU: the timings below were measured on the GPUs their files name.")
-    else:
-        slot.info(
-            "Timings need a GPU: this server runs the CPU emulation, whose speed says nothing about the kernels. "
-            "Load results files measured on a GPU (written by `explorer.bench`) to see and compare them.",
-            icon=":material/timer_off:",
-        )
 
 
 def _softmax_rows(df: pd.DataFrame) -> pd.DataFrame:
