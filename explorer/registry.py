@@ -103,7 +103,7 @@ VARIANTS: dict[str, Variant] = {
             kernel_file="softmax.cu",
             reads_per_element=2,
             writes_per_element=1,
-            lesson="The max and the denominator in one pass: d_j = d_{j-1} e^{m_{j-1}-m_j} + e^{x_j-m_j} rescales the sum whenever the max grows.",
+            lesson="The max and the denominator in one pass: each element adds e^(x − m) to d, and a new max m′ first rescales d by e^(m − m′).",
             launch_rule=thread_per_row,
         ),
         Variant(
