@@ -24,7 +24,7 @@ class Variant:
     title: str
     family: str  # what works on one row: "thread", "warp", "block", "split" (several blocks) or "dispatch" (by shape)
     method: str  # "naive", "safe" (max pass, then sum with the final max), "online" (running max) or "fast"
-    seed: str  # where the idea comes from
+    origin: str  # where the idea comes from
     kernel: str  # CUDA template name in kernel_file
     kernel_file: str
     reads_per_element: int  # global memory reads of x per element
@@ -71,7 +71,7 @@ VARIANTS: dict[str, Variant] = {
             method="naive",
             title="Naive exp / sum",
             family="thread",
-            seed="textbook",
+            origin="textbook",
             kernel="naive",
             kernel_file="softmax.cu",
             reads_per_element=2,
@@ -85,7 +85,7 @@ VARIANTS: dict[str, Variant] = {
             method="safe",
             title="Safe softmax, 3 passes, thread per row",
             family="thread",
-            seed="V0",
+            origin="V0",
             kernel="safe_thread",
             kernel_file="softmax.cu",
             reads_per_element=3,
@@ -98,7 +98,7 @@ VARIANTS: dict[str, Variant] = {
             method="online",
             title="Online softmax, thread per row",
             family="thread",
-            seed="V1",
+            origin="V1",
             kernel="online_thread",
             kernel_file="softmax.cu",
             reads_per_element=2,
@@ -111,7 +111,7 @@ VARIANTS: dict[str, Variant] = {
             method="online",
             title="Online softmax, warp per row",
             family="warp",
-            seed="V2",
+            origin="V2",
             kernel="online_warp",
             kernel_file="softmax.cu",
             reads_per_element=2,
@@ -124,7 +124,7 @@ VARIANTS: dict[str, Variant] = {
             method="online",
             title="Online softmax, block per row",
             family="block",
-            seed="V2 + block merge",
+            origin="V2 + block merge",
             kernel="online_block",
             kernel_file="softmax.cu",
             reads_per_element=2,
@@ -139,7 +139,7 @@ VARIANTS: dict[str, Variant] = {
             method="safe",
             title="Safe softmax, 3 passes, block per row",
             family="block",
-            seed="V0, online_block's shape",
+            origin="V0, online_block's shape",
             kernel="safe_block",
             kernel_file="softmax.cu",
             reads_per_element=3,
@@ -155,7 +155,7 @@ VARIANTS: dict[str, Variant] = {
             method="online",
             title="Split row: several blocks per row, merged",
             family="split",
-            seed="the merge rule, across blocks",
+            origin="the merge rule, across blocks",
             kernel="split",
             kernel_file="fast.cu",
             reads_per_element=2,
@@ -171,7 +171,7 @@ VARIANTS: dict[str, Variant] = {
             method="fast",
             title="Fast: on chip, 16-byte loads, one read",
             family="dispatch",
-            seed="the fastest we could write",
+            origin="the fastest we could write",
             kernel="fast",
             kernel_file="fast.cu",
             reads_per_element=1,

@@ -15,13 +15,13 @@ def _names(dtypes: tuple[str, ...]) -> str:
 
 def variant_table() -> str:
     lines = [
-        "| variant | kernel | per row | seed | reads / writes per element | dtypes · accumulators | teaches |",
+        "| variant | kernel | per row | origin | reads / writes per element | dtypes · accumulators | teaches |",
         "|---|---|---|---|---|---|---|",
     ]
     for v in explorer.VARIANTS.values():
         functions = ", ".join(f"`{f}`" for f in v.functions)
         lines.append(
-            f"| `{v.key}` | {functions} in kernels/{v.kernel_file} | {v.family} | {v.seed} | "
+            f"| `{v.key}` | {functions} in kernels/{v.kernel_file} | {v.family} | {v.origin} | "
             f"{v.reads_per_element} / {v.writes_per_element} | {_names(v.dtypes)} · {_names(v.accumulators)} | {v.lesson} |"
         )
     return "\n".join(lines)

@@ -622,7 +622,7 @@ def test_kernels_page_every_variant(at):
         assert "__global__" in code and v.kernel in code
         assert at.code[0].language == "cpp"
         registry = at.table[0].value
-        assert registry.loc["reads_per_element", "value"] == str(v.reads_per_element)
+        assert registry.loc["reads per element", "value"] == str(v.reads_per_element)
         launch = at.table[1].value
         expected = v.launch(4, 100, 256 if v.takes_block_size else None)
         assert launch.loc["grid (blocks)", "value"] == str(expected.grid)
@@ -679,3 +679,11 @@ def test_large_logits_overflow_naive_while_the_safe_kernels_hold_their_bound():
     verdicts = frame(at)["bound says"]
     assert verdicts["naive"].startswith("fails:")
     assert verdicts["safe_thread"] == verdicts["online_warp"] == "holds; tiny outputs flushed to 0"
+
+
+def test_kernels_page_names_the_registry_fields_in_words():
+    at = goto(make({**SMALL, "kv": "online_thread"}), "kernels")
+    ok(at)
+    entry = at.table[0].value["value"]
+    assert entry["origin"] == "V1" and entry["takes block size"] == "False" and entry["kernel file"] == "softmax.cu"
+    assert not any("_" in name for name in entry.index)  # templated_by_launch read as code, and seed as the RNG's

@@ -40,9 +40,10 @@ def value_table(fields: dict) -> pd.DataFrame:
 
 
 def registry_entry(v: explorer.Variant) -> dict:
-    """The variant's registry fields, tuples joined, as the page lists them."""
+    """The variant's registry fields named in words (takes_block_size: "takes block size"), tuples joined, as the
+    page lists them."""
     entry = {
-        f.name: getattr(v, f.name)
+        f.name.replace("_", " "): getattr(v, f.name)
         for f in dataclasses.fields(v)
         if f.name not in ("launch_rule", "lesson", "title", "kernel_functions")
     }
