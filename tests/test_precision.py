@@ -307,6 +307,10 @@ def test_precision_page():
     assert "Warp and block variants" in texts
     words = " ".join([texts, captions, *(h.value for h in at.subheader)])
     assert "the 3·n·u bound" in words and "seed's" not in words  # "seed" is the sidebar's random seed, nothing else
+    shown = [e for e in at.main if e.type in ("caption", "markdown")]  # in page order
+    ran = next(i for i, e in enumerate(shown) if "runs of the CPU emulation" in str(e.value))
+    intro = next(i for i, e in enumerate(shown) if "Stagnation" in str(e.value))
+    assert ran < intro  # the runs' progress and count under the controls, above the long introduction
     within = next(c.value for c in at.caption if "lie within it" in c.value)
     got, total = (int(s) for s in within.split("below 1, ")[1].split(" measured")[0].split(" of "))
     assert got == total > 0

@@ -151,14 +151,15 @@ summation, from the parallel shape for free.
 def precision_page() -> None:
     header("Precision lab", None)
     backend = explorer.resolve_backend("auto")
-    st.markdown(INTRO)
     _controls()
     variants = [v for v in ss["prec_variants"] if v in precision.ONLINE_VARIANTS]
     if not variants:
+        st.markdown(INTRO)
         st.info("Select at least one variant.", icon=":material/checklist:")
         return
     dtype, block, cap = ss["prec_dtype"], int(ss["prec_block"]), int(ss["prec_cap"])
-    records = _measure(variants, dtype, block, cap, backend)
+    records = _measure(variants, dtype, block, cap, backend)  # its progress under the controls, on the first screen
+    st.markdown(INTRO)
     if not records:
         return
     quantity, variant = _error_vs_n(records, variants, dtype)
