@@ -309,7 +309,7 @@ def test_precision_page():
     assert "the 3·n·u bound" in words and "seed's" not in words  # "seed" is the sidebar's random seed, nothing else
     shown = [e for e in at.main if e.type in ("caption", "markdown")]  # in page order
     ran = next(i for i, e in enumerate(shown) if "runs of the CPU emulation" in str(e.value))
-    intro = next(i for i, e in enumerate(shown) if "Stagnation" in str(e.value))
+    intro = next(i for i, e in enumerate(shown) if "A textbook rounding analysis" in str(e.value))
     assert ran < intro  # the runs' progress and count under the controls, above the long introduction
     within = next(c.value for c in at.caption if "lie within it" in c.value)
     got, total = (int(s) for s in within.split("below 1, ")[1].split(" measured")[0].split(" of "))
