@@ -1,6 +1,7 @@
 """The share image (ui/figures/share.py, drawn by ui/figures/raster.py), without Streamlit: a PNG whose stamp
 names the GPU (or CPU emulation), wrapped inside the image, with the charts and the table between; the Outputs
-and Error pages' images (ui/share.run_stamp, their figures split into panels), and their buttons (AppTest)."""
+and Error pages' images (ui/share.run_stamp, their figures split into panels, the strip of NaN, ±inf and 0 marks
+drawn as rows of marks, the page's NaN-row warning under the title), and their buttons (AppTest)."""
 
 import io
 import json
@@ -15,7 +16,7 @@ from PIL import Image
 import explorer
 from ui import figures
 from ui.figures import raster, share
-from ui.figures.common import device_line
+from ui.figures.common import COLORS, device_line
 from ui.pages import errors, outputs
 from ui.share import readable, run_stamp
 from ui.state import UPLOAD, Config
@@ -175,7 +176,7 @@ def test_run_stamp_names_shape_dtype_accumulator_input_and_where_it_ran():
 def test_a_figure_of_stacked_subplots_is_drawn_panel_by_panel():
     ref, outs, _ = _row(LARGE)
     fig = figures.outputs_figure(ref, outs, True, "Softmax of row 1, " + LARGE.describe(), "stamp")
-    top, dev = share.panels(fig)  # the reference, the deviations; the strip becomes notes
+    top, dev, marks = share.panels(fig)  # the reference, the deviations, the strip of naive's NaN and zeros
     assert [t.name for t in top.data] == ["float64 reference"] and top.layout.title.text == fig.layout.title.text
     assert {t.name for t in dev.data} == set(outs) and not dev.layout.title.text
     assert {t.xaxis for p in (top, dev) for t in p.data} == {"x"} and {t.yaxis for p in (top, dev) for t in p.data} == {
@@ -183,14 +184,98 @@ def test_a_figure_of_stacked_subplots_is_drawn_panel_by_panel():
     }
     assert top.layout.yaxis.type == "log" and dev.layout.yaxis.title.text.startswith("y − ref (ulp of float16")
     assert top.layout.xaxis.title.text == dev.layout.xaxis.title.text == "element j of the row"
-    notes = " ".join(a.text for a in dev.layout.annotations)
-    assert "naive: NaN (" in notes and "marked: NaN ×" in notes  # the strip's marks, by name and count
+    assert marks.layout.yaxis.type == "category" and marks.layout.yaxis.categoryarray[0] == "float64 reference"
+    assert {t.xaxis for t in marks.data} == {"x"} and {t.yaxis for t in marks.data} == {"y"}
+    named = {t.name.split(" (")[0]: t.marker.symbol for t in marks.data if t.showlegend is not False}
+    assert named["naive: NaN"] == "x" and {named[k] for k in named if k.endswith(": 0")} == {"circle-open"}
+    assert "naive: 0" in named  # on the log axis, a 0 is marked too
+    assert [a.text for a in marks.layout.annotations] == ["marked: NaN ×, +inf ▲, −inf ▼, 0 ○ (off the log axis)"]
     err = figures.error_figure(ref, outs, "Relative error", "stamp", {k: 1e-3 for k in outs})
-    (panel,) = share.panels(err)  # one plot: its strip as notes, its two-line y title split
+    panel, mismatch = share.panels(err)  # the errors, the strip of NaN mismatches; the two-line y title split
     assert panel.layout.yaxis.title.text == "|y − ref| / max(|ref|, smallest normal)"
+    assert [t.name.split(" (")[0] for t in mismatch.data if t.showlegend is not False] == ["naive: NaN"]
     assert any("dashed: each variant's bound" in a.text for a in panel.layout.annotations)
     timing = _timing_figures(_sweep())[0][0]
     assert share.panels(timing) == [timing]  # a one-axis figure is drawn as it is
+
+
+def test_a_strip_with_nothing_marked_is_a_note_on_the_panel_above():
+    ref = np.full(50, 0.02)
+    fig = figures.outputs_figure(ref, {"naive": ref.astype(np.float32)}, True, "flat", "stamp")
+    panels = share.panels(fig)
+    assert [p.layout.yaxis.type for p in panels] == ["log", None]  # the reference, the deviations; no strip
+    assert [a.text for a in panels[-1].layout.annotations] == [
+        "no NaN / inf / zero outputs; marked: NaN ×, +inf ▲, −inf ▼, 0 ○ (off the log axis)"
+    ]
+
+
+N = 60  # elements of the synthetic row: naive's NaN at 5, +inf at 12, −inf at 20, zeros at 30..33; fast's +inf at 40
+
+
+def _marked_figure() -> go.Figure:
+    ref = np.full(N, 1.0 / N)
+    naive, fast = ref.astype(np.float32), ref.astype(np.float32)
+    naive[5], naive[12], naive[20], naive[30:34], fast[40] = np.nan, np.inf, -np.inf, 0, np.inf
+    return figures.outputs_figure(ref, {"naive": naive, "fast": fast}, True, "Softmax of row 0", "stamp")
+
+
+def _mark_pixels(img: Image.Image, color) -> np.ndarray:
+    """(y, x) of every pixel of exactly the colour (a mark's fill, an axis line)."""
+    rgb = np.asarray(img.convert("RGB")).astype(int)
+    want = raster.ImageColor.getrgb(color) if isinstance(color, str) else color
+    return np.argwhere(np.abs(rgb - want).sum(axis=2) == 0)
+
+
+def _axis_columns(img: Image.Image) -> list[int]:
+    """The x of each y axis line: a column of more than 40 pixels of the axis colour."""
+    axis = _mark_pixels(img, raster.AXIS)
+    return [int(x) for x in np.flatnonzero(np.bincount(axis[:, 1]) > 40)]
+
+
+def test_the_strip_is_drawn_as_a_row_of_marks_per_series_under_the_plots_x_axis():
+    panels = share.panels(_marked_figure())
+    left = max(raster.plot_left(p, share.WIDTH) for p in panels)
+    img = raster.chart_image(panels[-1], share.WIDTH, None, left)
+    assert _axis_columns(img) == [int(left)]  # where the plots above start
+    axis = _mark_pixels(img, raster.AXIS)
+    top, bottom = (f(axis[axis[:, 1] == int(left), 0]) for f in (np.min, np.max))
+    assert abs(bottom - top - 3 * raster.STRIP_ROW) <= 2 and img.height < share.SUBPLOT_HEIGHT  # a row per series
+    plot = img.crop((0, top, img.width, bottom))  # the legend's marks above left out
+    # elements 0 and N−1 at left + 10 and right − 10, as on the plots above
+    x_of = {j: left + 10 + j / (N - 1) * (share.WIDTH - raster.PAD - 10 - (left + 10)) for j in range(N)}
+    blue, red = _mark_pixels(plot, COLORS[0]), _mark_pixels(plot, COLORS[1])
+    near = {j: blue[np.abs(blue[:, 1] - x_of[j]) <= 6] for j in (5, 12, 20)}
+    assert all(p.size for p in near.values())  # naive's NaN, +inf and −inf
+    assert not blue[np.abs(blue[:, 1] - x_of[45]) <= 6].size  # nothing where the outputs are finite
+    assert red.size and np.abs(red[:, 1] - x_of[40]).max() <= 6  # fast's +inf
+    assert red[:, 0].mean() < near[12][:, 0].mean()  # fast's row above naive's, the reference's at the bottom
+    for j, wide_at_bottom in ((12, True), (20, False)):  # ▲ (+inf) is wider at its bottom, ▼ (−inf) at its top
+        ys = near[j][:, 0]
+        lower = (ys > (ys.min() + ys.max()) / 2).sum() > (ys < (ys.min() + ys.max()) / 2).sum()
+        assert lower == wide_at_bottom
+    faded = tuple(round(255 - 0.45 * (255 - c)) for c in raster.ImageColor.getrgb(COLORS[0]))  # opacity 0.45
+    zeros = _mark_pixels(plot, faded)
+    assert zeros.size and set(np.round((zeros[:, 1] - x_of[30]) / (x_of[1] - x_of[0]))) == {0, 1, 2, 3}
+
+
+def test_the_share_image_draws_the_strip_with_the_plots_x_axes_lined_up():
+    fig = _marked_figure()
+    img = _image(share.share_png("marks", [fig], None, ["stamp"]))
+    assert _axis_columns(img) == [int(max(raster.plot_left(p, img.width) for p in share.panels(fig)))]
+    assert _mark_pixels(img, COLORS[1]).size  # fast's +inf ▲
+
+
+def test_the_share_image_writes_the_pages_warnings_under_the_title():
+    x_row = np.full(100, -np.inf)
+    warning = outputs.nan_row_warning(0, x_row)
+    assert warning.startswith("Row 0's softmax is NaN, in float64 too: every input is −∞") and "0/0 = NaN" in warning
+    assert outputs.nan_row_warning(0, np.zeros(100)) is None
+    fig = _marked_figure()
+    plain, warned = (_image(share.share_png("marks", [fig], None, ["stamp"], "sub", notes=n)) for n in ([], [warning]))
+    assert warned.text["Comment"] == warning and "Comment" not in plain.text
+    assert warned.height > plain.height
+    top = warned.crop((0, 0, warned.width, warned.height - plain.height + 100))
+    assert _mark_pixels(top, share.WARN).size > 200  # written in red, above the charts
 
 
 @pytest.mark.parametrize("page", ["outputs", "errors"])
@@ -237,6 +322,23 @@ def test_outputs_and_error_pages_offer_the_share_image_and_name_the_run_in_title
         assert all(words in title for words in ("normal", "4×100", "float32"))  # distribution, shape, dtype
         button = next(b for b in at.download_button if b.label == "Download share image (PNG)")
         assert button.proto.HasField("deferred_file_id")  # drawn when clicked, not on every rerun
+
+
+def test_the_outputs_pages_share_image_is_given_its_nan_row_warning(monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    import ui.share
+
+    given = []
+    monkeypatch.setattr(ui.share, "share_button", lambda *args: given.append(args))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=180)
+    at.query_params.update(
+        {"dist": "causal_mask", "p_masked_rows": "2", "rows": "4", "cols": "100", "row": "0", "variants": "naive"}
+    )
+    at.run()
+    assert not at.exception
+    (warning,) = [w.value for w in at.warning if "softmax is NaN" in w.value]
+    assert "0/0 = NaN" in warning and given[-1][-1] == [warning]  # the notes share_png writes under the title
 
 
 def test_the_device_line_names_where_a_file_came_from_after_its_date_on_either_backend():

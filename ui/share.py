@@ -36,18 +36,20 @@ def share_button(
     stamp: Sequence[str],
     subtitle: str = "",
     columns: Mapping[str, dict] | None = None,
+    notes: Sequence[str] = (),
 ) -> None:
-    """A download button for the share image; file_name without extension ("_share.png" is added)."""
+    """A download button for the share image; file_name without extension ("_share.png" is added); notes: the
+    page's warnings about what the charts show, written under the title."""
     shown, formats = readable(table, columns or {}) if table is not None else (None, {})
     st.download_button(
         LABEL,
-        functools.partial(share_png, title, list(charts), shown, list(stamp), subtitle, formats),
+        functools.partial(share_png, title, list(charts), shown, list(stamp), subtitle, formats, list(notes)),
         file_name=f"{file_name}_share.png",
         mime="image/png",
         key=key,
         icon=":material/image:",
         on_click="ignore",
-        help="The charts and the table above in one PNG, stamped with the GPU, "
+        help="The charts, their warnings and the table above in one PNG, stamped with the GPU, "
         "driver, CUDA, CuPy, shape, dtype, accumulator and date.",
     )
 
@@ -75,6 +77,7 @@ def run_share_button(
     charts: Sequence[go.Figure],
     table: pd.DataFrame,
     columns: Mapping[str, dict] | None = None,
+    notes: Sequence[str] = (),
 ) -> None:
     """share_button for a page over the sidebar's run (Outputs, Error): named and stamped from cfg."""
     share_button(
@@ -86,4 +89,5 @@ def run_share_button(
         run_stamp(cfg, compute.backend_info(), datetime.date.today().isoformat()),
         cfg.describe(),
         columns,
+        notes,
     )

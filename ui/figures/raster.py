@@ -2,7 +2,8 @@
 
 Drawn: bar traces (grouped, error bars, hatching, labels above the bars) and line or marker scatter traces on a
 figure's first axes, linear or log, with the title, legend, notes and axis titles; other traces are left out and
-the panel says how many. Text uses a system font with µ × – − (DejaVu, Liberation or Arial); where none is
+the panel says how many. A category y axis is drawn as a strip, a row of marks per category (the NaN × and ±inf
+▲ ▼ marks under the Outputs plot), as tall as its rows need. Text uses a system font with µ × – − (DejaVu, Liberation or Arial); where none is
 found, Pillow's own font and the text in ASCII.
 """
 
@@ -15,16 +16,19 @@ import re
 
 import numpy as np
 import plotly.graph_objects as go
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageColor, ImageDraw, ImageFont
 
 from .common import COLORS
 
 PAD = 40  # the image's side margins
 PANEL_HEIGHT = 560
+STRIP_ROW = 30  # px of each category of a strip
 INK, SOFT, FAINT, GRID, AXIS = "#222222", "#444444", "#777777", "#e8e8e8", "#888888"
 REGULAR = ("DejaVuSans.ttf", "LiberationSans-Regular.ttf", "Arial.ttf", "arial.ttf")
 BOLD = ("DejaVuSans-Bold.ttf", "LiberationSans-Bold.ttf", "Arial Bold.ttf", "arialbd.ttf")
-ASCII = str.maketrans({"µ": "u", "×": "x", "–": "-", "−": "-", "≈": "~", "…": "...", "≥": ">=", "≤": "<="})
+ASCII = str.maketrans(
+    {"µ": "u", "×": "x", "–": "-", "−": "-", "≈": "~", "…": "...", "≥": ">=", "≤": "<=", "▲": "^", "▼": "v", "○": "o"}
+)
 
 
 def plain(text) -> str:
@@ -196,35 +200,33 @@ def hatch(draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], shape: str)
     draw.bitmap((x0, y0), tile, fill="#ffffff")
 
 
-def chart_image(fig: go.Figure, width: int, height: int = PANEL_HEIGHT) -> Image.Image:
-    """One plotly figure drawn as a panel: title, legend, notes, axes, traces."""
-    img = Image.new("RGB", (width, height), "white")
-    pen = Pen(img)
+def chart_image(fig: go.Figure, width: int, height: int | None = PANEL_HEIGHT, left: float = 0) -> Image.Image:
+    """One plotly figure drawn as a panel: title, legend, notes, axes, traces. height None: as tall as a strip's
+    rows need (STRIP_ROW each); left: the least x the plot starts at, so that panels drawn one above another line
+    up their x axes (see plot_left)."""
     inner = width - 2 * PAD
-    y = pen.paragraph(PAD, 8, plain(fig.layout.title.text), 20, inner, bold=True)
-    traces = [
-        t
-        for t in fig.data
-        if t.type in ("bar", "scatter", "scattergl") and t.xaxis in (None, "x") and t.yaxis in (None, "y")
-    ]
-    y = _legend(pen, traces, y + 4, inner)
-    for a in fig.layout.annotations:
-        if a.name != "stamp" and a.text:
-            y = pen.paragraph(PAD, y, plain(a.text), 13, inner, FAINT)
+    traces = _drawn(fig)
+    rows = _categories(fig, traces)
     bars = [t for t in traces if t.type == "bar"]
     cats = list(dict.fromkeys(str(x) for t in traces for x in _values(t.x))) if bars else []
     xaxis = fig.layout.xaxis
     names = dict(zip(map(str, xaxis.tickvals or ()), map(plain, xaxis.ticktext or ())))
     slot = (inner - 90) / max(len(cats), 1)
-    tick_lines = [pen.wrap(names.get(c, plain(c)), 13, slot - 6) for c in cats]
+    measure = Pen(Image.new("RGB", (width, 1)))
+    tick_lines = [measure.wrap(names.get(c, plain(c)), 13, slot - 6) for c in cats]
     below = line_height(13) * max((len(t) for t in tick_lines), default=1) + line_height(14) + 22
-    top, bottom = y + 10, height - below - (18 if len(traces) < len(fig.data) else 0)
-    yaxis = _y_axis(pen, fig, traces, top, bottom, slot / max(len(bars), 1) * 0.8)
-    left = PAD + line_height(14) + 10 + max(pen.width(tick_text(v), 13) for v in yaxis.ticks())
-    right = width - PAD
-    for v in yaxis.ticks():
+    untold = 18 if len(traces) < len(fig.data) else 0  # the line saying how many traces are not drawn
+    if height is None:
+        height = int(_header(measure, fig, traces, inner) + 10 + STRIP_ROW * len(rows or [""]) + below + untold)
+    img = Image.new("RGB", (width, height), "white")
+    pen = Pen(img)
+    top, bottom = _header(pen, fig, traces, inner) + 10, height - below - untold
+    yaxis = _y_axis(pen, fig, traces, rows, top, bottom, slot / max(len(bars), 1) * 0.8)
+    ticks = _y_ticks(yaxis, rows)
+    left, right = max(left, _left(pen, ticks)), width - PAD
+    for v, label in ticks:
         pen.draw.line([(left, yaxis(v)), (right, yaxis(v))], fill=GRID)
-        pen.text((left - 6, yaxis(v)), tick_text(v), 13, SOFT, "rm")
+        pen.text((left - 6, yaxis(v)), label, 13, SOFT, "rm")
     pen.vertical((PAD + line_height(14) / 2, (top + bottom) / 2), plain(fig.layout.yaxis.title.text), 14)
     if cats:
         slot = (right - left) / len(cats)
@@ -232,7 +234,7 @@ def chart_image(fig: go.Figure, width: int, height: int = PANEL_HEIGHT) -> Image
         for i, lines in enumerate(tick_lines):
             for j, line in enumerate(lines):
                 pen.text((left + (i + 0.5) * slot, bottom + 6 + j * line_height(13)), line, 13, SOFT, "ma")
-    _draw_lines(pen, [t for t in traces if t.type != "bar"], fig, cats, left, right, yaxis)
+    _draw_lines(pen, [t for t in traces if t.type != "bar"], fig, cats, rows, left, right, yaxis)
     pen.draw.line([(left, top), (left, bottom), (right, bottom)], fill=AXIS, width=1)
     pen.text(
         ((left + right) / 2, height - below + line_height(13) * max((len(t) for t in tick_lines), default=1) + 12),
@@ -241,7 +243,7 @@ def chart_image(fig: go.Figure, width: int, height: int = PANEL_HEIGHT) -> Image
         SOFT,
         "ma",
     )
-    if len(traces) < len(fig.data):
+    if untold:
         pen.text(
             (right, height - 4),
             f"{len(fig.data) - len(traces)} trace(s) of this chart are not drawn here: see the app.",
@@ -252,7 +254,54 @@ def chart_image(fig: go.Figure, width: int, height: int = PANEL_HEIGHT) -> Image
     return img
 
 
+def plot_left(fig: go.Figure, width: int) -> float:
+    """Where chart_image starts the plot of fig by default: past the y axis's title and its widest tick label."""
+    pen = Pen(Image.new("RGB", (1, 1)))
+    traces = _drawn(fig)
+    rows = _categories(fig, traces)
+    return _left(pen, _y_ticks(_y_axis(pen, fig, traces, rows, 0, PANEL_HEIGHT, width / 10), rows))
+
+
+def _drawn(fig: go.Figure) -> list:
+    """The traces raster draws: bars and scatter on the figure's first axes."""
+    return [
+        t
+        for t in fig.data
+        if t.type in ("bar", "scatter", "scattergl") and t.xaxis in (None, "x") and t.yaxis in (None, "y")
+    ]
+
+
+def _categories(fig: go.Figure, traces: list) -> list[str] | None:
+    """A category y axis's categories, bottom first as plotly stacks them; None for a value axis."""
+    if fig.layout.yaxis.type != "category":
+        return None
+    given = fig.layout.yaxis.categoryarray
+    return [str(c) for c in given] if given else list(dict.fromkeys(str(y) for t in traces for y in _values(t.y)))
+
+
+def _header(pen: Pen, fig: go.Figure, traces: list, width: float) -> float:
+    """The title, legend and notes from the top; the y under them."""
+    y = pen.paragraph(PAD, 8, plain(fig.layout.title.text), 20, width, bold=True)
+    y = _legend(pen, traces, y + 4, width)
+    for a in fig.layout.annotations:
+        if a.name != "stamp" and a.text:
+            y = pen.paragraph(PAD, y, plain(a.text), 13, width, FAINT)
+    return y
+
+
+def _y_ticks(axis: Axis, rows: list[str] | None) -> list[tuple[float, str]]:
+    """(value, label) of each y tick: every category of a strip, else the axis's round values."""
+    if rows is not None:
+        return list(enumerate(rows))
+    return [(v, tick_text(v)) for v in axis.ticks()]
+
+
+def _left(pen: Pen, ticks: list[tuple[float, str]]) -> float:
+    return PAD + line_height(14) + 10 + max(pen.width(label, 13) for _, label in ticks)
+
+
 def _legend(pen: Pen, traces: list, y: float, width: float) -> float:
+    """One entry per named trace: its marker where it is drawn as markers only, else a square of its colour."""
     x = PAD
     for i, t in enumerate(traces):
         if t.showlegend is False or not t.name:
@@ -261,7 +310,11 @@ def _legend(pen: Pen, traces: list, y: float, width: float) -> float:
         w = 22 + pen.width(name, 13) + 18
         if x + w > PAD + width and x > PAD:
             x, y = PAD, y + line_height(13) + 2
-        pen.draw.rectangle([x, y + 3, x + 14, y + 15], fill=_color(t, i))
+        if t.type != "bar" and t.mode == "markers":
+            symbol, size, color, edge = _marker(t, i)
+            _mark(pen.draw, x + 7, y + 9, symbol, min(size, 12), color, edge)
+        else:
+            pen.draw.rectangle([x, y + 3, x + 14, y + 15], fill=_color(t, i))
         pen.text((x + 20, y), name, 13, SOFT)
         x += w
     return y + line_height(13) + 6
@@ -282,8 +335,13 @@ def _tops(t, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return y, y + np.nan_to_num(plus), y - np.nan_to_num(minus)
 
 
-def _y_axis(pen: Pen, fig: go.Figure, traces: list, top: float, bottom: float, bar_width: float) -> Axis:
-    """The y axis: every value (and error bar) shown, with room above each bar for its label."""
+def _y_axis(
+    pen: Pen, fig: go.Figure, traces: list, rows: list[str] | None, top: float, bottom: float, bar_width: float
+) -> Axis:
+    """The y axis: every value (and error bar) shown, with room above each bar for its label; a strip's categories
+    one row each."""
+    if rows is not None:
+        return Axis(-0.5, len(rows) - 0.5, False, bottom, top)
     log = fig.layout.yaxis.type == "log"
     lows, highs, labelled = [], [], []
     for t in traces:
@@ -341,9 +399,17 @@ def _draw_bars(pen: Pen, bars: list, cats: list[str], left: float, slot: float, 
 
 
 def _draw_lines(
-    pen: Pen, traces: list, fig: go.Figure, cats: list[str], left: float, right: float, yaxis: Axis
+    pen: Pen,
+    traces: list,
+    fig: go.Figure,
+    cats: list[str],
+    rows: list[str] | None,
+    left: float,
+    right: float,
+    yaxis: Axis,
 ) -> None:
-    """Scatter traces: at the categories' centres where bars set the x axis, else on a numeric x axis."""
+    """Scatter traces: at the categories' centres where bars set the x axis, else on a numeric x axis; a trace of
+    opacity 0 (a frame that only sets the axes' ranges) is not drawn."""
     if not traces:
         return
     if cats:
@@ -360,13 +426,72 @@ def _draw_lines(
         for v in xaxis.ticks() if xaxis else []:
             pen.text((xaxis(v), yaxis.p0 + 6), tick_text(v), 13, SOFT, "ma")
     for i, (t, px) in enumerate(zip(traces, xpix)):
-        color = _color(t, i)
-        ys = _floats(t.y, len(px))
+        if t.opacity == 0:
+            continue
+        ys = _y_values(t, len(px), rows)
         points = [
             (x, yaxis(v)) for x, v in zip(px, ys) if math.isfinite(x) and math.isfinite(v) and (v > 0 or not yaxis.log)
         ]
         if "lines" in (t.mode or "lines") and len(points) > 1:
-            pen.draw.line(points, fill=color, width=2)
+            pen.draw.line(points, fill=_color(t, i), width=2)
         if "markers" in (t.mode or ""):
+            symbol, size, color, edge = _marker(t, i)
             for x, y in points:
-                pen.draw.ellipse([x - 3, y - 3, x + 3, y + 3], outline=color, width=2)
+                _mark(pen.draw, x, y, symbol, size, color, edge)
+
+
+def _y_values(t, n: int, rows: list[str] | None) -> np.ndarray:
+    """A trace's y values as numbers: on a strip, the row of each value's category."""
+    if rows is None:
+        return _floats(t.y, n)
+    row = {c: i for i, c in enumerate(rows)}
+    out = np.full(n, np.nan)
+    for i, c in enumerate(_values(t.y)[:n]):
+        out[i] = row.get(str(c), np.nan)
+    return out
+
+
+def _marker(t, i: int) -> tuple[str, float, str, str | None]:
+    """(symbol, size in px, colour faded by the trace's and marker's opacity, edge colour) of a trace's markers."""
+    m = t.marker
+    opacity = (1.0 if t.opacity is None else t.opacity) * (m.opacity if isinstance(m.opacity, int | float) else 1.0)
+    rgb = ImageColor.getrgb(_color(t, i))[:3]
+    faded = "#" + "".join(f"{round(255 - opacity * (255 - c)):02x}" for c in rgb)  # over white
+    edge = m.line.color if isinstance(m.line.color, str) else None
+    return (
+        m.symbol if isinstance(m.symbol, str) else "circle",
+        m.size if isinstance(m.size, int | float) else 6,
+        faded,
+        edge,
+    )
+
+
+def _mark(
+    draw: ImageDraw.ImageDraw, x: float, y: float, symbol: str, size: float, color: str, edge: str | None
+) -> None:
+    """One marker as plotly draws its symbol: x, cross, triangle-up or -down, square, diamond, else a circle;
+    "-open" ones as outlines, filled ones edged in edge where given."""
+    shape = symbol.removesuffix("-open").removesuffix("-thin")
+    r = size / 2
+    if shape in ("x", "cross"):
+        d = r if shape == "x" else 0
+        arms = [((x - r, y - d), (x + r, y + d)), ((x - d, y + r), (x + d, y - r))]
+        for a, b in arms if edge else []:
+            draw.line([a, b], fill=edge, width=5)
+        for a, b in arms:
+            draw.line([a, b], fill=color, width=3 if edge else 2)
+        return
+    style = (
+        dict(fill=None, outline=color, width=2)
+        if symbol.endswith("-open")
+        else dict(fill=color, outline=edge or color, width=1)
+    )
+    if shape in ("triangle-up", "triangle-down"):
+        s = r if shape == "triangle-up" else -r
+        draw.polygon([(x - r, y + s), (x + r, y + s), (x, y - s)], **style)
+    elif shape == "diamond":
+        draw.polygon([(x, y - r), (x + r, y), (x, y + r), (x - r, y)], **style)
+    elif shape == "square":
+        draw.rectangle([x - r, y - r, x + r, y + r], **style)
+    else:
+        draw.ellipse([x - r, y - r, x + r, y + r], **style)

@@ -1,8 +1,10 @@
-"""One self-describing PNG to share: a title, charts, a results table and a stamp that says where the numbers
-came from (GPU, driver, CUDA, CuPy, shape, dtype, accumulator, date; or CPU emulation). Pure (no Streamlit).
+"""One self-describing PNG to share: a title, the page's warnings, charts, a results table and a stamp that says
+where the numbers came from (GPU, driver, CUDA, CuPy, shape, dtype, accumulator, date; or CPU emulation). Pure (no
+Streamlit).
 
 Drawn with Pillow (a Streamlit dependency: no browser or kaleido needed) from the plotly figures a page shows,
-through ui/figures/raster.py. The stamp is also the PNG's "Description" text, so a program can read it back.
+through ui/figures/raster.py. The stamp is also the PNG's "Description" text and the warnings its "Comment", so a
+program can read them back.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from PIL import Image, PngImagePlugin
 
-from .raster import FAINT, GRID, INK, PAD, PANEL_HEIGHT, SOFT, Pen, chart_image, line_height
+from .raster import FAINT, GRID, INK, PAD, PANEL_HEIGHT, SOFT, Pen, chart_image, line_height, plot_left
 
 WIDTH = 1600  # px; wider where the table needs it
 SUBPLOT_HEIGHT = 440  # px of each panel a figure of stacked subplots is drawn as
 LOG_FLOOR = 1e-300  # raster's log axes end here (a subnormal such as 5e-324 breaks them): lower values drawn at it
 TABLE_ROWS = 40  # rows drawn; the rest are counted under the table
 CELL_CHARS = 48  # longer table text is cut with "…"
+WARN = "#b22222"  # the figures' red for what went wrong
 
 
 # a table cell with no value (a peer's block size, the reference's wall time), on the page and in the image
@@ -110,8 +113,9 @@ def _axis(layout: go.Layout, name: str, title: str) -> dict:
 def panels(fig: go.Figure) -> list[go.Figure]:
     """A figure as the single-axes panels raster draws: as it is when it has one y axis and a one-line y title;
     else one panel per stacked subplot (one column, shared x), each on the first axes with its traces and notes,
-    the figure's title on the first, the x axis's title on each, a y title's later lines as a note, and a
-    category strip (the non-finite marks) as notes on the panel above: its marks' names and counts."""
+    the figure's title on the first, the x axis's title on each, a y title's later lines as a note. A category
+    strip (the non-finite marks) is a panel of its own, which raster draws as rows of marks; with no marks, its
+    words ("no NaN / inf outputs") are a note on the panel above."""
     ids = sorted({t.yaxis or "y" for t in fig.data} | {"y"}, key=lambda a: int(a[1:] or 1))
     if len(ids) == 1 and "<br>" not in (fig.layout.yaxis.title.text or ""):
         return [fig]
@@ -126,9 +130,9 @@ def panels(fig: go.Figure) -> list[go.Figure]:
     for a in ids:
         traces = [t for t in fig.data if (t.yaxis or "y") == a]
         yaxis = fig.layout[f"yaxis{a[1:]}"]
-        if yaxis.type == "category" and out:
-            marks = [t.name for t in traces if t.name and t.showlegend is not False]
-            out[-1].add_annotation(text="; ".join(notes[a] + marks))
+        marked = any(t.showlegend is not False for t in traces)  # a strip's frame trace alone has no legend entry
+        if yaxis.type == "category" and out and not marked:
+            out[-1].add_annotation(text="; ".join(notes[a]))
             continue
         head, *rest = (yaxis.title.text or "").split("<br>")
         panel = go.Figure(
@@ -161,6 +165,13 @@ def _floor_log(panel: go.Figure) -> list[str]:
     return [f"{low} value(s) below {LOG_FLOOR:g} drawn at {LOG_FLOOR:g}"] if low else []
 
 
+def _height(panel: go.Figure, alone: bool) -> int | None:
+    """A panel's height: a strip's (None) as tall as its rows need."""
+    if panel.layout.yaxis.type == "category":
+        return None
+    return PANEL_HEIGHT if alone else SUBPLOT_HEIGHT
+
+
 def share_png(
     title: str,
     charts: Sequence[go.Figure],
@@ -168,15 +179,19 @@ def share_png(
     stamp: Sequence[str],
     subtitle: str = "",
     formats: Mapping[str, str] | None = None,
+    notes: Sequence[str] = (),
 ) -> bytes:
-    """The PNG: title and subtitle, each chart, the table (formats: printf formats by column), and the stamp
-    (one line each, wrapped to the image's width) under a rule; the stamp again as the PNG's Description."""
+    """The PNG: title and subtitle, the page's warnings (notes, in red), each chart (a figure's panels with their
+    x axes lined up), the table (formats: printf formats by column), and the stamp (one line each, wrapped to the
+    image's width) under a rule; the stamp again as the PNG's Description, the notes as its Comment."""
     grid = table_image(table, formats) if table is not None and len(table.columns) else None
     width = max(WIDTH, (grid.width if grid else 0) + 2 * PAD)
-    blocks = [_text_block(width, [(title, 28, INK, True), (subtitle, 17, SOFT, False)])]
+    head = [(title, 28, INK, True), (subtitle, 17, SOFT, False)] + [(n, 16, WARN, False) for n in notes]
+    blocks = [_text_block(width, head)]
     for fig in charts:
         drawn = panels(fig)
-        blocks += [chart_image(p, width, PANEL_HEIGHT if len(drawn) == 1 else SUBPLOT_HEIGHT) for p in drawn]
+        left = max(plot_left(p, width) for p in drawn)
+        blocks += [chart_image(p, width, _height(p, len(drawn) == 1), left) for p in drawn]
     if grid is not None:
         framed = Image.new("RGB", (width, grid.height + 24), "white")
         framed.paste(grid, (PAD, 12))
@@ -190,6 +205,8 @@ def share_png(
     info = PngImagePlugin.PngInfo()
     info.add_text("Title", title)
     info.add_text("Description", "\n".join(stamp))
+    if notes:
+        info.add_text("Comment", "\n".join(notes))
     buf = io.BytesIO()
     out.save(buf, format="PNG", pnginfo=info, optimize=True)
     return buf.getvalue()

@@ -67,27 +67,31 @@ def outputs_page() -> None:
         stamp(),
     )
     chart(fig, cfg.slug("outputs"), "chart_outputs")
-    _chart_notes(ran, ref, outputs)
+    warning = nan_row_warning(cfg.row, compute.get_input(ran.spec)[cfg.row])
+    _chart_notes(ref, outputs, warning)
     df = summary_frame(ran, ref, outputs)
     st.subheader(f"Row {cfg.row} at a glance")
     show_table(df, key="table_outputs", column_config=COLUMNS)
-    _downloads(ran, fig, df)
+    _downloads(ran, fig, df, [warning] if warning else [])
 
 
-def _chart_notes(ran: Ran, ref: np.ndarray, outputs: dict[str, np.ndarray]) -> None:
+def nan_row_warning(row: int, x_row: np.ndarray) -> str | None:
+    """Why row's softmax is NaN, in float64 too (None when it is not): the page's warning and the share image's."""
+    reason = figures.nan_row_reason(x_row)
+    if reason is None:
+        return None
+    return f"Row {row}'s softmax is NaN, in float64 too: {reason}. Its outputs are marked in the strip."
+
+
+def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str | None) -> None:
     """Under the chart: which rows are bitwise equal, how a long row is drawn, and why a row is NaN."""
-    row = ran.cfg.row
     same = [" = ".join(g) for g in figures.equal_groups(outputs) if len(g) > 1]
     notes = [f'Bitwise equal rows, drawn once under the first name ("+n": n more): {"; ".join(same)}.'] if same else []
     notes += [figures.sampled_note(ref.size, figures.MAX_POINTS) + "."] if ref.size > figures.MAX_POINTS else []
     if notes:
         st.caption(" ".join(notes))
-    reason = figures.nan_row_reason(compute.get_input(ran.spec)[row])
-    if reason:
-        st.warning(
-            f"Row {row}'s softmax is NaN, in float64 too: {reason}. Its outputs are marked in the strip.",
-            icon=":material/error:",
-        )
+    if warning:
+        st.warning(warning, icon=":material/error:")
 
 
 def summary_frame(ran: Ran, ref: np.ndarray, outputs: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -108,8 +112,8 @@ def summary_frame(ran: Ran, ref: np.ndarray, outputs: dict[str, np.ndarray]) -> 
     return pd.DataFrame(rows).set_index("variant").astype({"argmax": "Int64"})  # a row with no finite output has none
 
 
-def _downloads(ran: Ran, fig, df: pd.DataFrame) -> None:
-    """The table as CSV, the whole run as JSON, and the share image."""
+def _downloads(ran: Ran, fig, df: pd.DataFrame, warnings: list[str]) -> None:
+    """The table as CSV, the whole run as JSON, and the share image (with the page's warnings)."""
     cfg = ran.cfg
     c1, c2, c3 = st.columns(3)
     with c1:
@@ -127,7 +131,13 @@ def _downloads(ran: Ran, fig, df: pd.DataFrame) -> None:
         )
     with c3:
         run_share_button(
-            "outputs", f"Softmax outputs against float64, row {cfg.row}", cfg, [fig], df.reset_index(), COLUMNS
+            "outputs",
+            f"Softmax outputs against float64, row {cfg.row}",
+            cfg,
+            [fig],
+            df.reset_index(),
+            COLUMNS,
+            warnings,
         )
 
 
