@@ -687,3 +687,12 @@ def test_kernels_page_names_the_registry_fields_in_words():
     entry = at.table[0].value["value"]
     assert entry["origin"] == "V1" and entry["takes block size"] == "False" and entry["kernel file"] == "softmax.cu"
     assert not any("_" in name for name in entry.index)  # templated_by_launch read as code, and seed as the RNG's
+
+
+def test_the_words_a_newcomer_meets_first_are_explained_where_they_appear():
+    at = make()
+    ok(at)
+    assert any("Deviation in ulps: units in the last place of float32" in c.value for c in at.caption)
+    from ui.results import TIMES_CAPTION
+
+    assert "CUPTI, NVIDIA's profiling interface" in TIMES_CAPTION and "p10–p90: the 10th to 90th" in TIMES_CAPTION

@@ -30,8 +30,9 @@ from .text import as_text
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "results"  # the bundled H200 results
 TIMES_CAPTION = (
     "Two times per row. **Event** (median µs): CUDA events around each launch, what a Python loop sees, "
-    "launch gaps included. **Device** (device µs): the kernels' own durations from CUPTI records "
-    "(torch.profiler; only where torch was installed), summed per call, median over batches. "
+    "launch gaps included. **Device** (device µs): the kernels' own durations as the GPU recorded them (CUPTI, "
+    "NVIDIA's profiling interface, through torch.profiler; only where torch was installed), summed per call, median "
+    "over batches. p10–p90: the 10th to 90th percentile of the repeats, the spread the error bars draw. "
     "On small problems a kernel lasts a few µs and issuing it from Python longer, so the two differ; "
     "on large ones they agree within a few percent."
 )

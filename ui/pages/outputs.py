@@ -68,7 +68,7 @@ def outputs_page() -> None:
     )
     chart(fig, cfg.slug("outputs"), "chart_outputs")
     warning = nan_row_warning(cfg.row, compute.get_input(ran.spec)[cfg.row])
-    _chart_notes(ref, outputs, warning)
+    _chart_notes(ref, outputs, warning, cfg.dtype)
     df = summary_frame(ran, ref, outputs)
     st.subheader(f"Row {cfg.row} at a glance")
     show_table(df, key="table_outputs", column_config=COLUMNS)
@@ -83,13 +83,14 @@ def nan_row_warning(row: int, x_row: np.ndarray) -> str | None:
     return f"Row {row}'s softmax is NaN, in float64 too: {reason}. Its outputs are marked in the strip."
 
 
-def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str | None) -> None:
-    """Under the chart: which rows are bitwise equal, how a long row is drawn, and why a row is NaN."""
+def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str | None, dtype: str) -> None:
+    """Under the chart: what an ulp is, which rows are bitwise equal, how a long row is drawn, and why a row is
+    NaN."""
     same = [" = ".join(g) for g in figures.equal_groups(outputs) if len(g) > 1]
-    notes = [f'Bitwise equal rows, drawn once under the first name ("+n": n more): {"; ".join(same)}.'] if same else []
+    notes = [f"Deviation in ulps: units in the last place of {dtype} at the reference value (its spacing there)."]
+    notes += [f'Bitwise equal rows, drawn once under the first name ("+n": n more): {"; ".join(same)}.'] if same else []
     notes += [figures.sampled_note(ref.size, figures.MAX_POINTS) + "."] if ref.size > figures.MAX_POINTS else []
-    if notes:
-        st.caption(" ".join(notes))
+    st.caption(" ".join(notes))
     if warning:
         st.warning(warning, icon=":material/error:")
 
