@@ -50,7 +50,7 @@ def test_a_nan_row_says_where_and_why_and_draws_nan_as_nan():
     trace = _trace("online_thread", x)
     assert figures.first_nonfinite(trace, 0) == 20
     cause = figures.nonfinite_cause(trace, 0, 20)
-    assert "+∞" in cause and "∞ − ∞" in cause
+    assert r"$x_j = +\infty$" in cause and r"$e^{x_j - m_j} = e^{\infty - \infty}$" in cause  # for st.caption
     note = figures.row_nan_note(trace)
     assert "element 20" in note and "step 20" in note
     n = figures.step_numbers(trace, 0, 30)
@@ -174,3 +174,44 @@ def test_the_heatmap_note_names_each_kind_of_white_cell_it_has():
     nan = explorer.make_input("normal", 1, 96, seed=1)
     nan[0, 40] = np.nan
     assert heat_white_note(_trace("online_warp", nan), "d") == "White cells: d is NaN or ±∞."
+
+
+def test_the_step_chart_is_drawn_once_a_step_with_room_for_its_legend_and_axis_titles():
+    """The page draws the chart anew at every step. Plotly grew the margins to fit the legend and the axis titles and
+    then drew it a second time; the error row marked each of a thousand steps (markers a few px apart, a third of
+    each draw). Now the margins are fixed, as wide as plotly grew them (97 and 163 px at 1460 px wide), and the error
+    row is a line past ERR_MARKERS steps; a short lane keeps its markers (one step alone is a dot, not a line)."""
+    from ui.figures.step import ERR_MARKERS
+
+    fig = figures.step_figure(_normal(1000), 0, 5, "t", STAMP)
+    margin = fig.layout.margin
+    assert margin.autoexpand is False and margin.l >= 97 and margin.r >= 163 + 12  # the longer "acc bfloat16"
+    assert next(t for t in fig.data if t.yaxis == "y4").mode == "lines"
+    for cols in (1, ERR_MARKERS):
+        short = figures.step_figure(_normal(cols), 0, 0, "t", STAMP)
+        assert next(t for t in short.data if t.yaxis == "y4").mode == "lines+markers"
+    long_title = figures.step_figure(_normal(50), 0, 0, "a title<br>of two lines", STAMP).layout
+    assert long_title.margin.t == fig.layout.margin.t + 20  # a line more above the first row's title
+
+
+@pytest.mark.parametrize("variant, rows", [("online_thread", 4), ("safe_thread", 3)])
+def test_the_current_step_is_a_line_in_every_row_and_the_non_finite_steps_are_shaded_in_every_row(variant, rows):
+    """The shapes add_vline and add_vrect made (one a row, on its own axes), drawn directly: they took a fifth of
+    the chart's time, at every step."""
+    x = explorer.make_input("normal", 1, 64, seed=1)
+    x[0, 20] = np.inf
+    fig = figures.step_figure(_trace(variant, x), 0, 30, "t", STAMP)
+    axes = ["", *map(str, range(2, rows + 1))]
+    shapes = [(s.type, s.xref, s.yref, s.x0, s.x1, s.y0, s.y1) for s in fig.layout.shapes]
+    assert shapes[:rows] == [("line", f"x{a}", f"y{a} domain", 30, 30, 0, 1) for a in axes]
+    assert shapes[rows:] == [("rect", f"x{a}", f"y{a} domain", 19.5, 63.5, 0, 1) for a in axes]
+
+
+def test_the_nan_note_names_the_row_of_the_input_not_of_the_slice_traced():
+    """The page traces row 1 alone (a one-row slice, trace.row 0): its note said 'Row 0 is NaN' under a chart
+    titled 'row 1'."""
+    x = explorer.make_input("normal", 1, 64, seed=1)
+    x[0, 20] = np.nan
+    trace = _trace("online_thread", x)
+    assert figures.row_nan_note(trace).startswith("Row 0 is NaN from element 20")
+    assert figures.row_nan_note(trace, 1).startswith("Row 1 is NaN from element 20")

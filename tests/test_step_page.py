@@ -3,6 +3,7 @@ bits; Play steps the server state; jumps to the next rescale and the first non-f
 at step 0; the merge tree level by level."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -201,7 +202,7 @@ def test_the_bits_caption_says_exact_where_the_sum_fits_and_what_was_lost_where_
     assert "The kernel adds 0 and 1; the sum 1 fits in float32's places: exact, nothing lost." in captions
     rounded = step_page({"tv": "online_thread", "step": "42"})
     captions = " ".join(c.value for c in rounded.caption)
-    assert "needs bits below d_j's last float32 place" in captions and "(lost " in captions
+    assert "needs bits below $d_j$'s last float32 place" in captions and "(lost " in captions
 
 
 def test_leaving_the_step_page_pauses_play_and_keeps_its_view():
@@ -290,3 +291,78 @@ def test_the_lanes_heatmap_says_what_its_white_cells_are():
     assert "d = 0, where every element the lane folded so far is −∞" in captions
     full = step_page({"rows": "1", "cols": "96", "variants": "online_warp", "tv": "online_warp"})
     assert not any("White cells" in c.value for c in full.caption)  # every lane folds 3 finite elements
+
+
+def leaves(node, blocks=()):
+    """The page's elements in order, each with the types of the blocks it sits in."""
+    for child in node.children.values():
+        if hasattr(child, "children"):
+            yield from leaves(child, (*blocks, child.type))
+        else:
+            yield child, blocks
+
+
+def test_the_numbers_the_step_control_and_the_chart_come_before_the_update_written_out():
+    """At 1280×720 the chart began under the screen's bottom edge, below the slider, two rows of buttons and the
+    equations, so Play moved a slider while the plot moved out of view. Now: a line of the update's numbers, the
+    slider, one row of buttons (the two jumps in a popover), the chart; the equations and the bits under it."""
+    at = step_page({"tv": "online_thread", "step": "42"})
+    shown = list(leaves(at.main))
+
+    def first(test) -> int:
+        return next(i for i, (e, _) in enumerate(shown) if test(e))
+
+    numbers = first(lambda e: e.type == "markdown" and e.value.startswith("**Step j = 42** (element 42)"))
+    order = [
+        numbers,
+        first(lambda e: e.key == "step"),
+        first(lambda e: e.key == "step_next"),
+        first(lambda e: e.key == "step_play"),
+        first(lambda e: e.key == "chart_step"),
+        first(lambda e: e.type == "markdown" and e.value.startswith("##### The update at step j = 42")),
+        first(lambda e: e.type == "latex"),
+        first(lambda e: e.type == "subheader" and "The bits of" in e.value),
+    ]
+    assert order == sorted(order) and order[4] - order[0] <= 10, [shown[i][0].type for i in order]
+    assert all("popover" in shown[first(lambda e, k=k: e.key == k)][1] for k in ("step_rescale", "step_nan"))
+    x = explorer.make_input("normal", 4, 100)[0].astype(np.float64)
+    line = shown[numbers][0].value
+    assert f"$x_j$ = {x[42]:.7g}" in line and "$m_j$ = " in line and "$d_j$ = **" in line
+    assert ", float64 **" in line and "relative error **" in line
+    ok(at.button(key="step_next").click().run())
+    assert any(m.value.startswith("**Step j = 43** (element 43)") for m in at.markdown)  # it follows the step
+
+
+RAW_TEX = re.compile(r"[_^]\{|\\[A-Za-z]+|\b[A-Za-z]_[A-Za-z0-9]\b")
+
+
+def raw_tex(text: str) -> list[str]:
+    """TeX outside $…$ (which st.markdown and st.caption render): d_{j-1}, e^{…}, \\infty, d_j."""
+    return RAW_TEX.findall(re.sub(r"\$[^$]*\$", "", text))
+
+
+@pytest.mark.parametrize(
+    "query, click",
+    [
+        ({"tv": "online_thread", "step": "42"}, None),
+        ({"tv": "online_thread", "dist": "nonfinite", "p_rate": "0.05", "row": "1"}, "step_nan"),
+        ({"tv": "safe_thread", "step": "7"}, None),
+        ({"tv": "online_warp", "lane": "3", "mlevel": "1"}, None),
+        (MASKED_LANE, None),
+    ],
+)
+def test_no_raw_tex_reaches_the_page(query, click):
+    """The lecturer's students read "d_j = d_{j-1} e^{m_{j-1}-m_j} + …" as typed: every text of the page (its
+    Markdown, captions, headers, notes and the buttons' help) writes mathematics between $ signs, or in words."""
+    at = step_page(query)
+    if click:
+        ok(at.button(key=click).click().run())
+    texts = [
+        e.value
+        for e, _ in leaves(at.main)
+        if e.type in ("markdown", "caption", "subheader", "header", "warning", "info", "error")
+        and not e.value.startswith("<")  # the bits' HTML table
+    ]
+    texts += [b.help or "" for b in at.main.button] + [s.help or "" for s in at.main.slider]
+    assert any("not finite" in t for t in texts) or click is None
+    assert [(t, raw_tex(t)) for t in texts if raw_tex(t)] == []

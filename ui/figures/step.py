@@ -35,6 +35,14 @@ NAN_FILL = "rgba(214, 39, 40, 0.10)"
 # A lane's chart draws at most about MAX_POINTS steps whatever the row's length: a longer lane, for each of x, m and d
 # the smallest and largest of every bucket of steps (STEP_ENVELOPE points), and as many steps where m grows at most.
 STEP_ENVELOPE = MAX_POINTS // 4
+# The error row marks each step up to ERR_MARKERS steps drawn and is a line beyond: markers a few px apart showed
+# nothing more and took a third of each redraw.
+ERR_MARKERS = 200
+# Margins fixed, not grown by plotly to fit the legend and the axis titles: growing them draws the chart twice, and
+# the page draws it anew at every step. Wide enough for the legend ("kernel (acc bfloat16)") and the log axes' labels.
+MARGIN = dict(l=100, r=180, autoexpand=False)
+TITLE_LINE_PX = 20  # the title's lines, from the chart's top edge; the first subplot's title under them
+HEIGHT = {"online": 580, "safe": 520}  # four rows and three: with the controls over it, whole in a 1080 px window
 
 
 @dataclass(frozen=True)
@@ -121,19 +129,25 @@ def first_nonfinite(trace: Trace, lane: int) -> int | None:
 
 
 def nonfinite_cause(trace: Trace, lane: int, step: int) -> str:
-    """Why the lane's d_j is not finite at `step` (words for the page and the chart)."""
+    """Why the lane's d_j is not finite at `step`, in Markdown with LaTeX between $ signs (the page's caption)."""
     n = step_numbers(trace, lane, step)
     where = f"step {step} (element {n.element})"
     if math.isnan(n.x):
-        return f"at {where} x_j is NaN: the term e^(x_j − m_j) is NaN, and NaN stays in every later d"
+        return f"at {where} $x_j$ is NaN: the term $e^{{x_j - m_j}}$ is NaN, and NaN stays in every later $d$"
     if n.x == math.inf:
         return (
-            f"at {where} x_j = +∞: m_j = ∞ and the term e^(x_j − m_j) = e^(∞ − ∞) is undefined (NaN); "
-            "every later d is NaN"
+            rf"at {where} $x_j = +\infty$: $m_j = \infty$ and the term $e^{{x_j - m_j}} = e^{{\infty - \infty}}$ is "
+            "undefined (NaN); every later $d$ is NaN"
         )
     if math.isinf(n.d):
-        return f"at {where} d_j overflowed the {trace.acc} accumulator (d_(j−1)·factor + term > its largest value)"
-    return f"at {where} the update gave {format_value(n.d)} (m_(j−1) = {format_value(n.prev_m)}, x_j = {format_value(n.x)})"
+        return (
+            f"at {where} $d_j$ overflowed the {trace.acc} accumulator "
+            r"($d_{j-1} \cdot \text{factor} + \text{term}$ is over its largest value)"
+        )
+    return (
+        f"at {where} the update gave {format_value(n.d)} ($m_{{j-1}}$ = {format_value(n.prev_m)}, "
+        f"$x_j$ = {format_value(n.x)})"
+    )
 
 
 def masked_lane_note(trace: Trace, lane: int) -> str:
@@ -217,7 +231,7 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
         go.Scatter(
             x=steps,
             y=err,
-            mode="lines+markers",
+            mode="lines+markers" if steps.size <= ERR_MARKERS else "lines",
             showlegend=False,
             marker=dict(size=3),
             line=dict(color="#d62728", width=1),
@@ -225,9 +239,9 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
         row=rows,
         col=1,
     )
-    _add_current_step(fig, trace, lane, current)
+    _add_current_step(fig, trace, lane, current, rows)
     last = int(lane_steps(trace, lane)[-1])
-    _shade_nonfinite(fig, trace, lane, last)
+    _shade_nonfinite(fig, trace, lane, last, rows)
     if masked_lane_note(trace, lane):
         fig.add_annotation(
             text="every x<sub>j</sub> is −∞: m<sub>j</sub> = −∞ and d<sub>j</sub> = 0, no x or m to draw",
@@ -244,7 +258,12 @@ def step_figure(trace: Trace, lane: int, current: int, title: str, stamp: str) -
     fig.update_yaxes(title_text=f"rel. error<br><sup>exact: at {ERR_FLOOR:g}</sup>", row=rows, col=1)
     fig.update_xaxes(title_text="step j (this lane's j-th element)", row=rows, col=1)
     integer_ticks(fig, last + 1)
-    return stamp_below(legend_right(finish(fig, title, stamp, height=640 if online else 560)))
+    fig = stamp_below(legend_right(finish(fig, title, stamp, height=HEIGHT[trace.kind])))
+    lines = str(fig.layout.title.text).count("<br>") + 1
+    return fig.update_layout(  # the title at the top edge, not centred in a margin: the plots start higher
+        title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=8)),
+        margin=dict(MARGIN, t=36 + TITLE_LINE_PX * lines),
+    )
 
 
 def _line(color: str, **kw) -> dict:
@@ -310,12 +329,12 @@ def _add_rescales(fig: go.Figure, trace: Trace, lane: int) -> None:
         row=3,
         col=1,
     )
-    log_ticks(fig, factor, row=3, col=1)
+    log_ticks(fig, factor, labels=3, row=3, col=1)  # a short row: four labels touched in its 70 px
     fig.update_yaxes(title_text="factor", row=3, col=1)
 
 
-def _add_current_step(fig: go.Figure, trace: Trace, lane: int, current: int) -> None:
-    """The current step: a dot on m_j and on d_j, and a dotted line through every row."""
+def _add_current_step(fig: go.Figure, trace: Trace, lane: int, current: int, rows: int) -> None:
+    """The current step: a dot on m_j and on d_j, and a dotted line through every row (the figure's first shapes)."""
     n = step_numbers(trace, lane, current)
     dot = dict(color="#d62728", size=11, line=dict(color="white", width=1))
     for row, y in ((1, n.m), (2, n.d)):
@@ -332,16 +351,28 @@ def _add_current_step(fig: go.Figure, trace: Trace, lane: int, current: int) -> 
             row=row,
             col=1,
         )
-    fig.add_vline(x=current, line=dict(color="#d62728", width=1, dash="dot"))
+    line = dict(type="line", x0=current, x1=current, y0=0, y1=1, line=dict(color="#d62728", width=1, dash="dot"))
+    _across_rows(fig, line, rows)
 
 
-def _shade_nonfinite(fig: go.Figure, trace: Trace, lane: int, last: int) -> None:
+def _across_rows(fig: go.Figure, shape: dict, rows: int) -> None:
+    """One shape in each of the figure's rows, spanning its height: what add_vline and add_vrect do, at a tenth of
+    their time (they look up every subplot's axes for each call)."""
+    axes = ["", *(str(i) for i in range(2, rows + 1))]
+    fig.update_layout(shapes=[*fig.layout.shapes, *({**shape, "xref": f"x{a}", "yref": f"y{a} domain"} for a in axes)])
+
+
+def _shade_nonfinite(fig: go.Figure, trace: Trace, lane: int, last: int, rows: int) -> None:
     """From the first step where d_j is not finite to the lane's last: shaded and labelled."""
     bad = first_nonfinite(trace, lane)
     if bad is None:
         return
     what = "NaN" if math.isnan(trace.d[lane, bad]) else "±∞"
-    fig.add_vrect(x0=bad - 0.5, x1=last + 0.5, fillcolor=NAN_FILL, line_width=0, layer="below")
+    _across_rows(
+        fig,
+        dict(type="rect", x0=bad - 0.5, x1=last + 0.5, y0=0, y1=1, fillcolor=NAN_FILL, line_width=0, layer="below"),
+        rows,
+    )
     fig.add_annotation(
         text=f"d<sub>j</sub> = {what} from step {bad}",
         x=bad,
@@ -354,8 +385,10 @@ def _shade_nonfinite(fig: go.Figure, trace: Trace, lane: int, last: int) -> None
     )
 
 
-def row_nan_note(trace: Trace) -> str | None:
-    """Where and why the traced row's softmax is NaN (None when it is not)."""
+def row_nan_note(trace: Trace, row: int | None = None) -> str | None:
+    """Where and why the traced row's softmax is NaN (None when it is not). row: its number in the input, where the
+    trace was made from a slice of it (the page traces one row alone: its trace.row is 0)."""
+    row = trace.row if row is None else row
     reason = nan_row_reason(trace.x)
     x = trace.x
     bad = np.flatnonzero(np.isnan(x) | (x == np.inf))
@@ -363,9 +396,9 @@ def row_nan_note(trace: Trace) -> str | None:
         lane, step = (int(v) for v in np.argwhere(trace.index == int(bad[0]))[0])
         at = f"lane {lane}, step {step}" if trace.threads > 1 else f"step {step}"
         merged = " The merges carry it into the final (m, d)." if trace.merges else ""
-        return f"Row {trace.row} is NaN from element {int(bad[0])} ({at}), as {reason}.{merged}"
+        return f"Row {row} is NaN from element {int(bad[0])} ({at}), as {reason}.{merged}"
     if reason:
-        return f"Row {trace.row}: {reason}."
+        return f"Row {row}: {reason}."
     if not math.isfinite(trace.final_d):
-        return f"Row {trace.row}'s final d is {format_value(trace.final_d)}: the {trace.acc} accumulator overflowed."
+        return f"Row {row}'s final d is {format_value(trace.final_d)}: the {trace.acc} accumulator overflowed."
     return None

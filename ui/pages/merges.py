@@ -23,7 +23,7 @@ PARAMS = (
 def merges_section(trace: Trace, cfg: Config, key: str) -> None:
     st.subheader("Merge tree")
     st.caption(
-        "(m, d) pairs merge like single elements: m = max(m₁, m₂), d = d₁·e^(m₁−m) + d₂·e^(m₂−m). "
+        r"(m, d) pairs merge like single elements: $m = \max(m_1, m_2)$, $d = d_1 e^{m_1 - m} + d_2 e^{m_2 - m}$. "
         "Within a warp, lanes exchange states by shuffles; a block's warps then merge through shared memory, "
         "and a split row's blocks one after another. Each butterfly level halves the partial states; node "
         "colour is the relative error of its d against float64."

@@ -73,8 +73,7 @@ def step_page() -> None:
     with st.spinner(f"Tracing row {cfg.row} through {key}…"):
         trace = compute.trace_row(spec, cfg.row, key, cfg.acc, cfg.block_for(key))
     lane = _choose_lane(trace, c2)
-    st.caption(explorer.VARIANTS[key].lesson)
-    note = figures.row_nan_note(trace)
+    note = figures.row_nan_note(trace, cfg.row)
     if note:
         st.warning(note, icon=":material/error:")
     if figures.lane_steps(trace, lane).size == 0:
@@ -165,8 +164,9 @@ def _jump(column, label: str, key: str, step: int, to: int | None, help: str, ic
 
 @guarded
 def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
-    """The one step control (slider, buttons, Play) beside the update it selects, then the chart and the bits:
-    a fragment, so Play reruns only this part, one step per tick."""
+    """A line of the update's numbers, the step control under it (the slider, then ◀ ▶, Play and its speed, the
+    jumps) and the chart, so that at 1280×720 all three are on the screen while the step moves; the update written out
+    and its bits under the chart. A fragment: a step, a jump or a Play tick reruns only this part."""
     steps = figures.lane_steps(trace, lane)
     last = int(steps[-1])
     clamp("step", int(steps[0]), last, "Step")
@@ -177,9 +177,10 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
     if ss.get("_playing"):
         ahead = np.searchsorted(steps, ss["step"], side="right") + int(ss.get("speed", 1)) - 1
         ss["step"] = int(steps[min(ahead, steps.size - 1)])
-    step = _controls(trace, lane, steps)  # across the page, the update under them: the equations need the width
+    numbers = st.empty()  # over the slider, as its label: the numbers of the step it selects
+    step = _controls(trace, lane, steps)
     n = figures.step_numbers(trace, lane, step)
-    _update(n, trace)
+    numbers.markdown(_numbers_line(n))
     lane_title = f", lane {lane}" if trace.threads > 1 else ""
     fig = figures.step_figure(
         trace, lane, step, f"{key}, row {cfg.row}{lane_title}: running (m, d), acc {cfg.acc}", stamp()
@@ -189,6 +190,10 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
         st.caption(note)
     if note := figures.sampled_steps_note(len(steps)):
         st.caption(f"{note}; step j is always drawn.")
+    _update(n, trace, key)
+    bad = figures.first_nonfinite(trace, lane)
+    if bad is not None and step >= bad:
+        st.caption(f"$d$ is not finite: {figures.nonfinite_cause(trace, lane, bad)}.")
     bits_section(trace, n)
     from ..url import sync_url  # here: ui.url joins the pages' parameters, this page's among them
 
@@ -199,15 +204,12 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
 
 
 def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
+    """The slider across the page (its label the line of numbers over it), then one row: ◀ ▶, Play or Pause, the
+    speed, and the two jumps (to the next rescale, to the first non-finite d) in a popover. Their labels fit a 540 px
+    column (a 1000 px window)."""
     first, last = int(steps[0]), int(steps[-1])
     if last > first:
-        st.slider(
-            "Step j",
-            first,
-            last,
-            key="step",
-            help=f"Drives everything below: the update, the chart's marker, the bits. Play moves it ×1 to ×{SPEEDS[-1]} steps a tick.",
-        )
+        st.slider("Step j", first, last, key="step", label_visibility="collapsed")
     step = int(ss["step"])
     grows = figures.rescale_steps(trace, lane)
     later = grows[grows > step]
@@ -215,7 +217,7 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
     bad = figures.first_nonfinite(trace, lane)
     playing = bool(ss.get("_playing"))
     ensure_choice("speed", OPTIONS("speed"), 1)
-    b = st.columns([1, 1, 1.8, 1.4], vertical_alignment="bottom")  # two rows of buttons: their labels fit 540 px
+    b = st.columns([1, 1, 1.8, 1.4, 1.8], vertical_alignment="bottom")
     _jump(b[0], "◀", "step_prev", step, step - 1 if step > first else None, "Previous step")
     _jump(b[1], "▶", "step_next", step, step + 1 if step < last else None, "Next step")
     # Play and Pause are two buttons with their own keys, each setting its state: a click that Streamlit
@@ -242,19 +244,34 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
         if trace.kind == "online"
         else "Safe softmax never rescales"
     )
-    j = st.columns(2)
-    _jump(j[0], "Next rescale", "step_rescale", step, next_rescale, rescale_help, ":material/trending_up:")
-    nan_help = "The first step where d_j is NaN or ±∞" if bad is not None else "d_j stays finite in this lane"
-    _jump(j[1], "First non-finite", "step_nan", step, bad, nan_help, ":material/error:")
-    if bad is not None and step >= bad:
-        st.caption(f"d is not finite: {figures.nonfinite_cause(trace, lane, bad)}.")
+    nan_help = "The first step where d is NaN or ±∞" if bad is not None else "d stays finite in this lane"
+    jumps = b[4].popover(
+        "Jump",
+        icon=":material/fast_forward:",
+        width="stretch",
+        help="To the next rescale, or to the first step where d is not finite",
+    )
+    _jump(jumps, "Next rescale", "step_rescale", step, next_rescale, rescale_help, ":material/trending_up:")
+    _jump(jumps, "First non-finite", "step_nan", step, bad, nan_help, ":material/error:")
     return step
 
 
-def _update(n: StepNumbers, trace: Trace) -> None:
+def _numbers_line(n: StepNumbers) -> str:
+    """The update's numbers in one line of Markdown, over the slider: the step and its element, x_j, the max, the
+    kernel's d_j beside float64's and its relative error (the update is written out in full under the chart)."""
+    rel = "**0** (exact: both 0)" if n.d == n.exact_d == 0 else f"**{format_value(n.rel_err, 3)}**"
+    m = f"$m_j$ = {format_value(n.m)}" if n.kind == "online" else f"row max $m$ = {format_value(n.row_max)}"
+    return (
+        f"**Step j = {n.step}** (element {n.element}) · $x_j$ = {format_value(n.x)} · {m} · "
+        f"$d_j$ = **{_nine(n.d)}**, float64 **{_nine(n.exact_d)}** · relative error {rel}"
+    )
+
+
+def _update(n: StepNumbers, trace: Trace, key: str) -> None:
     """The update at step j in LaTeX: m, then d_{j-1} → d_{j-1}·factor → + term, with the kernel's numbers."""
     f = latex_number
     st.markdown(f"##### The update at step j = {n.step} (element {n.element})")
+    st.caption(explorer.VARIANTS[key].lesson)
     if n.kind == "safe":
         st.latex(
             rf"m_j = \max(m_{{j-1}}, x_j) = {f(n.m)} \quad\text{{(pass 1; pass 2 uses the row max }}"
@@ -271,8 +288,6 @@ def _update(n: StepNumbers, trace: Trace) -> None:
             rf"d_{{j-1}} = {f(n.prev_d)} \;\xrightarrow{{\times\,{_factor_value(n)}}}\; {f(n.product)}"
             rf" \;\xrightarrow{{+\,e^{{x_j - m_j}} = {f(n.term)}}}\; d_j = {f(n.d)}"
         )
-    rel = "**0** (exact: both 0)" if n.d == n.exact_d == 0 else f"**{format_value(n.rel_err, 3)}**"
-    st.markdown(f"kernel d_j = **{_nine(n.d)}** · float64 d_j = **{_nine(n.exact_d)}** · relative error {rel}")
     if n.kind == "online" and n.prev_m == n.m and not math.isfinite(n.m):
         m = latex_number(n.m)
         st.caption(
@@ -310,7 +325,7 @@ def bits_section(trace: Trace, n: StepNumbers) -> None:
         return
     prev_m, m = (n.row_max, n.row_max) if trace.kind == "safe" else (n.prev_m, n.m)
     parts = precision.update_parts(prev_m, n.prev_d, m, n.x, trace.acc)
-    st.subheader(f"The bits of d_j at step {n.step}, in {trace.acc}")
+    st.subheader(f"The bits of $d_j$ at step {n.step}, in {trace.acc}")
     st.markdown(figures.bits_html(parts, trace.acc, n.prev_d, n.exact_d), unsafe_allow_html=True)
     same = parts.d == n.d or (math.isnan(parts.d) and math.isnan(n.d))
     added = f"The kernel adds {parts.product:.9g} and {parts.term:.9g}"
@@ -318,7 +333,7 @@ def bits_section(trace: Trace, n: StepNumbers) -> None:
         note = f"{added}; the sum {parts.d:.9g} fits in {trace.acc}'s places: exact, nothing lost."
     else:
         note = (
-            f"{added}; the exact sum {parts.sum:.9g} needs bits below d_j's last {trace.acc} place, and rounding "
+            f"{added}; the exact sum {parts.sum:.9g} needs bits below $d_j$'s last {trace.acc} place, and rounding "
             f"to {trace.acc} gives {parts.d:.9g} (lost {parts.sum - parts.d:+.3g})."
         )
     if parts.term != 0 and parts.d == parts.product:
@@ -326,7 +341,7 @@ def bits_section(trace: Trace, n: StepNumbers) -> None:
     if not same:
         note += (
             f" (The product and term are recomputed in the accumulator model of kernels/common.cuh; the traced "
-            f"d_j is {n.d:.9g}, one of expf's last-place differences on the GPU.)"
+            f"$d_j$ is {n.d:.9g}, one of expf's last-place differences on the GPU.)"
         )
     st.caption(note)
 
