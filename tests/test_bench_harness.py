@@ -569,16 +569,16 @@ def test_bench_run_refuses_an_unknown_variant_or_dtype_before_timing_anything(mo
     assert all(w in str(refused.value) for w in words), str(refused.value)
 
 
-def test_the_timed_rows_of_both_benchmarks_are_results_the_pages_load():
-    """bench's and bench_topk's rows come from harness.result_row: the median and spread of the event times,
-    the byte rate at the median, and every field bench.load asks for."""
+def test_a_timed_row_holds_its_times_median_and_spread_and_loads_as_a_result():
+    """harness.result_row, which bench's and bench_topk's timed rows come from: the median and spread of the event
+    times, the byte rate at the median, and every field bench.load asks for (a top-k row's k beside them)."""
     times = np.array([3.0, 1.0, 2.0, 7.5, 4.25, 9.0, 1.5])
-    softmax_row = bench._row("fast", "variant", "bfloat16", "float32", 4, 128, 256, times, 4000.0, 1, 1, 1e-3, "L")
-    topk_row = bench_topk._topk_row("topk_fused", "variant", "float16", 4, 128, 8, times, 4096, 1e-3, "L", "v1")
-    for row, moved in ((softmax_row, 2 * 4 * 128 * 2), (topk_row, 4096)):
+    shape = ("bfloat16", "float32", 4, 128, 256)
+    softmax_row = harness.result_row("fast", "variant", *shape, times, 2048, 50.0, 1, 1, 1e-3, "L", None)
+    topk_row = harness.result_row("topk_fused", "variant", *shape, times, 4096, None, None, None, 1e-3, "L", "v1", k=8)
+    for row, moved in ((softmax_row, 2048), (topk_row, 4096)):
         assert (row["median_us"], row["p10_us"], row["p90_us"]) == pytest.approx((3.0, 1.3, 8.1))
-        assert row["gbps"] == moved / 3.0 / 1e3 and row["bytes_moved"] == moved
-    assert softmax_row["pct_copy"] == 100 * softmax_row["gbps"] / 4000.0 and topk_row["pct_copy"] is None
-    assert topk_row["k"] == 8 and topk_row["acc"] == "float32" and topk_row["block_size"] == 0
+        assert row["gbps"] == moved / 3.0 / 1e3 and row["bytes_moved"] == moved and row["error"] is None
+    assert softmax_row["pct_copy"] == 50.0 and topk_row["pct_copy"] is None and topk_row["k"] == 8
     doc = bench.load(bench.dumps({"schema": bench.SCHEMA, "meta": {}, "results": [softmax_row, topk_row]}))
     assert [r["name"] for r in doc["results"]] == ["fast", "topk_fused"]
