@@ -200,15 +200,15 @@ def test_a_refusal_says_what_the_variants_that_fit_would_do_without_the_refused_
     (refusal,) = [e.value for e in at.sidebar.error]
     refused, others = refusal.split("\n\n")
     assert refused.startswith("Not run (fast): ")
-    assert others.startswith("Without them the page would still need about 1.53 GiB for online_warp, with the ")
-    assert others.endswith("choose a smaller shape.")  # one variant left: "or fewer variants" would not help
+    assert others.startswith("Without fast, online_warp would still need about 1.53 GiB together, with the ")
+    assert others.endswith("over the limit of 1.00 GiB: choose a smaller shape.")  # one left: not "fewer variants"
     cfg = at.session_state["_cfg"]
     warp = explorer.VARIANTS["online_warp"]
     fitting = [(warp, explorer.checks.check_block(warp, None))]
-    assert sidebar._without_the_refused(cfg, "cuda", fitting) == (  # a GPU page keeps no float64 copies
-        "\n\nThe others fit (online_warp): deselect the refused variants in the sidebar to run them."
+    assert sidebar.without_the_refused(cfg, "cuda", ["fast"], fitting) == (  # a GPU page keeps no float64 copies
+        "\n\nThe others fit (online_warp): deselect fast in the sidebar to run them."
     )
-    assert sidebar._without_the_refused(cfg, "cuda", []) == ""
+    assert sidebar.without_the_refused(cfg, "cuda", ["fast"], []) == ""
 
 
 def test_a_page_over_the_run_limit_says_the_limit_in_elements_and_bytes_and_what_to_do(monkeypatch):

@@ -81,7 +81,7 @@ def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
             refused[v.key] = str(exc)
     if refused:
         others = [r for r in runs if r[0].key not in refused]
-        return line, _not_run(refused, cfg.variants) + _without_the_refused(cfg, backend, others)
+        return line, _not_run(refused, cfg.variants) + without_the_refused(cfg, backend, list(refused), others)
     if backend != "cuda" and page > limit:
         need, most = checks.sizes(page, limit)
         n = cfg.rows * cfg.cols
@@ -94,19 +94,20 @@ def _memory_line(cfg: Config, backend: str) -> tuple[str, str | None]:
     return line, None
 
 
-def _without_the_refused(cfg: Config, backend: str, fitting: list) -> str:
+def without_the_refused(cfg: Config, backend: str, refused: list[str], fitting: list) -> str:
     """What the variants that fit alone would do without the refused ones: run, or (in the emulation) still be over
     this server's limit with the float64 reference and error reports the page keeps beside their outputs."""
     if not fitting:
         return ""
-    keys = ", ".join(v.key for v, _ in fitting)
-    page = budget.page_bytes(fitting, cfg.rows, cfg.cols, cfg.dtype, cfg.acc)
-    if backend == "cuda" or page <= budget.run_budget():
-        return f"\n\nThe others fit ({keys}): deselect the refused variants in the sidebar to run them."
+    names, keys = ", ".join(refused), ", ".join(v.key for v, _ in fitting)
+    page, limit = budget.page_bytes(fitting, cfg.rows, cfg.cols, cfg.dtype, cfg.acc), budget.run_budget()
+    if backend == "cuda" or page <= limit:
+        return f"\n\nThe others fit ({keys}): deselect {names} in the sidebar to run them."
     fewer = " or fewer variants" if len(fitting) > 1 else ""
     return (
-        f"\n\nWithout them the page would still need about {checks.size(page)} for {keys}, with the float64 "
-        f"reference and error reports kept beside the outputs: choose a smaller shape{fewer}."
+        f"\n\nWithout {names}, {keys} would still need about {checks.size(page)} together, with the float64 "
+        f"reference and error reports this page keeps, over the limit of {checks.size(limit)}: choose a smaller "
+        f"shape{fewer}."
     )
 
 
