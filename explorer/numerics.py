@@ -168,6 +168,13 @@ class ErrorReport:
         return asdict(self)
 
 
+def flushed_below_normal(out: np.ndarray, ref: np.ndarray, fmt: Format) -> np.ndarray:
+    """Where an output is 0 and its float64 reference a nonzero value below fmt's smallest normal: what the GPU's
+    flush of subnormal results (-ftz) writes, a loss of at most one smallest normal that no rounding bound covers."""
+    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    return (out == 0) & (ref != 0) & (np.abs(ref) < fmt.smallest_normal)
+
+
 def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> ErrorReport:
     """Compare a softmax output with the float64 reference of its input x.
 
@@ -187,7 +194,7 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> Err
     diff = np.abs(np.where(measured, got - ref, 0.0))
     rel = diff / np.maximum(np.abs(ref), fmt.smallest_normal, where=measured, out=np.ones_like(ref))
     rel = np.where(measured, rel, 0.0)
-    tiny_flushed = measured & (got == 0) & (ref != 0) & (np.abs(ref) < fmt.smallest_normal)
+    tiny_flushed = measured & flushed_below_normal(got, ref, fmt)
     ulps = np.where(measured, diff / ulp(np.where(measured, ref, 1.0), fmt), 0.0)
     nothing = math.nan if not finite_rows.any() else 0.0  # the errors of no element: none measured
     row_sum_dev = float(np.max(np.abs(got[finite_rows].sum(axis=1) - 1.0), initial=nothing))

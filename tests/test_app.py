@@ -471,7 +471,8 @@ def test_the_error_table_fits_a_window_1400_pixels_wide(at):
     goto(at, "errors")
     ok(at)
     df, columns = frame(at), json.loads(at.dataframe[0].proto.columns)
-    assert list(df.columns[:3]) == ["bound says", "bound", "max rel"] and set(df.columns) == set(columns)
+    assert list(df.columns[:4]) == ["bound says", "bound", "max rel", "flushed to 0"]
+    assert set(df.columns) == set(columns)
     assert 110 + sum(c["width"] for c in columns.values()) <= 938
 
 
@@ -676,9 +677,12 @@ def test_large_logits_overflow_naive_while_the_safe_kernels_hold_their_bound():
     the tiny probabilities below it, flushed to 0 as the GPU does, are said apart rather than called a failure."""
     at = goto(make({**SMALL, "dist": "large", "variants": "naive,safe_thread,online_warp"}), "errors")
     ok(at)
-    verdicts = frame(at)["bound says"]
+    table = frame(at)
+    verdicts = table["bound says"]
     assert verdicts["naive"].startswith("fails:")
     assert verdicts["safe_thread"] == verdicts["online_warp"] == "holds; tiny outputs flushed to 0"
+    held = table.loc[["safe_thread", "online_warp"]]
+    assert (held["max rel"] <= held["bound"]).all() and (held["flushed to 0"] > 0).all()  # the table says why
 
 
 def test_kernels_page_names_the_registry_fields_in_words():

@@ -50,6 +50,15 @@ def test_the_bound_is_drawn_points_above_it_are_ringed_and_a_bound_of_one_is_vac
     assert any("vacuous" in a.text and "w" in a.text for a in fig.layout.annotations)
 
 
+def test_outputs_flushed_from_below_the_smallest_normal_are_crossed_not_ringed():
+    # element 1's 6e-39 is below fp32's smallest normal: -ftz writes 0 (rel. error 0.5); element 2 is a real miss
+    ref = np.array([0.5, 6e-39, 0.25])
+    out = np.array([0.5, 0.0, 0.26], dtype=np.float32)
+    fig = figures.error_figure(ref, {"v": out}, "t", STAMP, {"v": 1e-4})
+    names = {t.name: list(t.x) for t in fig.data if t.name and t.name.startswith("v: ")}
+    assert names == {"v: above bound (1)": [2], "v: flushed to 0 (-ftz) (1)": [1]}
+
+
 def test_nan_is_not_drawn_at_the_floor():
     ref = np.array([0.5, 0.5])
     fig = figures.error_figure(ref, {"v": np.array([0.5, np.nan], np.float32)}, "t", STAMP)

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.numerics import FORMATS, ErrorReport, Format, dtype_name, ulp
+from explorer.numerics import FORMATS, ErrorReport, Format, dtype_name, flushed_below_normal, ulp
 
 from .common import (
     COLORS,
@@ -203,7 +203,8 @@ def error_figure(
 ) -> go.Figure:
     """Per-element relative error of each variant on one row (log axis, explorer.errors' definition), each
     variant's bound as a dashed line (a bound ≥ 1 says nothing and is marked vacuous), the points above their
-    bound ringed, and non-finite mismatches marked in a strip. Long rows are drawn as an envelope."""
+    bound ringed (crossed where the output was flushed to 0 from below the smallest normal), and non-finite
+    mismatches marked in a strip. Long rows are drawn as an envelope."""
     bounds = bounds or {}
     heights, height = _strip_rows(len(outputs))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.06)
@@ -213,7 +214,9 @@ def error_figure(
     for i, (name, y) in enumerate(outputs.items()):
         bound = bounds.get(name)
         rel = relative_error(y, ref)
-        _add_errors(fig, name, rel, bound, colors[name], SYMBOLS[i % len(SYMBOLS)])
+        fmt = _format(np.asarray(y))
+        flushed = flushed_below_normal(y, ref, fmt) if fmt is not None else np.zeros(ref.shape, bool)
+        _add_errors(fig, name, rel, bound, flushed, colors[name], SYMBOLS[i % len(SYMBOLS)])
         finite = rel[np.isfinite(rel)]
         measured = measured or finite.size > 0
         drawn += [max(finite.min(), ERR_FLOOR), max(finite.max(), ERR_FLOOR)] if finite.size else []
@@ -245,11 +248,15 @@ def error_figure(
     return stamp_below(legend_right(finish(fig, title, stamp, height=height)))
 
 
-def _add_errors(fig: go.Figure, name: str, rel: np.ndarray, bound: float | None, color: str, symbol: str) -> None:
+def _add_errors(
+    fig: go.Figure, name: str, rel: np.ndarray, bound: float | None, flushed: np.ndarray, color: str, symbol: str
+) -> None:
     """One variant on the error figure's row 1: its relative errors (an envelope, the points above the bound
-    kept), its bound as a dashed line, and the points above it ringed."""
-    above = np.flatnonzero(rel > bound) if bound is not None else np.zeros(0, np.int64)
-    idx = np.union1d(envelope_index(rel), thin_marks(above, rel.size))
+    kept), its bound as a dashed line, the points above it ringed, and the outputs flushed to 0 from below the
+    smallest normal (flushed_below_normal: no rounding bound covers them) crossed out instead."""
+    over = rel > bound if bound is not None else np.zeros(rel.shape, bool)
+    above, lost = np.flatnonzero(over & ~flushed), np.flatnonzero(over & flushed)
+    idx = np.union1d(envelope_index(rel), thin_marks(np.union1d(above, lost), rel.size))
     fig.add_trace(
         scatter_type(idx.size)(
             x=idx,
@@ -279,26 +286,30 @@ def _add_errors(fig: go.Figure, name: str, rel: np.ndarray, bound: float | None,
             row=1,
             col=1,
         )
-    if above.size:
-        shown = thin_marks(above, rel.size)
-        fig.add_trace(
-            go.Scatter(
-                x=shown,
-                y=rel[shown],
-                mode="markers",
-                name=f"{name}: above bound ({above.size})",
-                legendgroup=name,
-                marker=dict(symbol="circle-open", size=14, color="#d62728", line=dict(width=2)),
-            ),
-            row=1,
-            col=1,
-        )
+    for marked, label, marker in (
+        (above, "above bound", dict(symbol="circle-open", size=14, color="#d62728", line=dict(width=2))),
+        (lost, "flushed to 0 (-ftz)", dict(symbol="x-thin-open", size=12, color="#777", line=dict(width=2))),
+    ):
+        if marked.size:
+            shown = thin_marks(marked, rel.size)
+            fig.add_trace(
+                go.Scatter(
+                    x=shown,
+                    y=rel[shown],
+                    mode="markers",
+                    name=f"{name}: {label} ({marked.size})",
+                    legendgroup=name,
+                    marker=marker,
+                ),
+                row=1,
+                col=1,
+            )
 
 
 def error_table(reports: dict[str, ErrorReport]) -> pd.DataFrame:
     """One row per variant from its ErrorReport."""
     columns = {
-        "max_rel": "max rel",
+        "max_rel_in_range": "max rel",  # what a rounding bound speaks of: the outputs flushed by -ftz left out
         "mean_rel": "mean rel",
         "max_ulp": "max ULP",
         "max_abs": "max abs",

@@ -65,18 +65,18 @@ def errors_page() -> None:
     df["bound says"] = [
         bound_verdict(r.max_rel, r.max_rel_in_range, bounds[k], r.underflow_count, r.nonfinite_mismatch)
         for k, r in reports.items()
-    ]
-    first = ["bound says", "bound", "max rel"]  # the verdict and what it compares first: the table may scroll sideways
+    ]  # max rel in the table is max_rel_in_range
+    first = ["bound says", "bound", "max rel", "flushed to 0"]  # the verdict and what it compares: the table may scroll
     df = df[[*first, *df.columns.drop(first)]]
     st.subheader("Over the whole input")
     show_table(df, key="table_errors", column_config=COLUMNS)
     st.caption(
-        f"rel: |y − ref| / max(|ref|, smallest normal); ULP: units in the last place of {cfg.dtype} "
-        f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}), both over the rows finite in output and reference (– where there is none); "
+        "rel: |y − ref| / max(|ref|, smallest normal), max rel over the outputs the GPU did not flush to 0 from below "
+        f"the smallest normal (-ftz, which no rounding bound covers: the flushed column counts them); ULP: units in the last place of {cfg.dtype} "
+        f"(u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}), the flushed outputs included; both over the rows finite in output and reference (– where there is none); "
         "|Σ−1|: worst row sum (rows finite in both); NaN, inf: counts of outputs; ≠ ref: elements whose NaN/inf "
-        "pattern differs from float64's; flushed: outputs 0 where the reference is not (below the type's range; "
-        "each has relative error up to 1; the GPU flushes results below the smallest normal to 0, and the bound, "
-        "which speaks of rounding, is judged without those); counts in K (thousands) or M (millions) are rounded, the CSV has them "
+        "pattern differs from float64's; flushed: outputs 0 where the reference is not (below the type's range, or "
+        "flushed by the GPU's -ftz; each has relative error up to 1); counts in K (thousands) or M (millions) are rounded, the CSV has them "
         "whole; argmax: fraction of rows whose largest probability sits where the reference's does; bound: "
         "3·n·u_acc + u_out with n = terms one accumulator folds in sequence (its share of the row, plus one "
         "per merge level), plus 2·max|x|·u_acc where x is rounded on entering the accumulator "
