@@ -683,6 +683,10 @@ def test_large_logits_overflow_naive_while_the_safe_kernels_hold_their_bound():
     assert verdicts["safe_thread"] == verdicts["online_warp"] == "holds; tiny outputs flushed to 0"
     held = table.loc[["safe_thread", "online_warp"]]
     assert (held["max rel"] <= held["bound"]).all() and (held["flushed to 0"] > 0).all()  # the table says why
+    goto(at, "outputs")
+    ok(at)
+    notes = " ".join(c.value for c in at.caption)
+    assert "Outputs below float32's smallest normal come out 0 (the GPU flushes them, -ftz): safe_thread 83, " in notes
 
 
 def test_kernels_page_names_the_registry_fields_in_words():

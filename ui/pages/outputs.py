@@ -11,6 +11,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+import explorer
+from explorer.numerics import flushed_below_normal
+
 from .. import compute, figures
 from ..common import Ran, chart, csv_download, guarded, number_columns, run_page, show_table, stamp
 from ..page import Page
@@ -88,6 +91,15 @@ def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str |
     NaN."""
     same = [" = ".join(g) for g in figures.equal_groups(outputs) if len(g) > 1]
     notes = [f"Deviation in ulps: units in the last place of {dtype} at the reference value (its spacing there)."]
+    fmt = explorer.FORMATS[dtype]
+    finite = {k: y for k, y in outputs.items() if np.isfinite(y).all()}  # naive's zeros beside its NaNs are not -ftz
+    flushed = {k: int(flushed_below_normal(y, ref, fmt).sum()) for k, y in finite.items()}
+    if any(flushed.values()):
+        counts = ", ".join(f"{k} {n:,}" for k, n in flushed.items() if n)
+        notes += [
+            f"Outputs below {dtype}'s smallest normal come out 0 (the GPU flushes them, -ftz): {counts}; each "
+            "deviates by its reference's whole value, thousands of ulps there, which no rounding causes."
+        ]
     notes += [f'Bitwise equal rows, drawn once under the first name ("+n": n more): {"; ".join(same)}.'] if same else []
     notes += [figures.sampled_note(ref.size, figures.MAX_POINTS) + "."] if ref.size > figures.MAX_POINTS else []
     st.caption(" ".join(notes))
