@@ -341,7 +341,7 @@ def test_a_refusal_comes_after_the_title_and_the_configuration_line(query, kind,
     rows, cols = query["rows"], query["cols"]
     (head, line, refusal) = main_elements(at)
     assert head == ("title", title)
-    assert line == ("caption", f"normal mean=0 std=1 · {rows}×{cols} float32 · acc float32 · seed 0")
+    assert line == ("caption", f"Normal (mean=0, std=1) · {rows}×{cols} float32 · acc float32 · seed 0")
     assert refusal[0] == kind and refusal[1].startswith(says)
 
 

@@ -99,5 +99,5 @@ def test_outputs_and_error_share_one_stamped_png(server, page):
         assert img.width >= 1600 and img.height > panels * 440 + 200  # the chart's panels, the table and the stamp
         shape, source, device = img.text["Description"].split("\n")
         assert shape == "shape 4×300 · dtype float16 · accumulator float32"
-        assert source == "distribution large scale=100 · seed 0 · row 1"
+        assert source == "distribution Large magnitude (scale=100) · seed 0 · row 1"
         assert device.startswith(("GPU ", "CPU emulation (no GPU)"))

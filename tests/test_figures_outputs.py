@@ -131,7 +131,7 @@ def _lines(text: str) -> list[str]:
 def test_a_long_title_breaks_into_lines_a_chart_beside_the_sidebar_holds():
     """Plotly does not wrap a title: at 1000 px (a 540 px chart beside the sidebar) the Outputs and Error titles,
     which name the whole configuration, ran past the chart's right edge and were cut off."""
-    described = "normal mean=0 std=1 · 8×1000 float32 · acc float32 · seed 0"
+    described = "Normal (mean=0, std=1) · 8×1000 float32 · acc float32 · seed 0"
     x, outs = _run(["online_warp"], rows=1, cols=8)
     ref, row = explorer.reference(x)[0], {k: y[0] for k, y in outs.items()}
     for fig in (

@@ -163,7 +163,7 @@ def test_run_stamp_names_shape_dtype_accumulator_input_and_where_it_ran():
     gpu = run_stamp(LARGE, H200, "2026-12-01")
     assert gpu == [
         "shape 4×300 · dtype float16 · accumulator float32",
-        "distribution large scale=300 · seed 0 · row 1",
+        "distribution Large magnitude (scale=300) · seed 0 · row 1",
         "GPU NVIDIA H200 · driver 13.0 · CUDA 13.2 · CuPy 14.2.0 · 2026-12-01",
     ]
     assert gpu[2] == device_line(H200, "2026-12-01")  # the Timing image's words
@@ -292,7 +292,7 @@ def test_outputs_and_error_share_images_hold_the_chart_table_and_stamp(page, tmp
             {k: explorer.errors(explorer.softmax(x, k, backend="emulator").out, x) for k in outs}
         ).reset_index()
         columns, panels = errors.COLUMNS, 1
-    for words in ("large", "4×300", "float16"):  # the chart's title names distribution, shape and dtype
+    for words in ("Large magnitude", "4×300", "float16"):  # the chart's title names distribution, shape and dtype
         assert words in fig.layout.title.text
     stamp = run_stamp(LARGE, H200, "2026-12-01")
     shown, formats = readable(table, columns)
@@ -319,7 +319,7 @@ def test_outputs_and_error_pages_offer_the_share_image_and_name_the_run_in_title
         at.run()
         assert not at.exception
         title = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
-        assert all(words in title for words in ("normal", "4×100", "float32"))  # distribution, shape, dtype
+        assert all(words in title for words in ("Normal", "4×100", "float32"))  # distribution, shape, dtype
         button = next(b for b in at.download_button if b.label == "Download share image (PNG)")
         assert button.proto.HasField("deferred_file_id")  # drawn when clicked, not on every rerun
 

@@ -68,7 +68,7 @@ def test_a_refusal_comes_after_the_title_and_the_configuration_line():
     shown = [(e.type, e.value) for e in walk(at.main) if e.type in ("title", "caption", "error")]
     assert shown[:2] == [
         ("title", "Step through"),
-        ("caption", "normal mean=0 std=1 · 100000×100000 float32 · acc float32 · seed 0"),
+        ("caption", "Normal (mean=0, std=1) · 100000×100000 float32 · acc float32 · seed 0"),
     ]
     assert [kind for kind, _ in shown[2:]] == ["error"] and shown[2][1].startswith("Not run (all 3 variants): ")
 

@@ -14,7 +14,7 @@ import streamlit as st
 from . import compute
 from .figures.common import device_line
 from .figures.share import share_png
-from .state import Config, params_text
+from .state import Config
 
 LABEL = "Download share image (PNG)"
 
@@ -58,11 +58,7 @@ def run_stamp(cfg: Config, info: Mapping, date: str) -> list[str]:
     """The stamp for a share image of the sidebar's run: shape, dtype and accumulator in the Timing stamp's words
     (ui/results.share_stamp), the input (distribution and parameters, or the uploaded file) and row shown, and
     where it ran (device_line: GPU, driver, CUDA, CuPy, or CPU emulation) with the date."""
-    source = (
-        f"uploaded {cfg.upload_name}"
-        if cfg.uploaded
-        else f"distribution {cfg.dist}{params_text(cfg.params, ' ', '=')} · seed {cfg.seed}"
-    )
+    source = f"uploaded {cfg.upload_name}" if cfg.uploaded else f"distribution {cfg.dist_text()} · seed {cfg.seed}"
     return [
         f"shape {cfg.rows}×{cfg.cols} · dtype {cfg.dtype} · accumulator {cfg.acc}",
         f"{source} · row {cfg.row}",

@@ -149,11 +149,16 @@ class Config:
         )
 
     def describe(self) -> str:
-        """The input in a caption's words: the file, or the distribution with its parameters and seed (a file has
-        no seed)."""
+        """The input in a caption's words: the file, or the distribution as the sidebar names it, with its parameters
+        and seed (a file has no seed)."""
         if self.uploaded:
             return f"upload {self.upload_name} · {self.shape_text()}"
-        return f"{self.dist}{params_text(self.params, ' ', '=')} · {self.shape_text()} · seed {self.seed}"
+        return f"{self.dist_text()} · {self.shape_text()} · seed {self.seed}"
+
+    def dist_text(self) -> str:
+        """The distribution by its title, its parameters after it: "Large magnitude (scale=100)"."""
+        params = ", ".join(f"{name}={exact_text(value)}" for name, value in self.params)
+        return explorer.DISTRIBUTIONS[self.dist].title + (f" ({params})" if params else "")
 
     def shape_text(self) -> str:
         """The shape, dtype and accumulator: what the Kernels page and a GPU's benchmark read of the sidebar."""
