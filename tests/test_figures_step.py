@@ -64,7 +64,7 @@ def test_a_nan_row_says_where_and_why_and_draws_nan_as_nan():
 
 def test_a_row_of_only_minus_inf_is_explained():
     trace = _trace("online_thread", np.full((1, 8), -np.inf, np.float32))
-    assert "0/0" in figures.row_nan_note(trace)
+    assert "e^(−∞ + ∞) / 0 is NaN" in figures.row_nan_note(trace)
     n = figures.step_numbers(trace, 0, 3)
     assert n.scale == 1.0 and n.m == n.prev_m == -np.inf  # equal maxima: the kernel's guard, no e^(∞−∞)
 

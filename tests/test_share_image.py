@@ -268,7 +268,10 @@ def test_the_share_image_draws_the_strip_with_the_plots_x_axes_lined_up():
 def test_the_share_image_writes_the_pages_warnings_under_the_title():
     x_row = np.full(100, -np.inf)
     warning = outputs.nan_row_warning(0, x_row)
-    assert warning.startswith("Row 0's softmax is NaN, in float64 too: every input is −∞") and "0/0 = NaN" in warning
+    assert (
+        warning.startswith("Row 0's softmax is NaN, in float64 too: every input is −∞")
+        and "e^(−∞ + ∞) / 0 is NaN" in warning
+    )
     assert outputs.nan_row_warning(0, np.zeros(100)) is None
     fig = _marked_figure()
     plain, warned = (_image(share.share_png("marks", [fig], None, ["stamp"], "sub", notes=n)) for n in ([], [warning]))
@@ -338,7 +341,9 @@ def test_the_outputs_pages_share_image_is_given_its_nan_row_warning(monkeypatch)
     at.run()
     assert not at.exception
     (warning,) = [w.value for w in at.warning if "softmax is NaN" in w.value]
-    assert "0/0 = NaN" in warning and given[-1][-1] == [warning]  # the notes share_png writes under the title
+    assert "e^(−∞ + ∞) / 0 is NaN" in warning and given[-1][-1] == [
+        warning
+    ]  # the notes share_png writes under the title
 
 
 def test_the_device_line_names_where_a_file_came_from_after_its_date_on_either_backend():

@@ -294,7 +294,7 @@ def nan_row_reason(x_row: np.ndarray) -> str | None:
         )
         return f"x[{i}] = {format_value(float(x[i]))} ({bad.size:,} NaN/+∞ input(s) in the row), so {why}"
     if x.size and np.all(x == -np.inf):
-        return "every input is −∞, so m stays −∞ and d stays 0, and every output e^(x − m) / d is 0/0 = NaN"
+        return "every input is −∞, so m stays −∞ and d stays 0, and every output e^(x − m) / d = e^(−∞ + ∞) / 0 is NaN"
     return None
 
 
