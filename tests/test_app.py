@@ -107,7 +107,7 @@ def test_outputs_page_shows_each_variant_beside_the_reference(at):
 
 def test_backend_badge_says_cpu_emulation(at):
     texts = " ".join(m.value for m in at.markdown)
-    assert "CPU emulation: no GPU on this server" in texts
+    assert "CPU emulation (no GPU here)" in texts
 
 
 def test_log_toggle(at):

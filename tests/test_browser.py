@@ -89,9 +89,7 @@ def test_controls_change_the_view_and_the_url(server, page):
     settle(page)
     no_exception(page)
     # the badge has no test id of its own: the page's main block (by test id) must come to hold its words
-    sync_api.expect(page.get_by_test_id("stMain")).to_contain_text(
-        "CPU emulation: no GPU on this server", timeout=30_000
-    )
+    sync_api.expect(page.get_by_test_id("stMain")).to_contain_text("CPU emulation (no GPU here)", timeout=30_000)
     choose(page, "Distribution", "Large magnitude")
     assert query(page)["dist"] == "large"
     assert shown(page.locator(".js-plotly-plot"))

@@ -62,7 +62,7 @@ def backend_badge(container=st) -> None:
         )
     else:
         container.badge(
-            "CPU emulation: no GPU on this server",
+            "CPU emulation (no GPU here)",
             icon=":material/computer:",
             color="orange",
             help=f"No GPU here: {info.get('reason', 'unknown reason')}. Outputs, traces and errors come "
