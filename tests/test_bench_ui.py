@@ -625,3 +625,28 @@ def test_the_timing_table_leads_with_the_kernel_and_its_times():
     ok(at)
     (table,) = [d.value for d in at.dataframe if "name" in d.value.columns]
     assert list(table.columns[:6]) == ["name", "version", "device_us", "pct_copy_device", "median_us", "pct_copy"]
+
+
+def test_the_timing_share_image_holds_the_device_times_its_bars_draw(monkeypatch):
+    """The bars show device time by default: the image's table has device time's spread and GB/s beside event time's,
+    and names the file only where several files hold the shape."""
+    from ui.pages import timing
+
+    tables = []
+    monkeypatch.setattr(timing, "share_button", lambda key, slug, title, charts, table, *rest: tables.append(table))
+    at = goto(make(), "timing")
+    at.button(key="bench_bundled_button").click().run()
+    ok(at)
+    columns = list(tables[-1].columns)
+    assert columns[:7] == [
+        "name",
+        "version",
+        "device_us",
+        "device_p10_us",
+        "device_p90_us",
+        "gbps_device",
+        "pct_copy_device",
+    ]
+    assert "median_us" in columns and "gbps" in columns  # event time after
+    at.selectbox(key="tshape").set_value("4096×32768 float32 acc float32").run()  # in the sweep and the wide step
+    assert list(tables[-1].columns[:2]) == ["source", "name"]

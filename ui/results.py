@@ -55,6 +55,7 @@ TIME_COLUMNS = number_columns(
         "device_us": ("device µs", "%.2f"),
         "device_p10_us": ("device p10 µs", "%.2f"),
         "device_p90_us": ("device p90 µs", "%.2f"),
+        "gbps_device": ("GB/s (device)", "%.0f"),
         "bytes_moved": ("bytes moved", "%d"),
         "max_rel": ("max rel", "%.1e"),
     }
