@@ -693,7 +693,8 @@ def test_kernels_page_names_the_registry_fields_in_words():
     at = goto(make({**SMALL, "kv": "online_thread"}), "kernels")
     ok(at)
     entry = at.table[0].value["value"]
-    assert entry["origin"] == "V1" and entry["takes block size"] == "False" and entry["kernel file"] == "softmax.cu"
+    assert entry["origin"] == "V1" and entry["takes block size"] == "no" and entry["kernel file"] == "softmax.cu"
+    assert at.table[1].value.loc["functions", "value"] == "online_thread"  # the one kernel it runs, not "–"
     assert not any("_" in name for name in entry.index)  # templated_by_launch read as code, and seed as the RNG's
 
 

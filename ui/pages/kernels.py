@@ -48,7 +48,14 @@ def registry_entry(v: explorer.Variant) -> dict:
         if f.name not in ("launch_rule", "lesson", "title", "kernel_functions")
     }
     entry["kernel functions"] = v.functions
-    return {k: ", ".join(val) if isinstance(val, tuple) else val for k, val in entry.items()}
+    return {k: _shown(val) for k, val in entry.items()}
+
+
+def _shown(value):
+    """A field's value for people: a tuple joined, a flag as yes or no."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return ", ".join(value) if isinstance(value, tuple) else value
 
 
 def launch_fields(v: explorer.Variant, launch: explorer.Launch) -> dict:
@@ -59,6 +66,7 @@ def launch_fields(v: explorer.Variant, launch: explorer.Launch) -> dict:
     }
     kernel = launch.kernel or v.kernel
     fields["kernel"] = f"{kernel}<{', '.join(map(str, launch.template_args))}>" if launch.template_args else kernel
+    fields["functions"] = ", ".join(launch.functions or (kernel,))  # this launch's, of the registry's list
     fields["global reads per element"] = v.reads_per_element
     fields["global writes per element"] = v.writes_per_element
     return fields
