@@ -232,7 +232,7 @@ def _measure(variants: list[str], dtype: str, block: int, cap: int, backend: str
     if records:
         src = "the GPU kernels" if on_gpu else "the CPU emulation of the kernels"
         st.caption(
-            f"{len(records)} runs of {src} ({seconds:.1f} s, cached); each a 1 × n row, seed 0, traced for its final d."
+            f"{len(records)} runs of {src} ({seconds:.1f} s; kept for later visits); each a 1 × n row, seed 0, traced for its final d."
         )
     return records
 
