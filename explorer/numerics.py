@@ -31,6 +31,10 @@ class Format:
     def smallest_normal(self) -> float:
         return 2.0**self.min_exponent
 
+    @property
+    def smallest_subnormal(self) -> float:
+        return 2.0 ** (self.min_exponent - self.significand_bits + 1)
+
 
 def _format(name: str) -> Format:
     info = ml_dtypes.finfo(DTYPES[name])
@@ -152,10 +156,11 @@ class ErrorReport:
 
     max_abs: float
     max_rel: float  # |out - ref| / max(|ref|, smallest normal of out's type)
-    # max_rel without the outputs that are 0 where the reference is below the smallest normal: the GPU flushes
-    # those (-ftz), a loss of at most one smallest normal that no rounding bound covers
-    max_rel_in_range: float
     mean_rel: float
+    # max_rel and mean_rel without the outputs the GPU's -ftz flushed to 0 (flushed_by_ftz): what a rounding bound
+    # speaks of
+    max_rel_unflushed: float
+    mean_rel_unflushed: float
     max_ulp: float  # in units of the last place of out's type, at the reference value
     row_sum_dev: float  # max over finite rows of |sum(out) - 1|
     nan_count: int
@@ -168,11 +173,13 @@ class ErrorReport:
         return asdict(self)
 
 
-def flushed_below_normal(out: np.ndarray, ref: np.ndarray, fmt: Format) -> np.ndarray:
-    """Where an output is 0 and its float64 reference a nonzero value below fmt's smallest normal: what the GPU's
-    flush of subnormal results (-ftz) writes, a loss of at most one smallest normal that no rounding bound covers."""
-    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    return (out == 0) & (ref != 0) & (np.abs(ref) < fmt.smallest_normal)
+def flushed_by_ftz(out: np.ndarray, ref: np.ndarray, fmt: Format) -> np.ndarray:
+    """Where an output of format fmt is 0 because the GPU flushed an fp32 result below fp32's smallest normal
+    (-ftz): its float64 reference lies below 2^-126, yet not so far below that rounding to fmt would give 0 too. A loss
+    of at most one fp32 smallest normal, which no rounding bound covers; none for fp16, whose outputs that small round
+    to 0 anyway."""
+    out, ref = np.asarray(out, dtype=np.float64), np.abs(np.asarray(ref, dtype=np.float64))
+    return (out == 0) & (ref >= fmt.smallest_subnormal / 2) & (ref < FORMATS["float32"].smallest_normal)
 
 
 def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> ErrorReport:
@@ -194,7 +201,7 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> Err
     diff = np.abs(np.where(measured, got - ref, 0.0))
     rel = diff / np.maximum(np.abs(ref), fmt.smallest_normal, where=measured, out=np.ones_like(ref))
     rel = np.where(measured, rel, 0.0)
-    tiny_flushed = measured & flushed_below_normal(got, ref, fmt)
+    flushed = measured & flushed_by_ftz(got, ref, fmt)
     ulps = np.where(measured, diff / ulp(np.where(measured, ref, 1.0), fmt), 0.0)
     nothing = math.nan if not finite_rows.any() else 0.0  # the errors of no element: none measured
     row_sum_dev = float(np.max(np.abs(got[finite_rows].sum(axis=1) - 1.0), initial=nothing))
@@ -207,11 +214,13 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> Err
     else:
         agree = 1.0
     count = int(measured.sum())
+    unflushed, kept = np.where(flushed, 0.0, rel), count - int(flushed.sum())
     return ErrorReport(
         max_abs=float(diff.max(initial=nothing)),
         max_rel=float(rel.max(initial=nothing)),
-        max_rel_in_range=float(np.where(tiny_flushed, 0.0, rel).max(initial=nothing)),
         mean_rel=float(rel.sum() / count) if count else nothing,
+        max_rel_unflushed=float(unflushed.max(initial=nothing)),
+        mean_rel_unflushed=float(unflushed.sum() / kept) if kept else nothing,
         max_ulp=float(ulps.max(initial=nothing)),
         row_sum_dev=row_sum_dev,
         nan_count=int(np.isnan(got).sum()),

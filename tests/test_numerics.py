@@ -478,14 +478,24 @@ def test_a_row_nan_in_both_is_not_measured_and_not_an_argmax_disagreement():
     assert r2.argmax_agreement == 0.0
 
 
-def test_max_rel_in_range_leaves_out_only_the_outputs_flushed_from_below_the_normal_range():
-    # row: x = 0 and -88 (e^-88 ≈ 6e-39, below fp32's smallest normal 1.2e-38) and -1; -ftz writes 0 for the second
+def test_the_unflushed_errors_leave_out_only_what_the_gpus_ftz_flushed():
+    # row: x = 0, -88 (e^-88 ≈ 6e-39, below fp32's smallest normal 1.2e-38: -ftz writes 0) and -1
     x = np.array([[0.0, -88.0, -1.0]], np.float32)
     ref = explorer.numerics.reference(x)
     out = ref.astype(np.float32)
     out[0, 1] = 0.0
     r = explorer.errors(out, x)
     assert r.underflow_count == 1 and r.max_rel == pytest.approx(abs(ref[0, 1]) / np.finfo(np.float32).smallest_normal)
-    assert r.max_rel_in_range < 1e-7  # the others are correctly rounded
+    assert r.max_rel_unflushed < 1e-7 and r.mean_rel_unflushed < r.mean_rel  # the others are correctly rounded
     out[0, 2] = 0.0  # a normal-range output lost too: that one counts
-    assert explorer.errors(out, x).max_rel_in_range == 1.0
+    assert explorer.errors(out, x).max_rel_unflushed == 1.0
+
+
+def test_only_an_fp32_result_below_its_smallest_normal_that_rounding_would_keep_counts_as_flushed():
+    fp32, fp16, bf16 = (explorer.FORMATS[n] for n in ("float32", "float16", "bfloat16"))
+    ref = np.array([6e-39, 1e-46, 1e-6, 1e-3])  # -ftz's; below fp32's smallest subnormal / 2; fp16 subnormal; normal
+    zeros = np.zeros(4)
+    assert list(explorer.numerics.flushed_by_ftz(zeros, ref, fp32)) == [True, False, False, False]
+    assert not explorer.numerics.flushed_by_ftz(zeros, ref, fp16).any()  # fp16 keeps 1e-6 as a subnormal: a 0 is wrong
+    assert list(explorer.numerics.flushed_by_ftz(zeros, ref, bf16)) == [True, False, False, False]
+    assert not explorer.numerics.flushed_by_ftz(ref, ref, fp32).any()  # a nonzero output was not flushed

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.numerics import FORMATS, ErrorReport, Format, dtype_name, flushed_below_normal, ulp
+from explorer.numerics import FORMATS, ErrorReport, Format, dtype_name, flushed_by_ftz, ulp
 
 from .common import (
     COLORS,
@@ -203,7 +203,7 @@ def error_figure(
 ) -> go.Figure:
     """Per-element relative error of each variant on one row (log axis, explorer.errors' definition), each
     variant's bound as a dashed line (a bound ≥ 1 says nothing and is marked vacuous), the points above their
-    bound ringed (crossed where the output was flushed to 0 from below the smallest normal), and non-finite
+    bound ringed (crossed where the GPU's -ftz flushed the output to 0), and non-finite
     mismatches marked in a strip. Long rows are drawn as an envelope."""
     bounds = bounds or {}
     heights, height = _strip_rows(len(outputs))
@@ -215,7 +215,7 @@ def error_figure(
         bound = bounds.get(name)
         rel = relative_error(y, ref)
         fmt = _format(np.asarray(y))
-        flushed = flushed_below_normal(y, ref, fmt) if fmt is not None else np.zeros(ref.shape, bool)
+        flushed = flushed_by_ftz(y, ref, fmt) if fmt is not None else np.zeros(ref.shape, bool)
         _add_errors(fig, name, rel, bound, flushed, colors[name], SYMBOLS[i % len(SYMBOLS)])
         finite = rel[np.isfinite(rel)]
         measured = measured or finite.size > 0
@@ -252,8 +252,8 @@ def _add_errors(
     fig: go.Figure, name: str, rel: np.ndarray, bound: float | None, flushed: np.ndarray, color: str, symbol: str
 ) -> None:
     """One variant on the error figure's row 1: its relative errors (an envelope, the points above the bound
-    kept), its bound as a dashed line, the points above it ringed, and the outputs flushed to 0 from below the
-    smallest normal (flushed_below_normal: no rounding bound covers them) crossed out instead."""
+    kept), its bound as a dashed line, the points above it ringed, and the outputs the GPU's -ftz flushed to 0
+    (flushed_by_ftz: no rounding bound covers them) crossed out instead."""
     over = rel > bound if bound is not None else np.zeros(rel.shape, bool)
     above, lost = np.flatnonzero(over & ~flushed), np.flatnonzero(over & flushed)
     idx = np.union1d(envelope_index(rel), thin_marks(np.union1d(above, lost), rel.size))
@@ -309,8 +309,8 @@ def _add_errors(
 def error_table(reports: dict[str, ErrorReport]) -> pd.DataFrame:
     """One row per variant from its ErrorReport."""
     columns = {
-        "max_rel_in_range": "max rel",  # what a rounding bound speaks of: the outputs flushed by -ftz left out
-        "mean_rel": "mean rel",
+        "max_rel_unflushed": "max rel",  # what a rounding bound speaks of: the outputs -ftz flushed left out
+        "mean_rel_unflushed": "mean rel",
         "max_ulp": "max ULP",
         "max_abs": "max abs",
         "row_sum_dev": "max |Σ−1|",

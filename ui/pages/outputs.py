@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 import explorer
-from explorer.numerics import flushed_below_normal
+from explorer.numerics import flushed_by_ftz
 
 from .. import compute, figures
 from ..common import Ran, chart, csv_download, guarded, number_columns, run_page, show_table, stamp
@@ -93,12 +93,13 @@ def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str |
     notes = [f"Deviation in ulps: units in the last place of {dtype} at the reference value (its spacing there)."]
     fmt = explorer.FORMATS[dtype]
     finite = {k: y for k, y in outputs.items() if np.isfinite(y).all()}  # naive's zeros beside its NaNs are not -ftz
-    flushed = {k: int(flushed_below_normal(y, ref, fmt).sum()) for k, y in finite.items()}
+    flushed = {k: int(flushed_by_ftz(y, ref, fmt).sum()) for k, y in finite.items()}
     if any(flushed.values()):
         counts = ", ".join(f"{k} {n:,}" for k, n in flushed.items() if n)
         notes += [
-            f"Outputs below {dtype}'s smallest normal come out 0 (the GPU flushes them, -ftz): {counts}; each "
-            "deviates by its reference's whole value, thousands of ulps there, which no rounding causes."
+            "Probabilities below fp32's smallest normal (1.2e-38) that rounding would keep come out 0: the GPU "
+            f"flushes them (-ftz): {counts}. Each is off by its whole value, many ulps at that size, which no "
+            "rounding causes."
         ]
     notes += [f'Bitwise equal rows, drawn once under the first name ("+n": n more): {"; ".join(same)}.'] if same else []
     notes += [figures.sampled_note(ref.size, figures.MAX_POINTS) + "."] if ref.size > figures.MAX_POINTS else []
