@@ -488,3 +488,9 @@ def test_helpers_batches_bytes_slug_and_agreement():
     df = topk.agreement_table(runs, 10)
     assert df.loc["topk_unfused", "index agreement"] == pytest.approx(1 - 2 / 40)
     assert df.loc["topk_unfused", "wall ms (not a benchmark)"] == pytest.approx(2.0)
+
+
+def test_the_input_is_named_as_the_sidebar_names_it():
+    at = page({"dist": "large", "p_large_scale": "100"})
+    ok(at)
+    assert any(c.value.startswith("Large magnitude (scale=100) · ") for c in at.caption), [c.value for c in at.caption]

@@ -63,8 +63,15 @@ def exact_text(value: float) -> str:
     return short if float(short) == value else repr(value)
 
 
-def params_text(params: tuple[tuple[str, float], ...], sep: str = "_", eq: str = "") -> str:
-    return "".join(f"{sep}{name}{eq}{exact_text(value)}" for name, value in params)
+def params_text(params: tuple[tuple[str, float], ...]) -> str:
+    """A distribution's parameters in a file name: "_scale100"."""
+    return "".join(f"_{name}{exact_text(value)}" for name, value in params)
+
+
+def dist_text(dist: str, params: tuple[tuple[str, float], ...]) -> str:
+    """A distribution by its title, as the sidebar names it, its parameters after it: "Large magnitude (scale=100)"."""
+    named = ", ".join(f"{name}={exact_text(value)}" for name, value in params)
+    return explorer.DISTRIBUTIONS[dist].title + (f" ({named})" if named else "")
 
 
 def source_slug(dist: str, params: tuple[tuple[str, float], ...], upload_name: str = "") -> str:
@@ -156,9 +163,7 @@ class Config:
         return f"{self.dist_text()} · {self.shape_text()} · seed {self.seed}"
 
     def dist_text(self) -> str:
-        """The distribution by its title, its parameters after it: "Large magnitude (scale=100)"."""
-        params = ", ".join(f"{name}={exact_text(value)}" for name, value in self.params)
-        return explorer.DISTRIBUTIONS[self.dist].title + (f" ({params})" if params else "")
+        return dist_text(self.dist, self.params)
 
     def shape_text(self) -> str:
         """The shape, dtype and accumulator: what the Kernels page and a GPU's benchmark read of the sidebar."""

@@ -46,7 +46,7 @@ from ..common import (
 from ..page import Page
 from ..params import Param, ParamTable
 from ..results import TIMES
-from ..state import MAX_DIM, UPLOAD, GeneratedInput, InputSpec, UploadedInput, file_slug, params_text, source_slug
+from ..state import MAX_DIM, UPLOAD, GeneratedInput, InputSpec, UploadedInput, dist_text, file_slug, source_slug
 
 ss = st.session_state
 
@@ -316,7 +316,7 @@ def _describe(spec: InputSpec) -> str:
     if isinstance(spec, UploadedInput):
         return f"upload {spec.filename} · {spec.dtype}"
     return (
-        spec.dist + params_text(spec.params, " ", "=") + f" · {spec.rows}×{spec.cols} {spec.dtype} · "
+        dist_text(spec.dist, spec.params) + f" · {spec.rows}×{spec.cols} {spec.dtype} · "
         f"seed {spec.seed} (distribution, dtype and seed from the sidebar)"
     )
 
