@@ -116,7 +116,7 @@ def _copy(shape: _Shape) -> tuple[dict, Callable[[int], None]]:
 
     times = harness.time_launches(copy, shape.buffers)
     moved = 2 * shape.xs[0].nbytes
-    return _topk_row(
+    return topk_row(
         "copy", "copy", shape.dtype, shape.rows, shape.cols, None, times, moved, 0.0, "device-to-device copy"
     ), copy
 
@@ -140,7 +140,7 @@ def _variants(shape: _Shape, k: int) -> list[tuple[dict, Callable[[int], None]]]
         times = harness.time_launches(run_variant, shape.buffers)
         moved = variant.bytes_moved(rows, cols, k, dtype)
         runs.append(
-            (_topk_row(key, "variant", dtype, rows, cols, k, times, moved, max_rel, launch.describe()), run_variant)
+            (topk_row(key, "variant", dtype, rows, cols, k, times, moved, max_rel, launch.describe()), run_variant)
         )
     return runs
 
@@ -171,7 +171,7 @@ def _peers(shape: _Shape, tx: list, k: int) -> list[tuple[dict, Callable[[int], 
             runs.append((row, None))
             continue
         moved = peer.bytes_moved(rows, cols, k, dtype)
-        row = _topk_row(peer.name, "peer", dtype, rows, cols, k, times, moved, max_rel, peer.label, peer.version)
+        row = topk_row(peer.name, "peer", dtype, rows, cols, k, times, moved, max_rel, peer.label, peer.version)
         runs.append((row, run))
     return runs
 
@@ -188,7 +188,9 @@ def add_floor(row: dict, copy_row: dict) -> None:
     )
 
 
-def _topk_row(name, kind, dtype, rows, cols, k, times_us, moved, max_rel, launch, version=None) -> dict:
+def topk_row(name, kind, dtype, rows, cols, k, times_us, moved, max_rel, launch, version=None) -> dict:
+    """A timed row of the top-k benchmark: state in fp32, no block size, k beside the shape; a copy is 100 % of
+    itself."""
     pct_copy = 100.0 if kind == "copy" else None
     shape = (dtype, "float32", rows, cols, 0)  # top-k's state is fp32, and it takes no block size
     return harness.result_row(name, kind, *shape, times_us, moved, pct_copy, None, None, max_rel, launch, version, k=k)

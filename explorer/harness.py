@@ -90,7 +90,7 @@ def round_on_device(x32, dtype: str):
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(cp.uint16)
 
 
-def _what_was_timed(name: str, kind: str, dtype: str, acc: str, rows: int, cols: int, block_size: int) -> dict:
+def _problem_fields(name: str, kind: str, dtype: str, acc: str, rows: int, cols: int, block_size: int) -> dict:
     """A result row's first fields: the kernel and the problem it ran."""
     return {
         "name": name,
@@ -124,7 +124,7 @@ def result_row(
     """A timed row: its event times' median and spread, and the byte rate at the median."""
     median, p10, p90 = devicetime.spread(times_us)
     return {
-        **_what_was_timed(name, kind, dtype, acc, rows, cols, block_size),
+        **_problem_fields(name, kind, dtype, acc, rows, cols, block_size),
         **extra,
         "median_us": median,
         "p10_us": p10,
@@ -157,7 +157,7 @@ def error_row(
     """A peer (or variant) that could not run, or ran wrong, on this shape: the row says why, with no times."""
     empty = dict.fromkeys((*MEASURED_FIELDS, *DEVICE_FIELDS))
     return {
-        **_what_was_timed(name, kind, dtype, acc, rows, cols, 0),
+        **_problem_fields(name, kind, dtype, acc, rows, cols, 0),
         **extra,
         **empty,
         "max_rel": max_rel,

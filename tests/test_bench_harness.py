@@ -582,3 +582,18 @@ def test_a_timed_row_holds_its_times_median_and_spread_and_loads_as_a_result():
     assert softmax_row["pct_copy"] == 50.0 and topk_row["pct_copy"] is None and topk_row["k"] == 8
     doc = bench.load(bench.dumps({"schema": bench.SCHEMA, "meta": {}, "results": [softmax_row, topk_row]}))
     assert [r["name"] for r in doc["results"]] == ["fast", "topk_fused"]
+
+
+def test_a_topk_row_holds_k_an_fp32_state_no_block_size_and_a_copy_at_100_percent():
+    times = np.array([2.0, 1.0, 4.0])
+    fused = bench_topk.topk_row("topk_fused", "variant", "bfloat16", 4, 128, 8, times, 4096, 1e-3, "L", "v1")
+    assert (fused["k"], fused["acc"], fused["block_size"], fused["pct_copy"], fused["version"]) == (
+        8,
+        "float32",
+        0,
+        None,
+        "v1",
+    )
+    assert (fused["dtype"], fused["rows"], fused["cols"], fused["median_us"]) == ("bfloat16", 4, 128, 2.0)
+    copy = bench_topk.topk_row("copy", "copy", "float32", 4, 128, None, times, 4096, 0.0, "device-to-device copy")
+    assert copy["pct_copy"] == 100.0 and copy["gbps"] == 4096 / 2.0 / 1e3

@@ -649,4 +649,4 @@ def test_the_timing_share_image_holds_the_device_times_its_bars_draw(monkeypatch
     ]
     assert "median_us" in columns and "gbps" in columns  # event time after
     at.selectbox(key="tshape").set_value("4096×32768 float32 acc float32").run()  # in the sweep and the wide step
-    assert list(tables[-1].columns[:2]) == ["source", "name"]
+    assert list(tables[-1].columns[:2]) == ["name", "source"]  # as the page's table

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-from PIL import Image
+from PIL import Image, ImageColor
 
 import explorer
 from ui import figures
@@ -222,7 +222,7 @@ def _marked_figure() -> go.Figure:
 def _mark_pixels(img: Image.Image, color) -> np.ndarray:
     """(y, x) of every pixel of exactly the colour (a mark's fill, an axis line)."""
     rgb = np.asarray(img.convert("RGB")).astype(int)
-    want = raster.ImageColor.getrgb(color) if isinstance(color, str) else color
+    want = ImageColor.getrgb(color) if isinstance(color, str) else color
     return np.argwhere(np.abs(rgb - want).sum(axis=2) == 0)
 
 
@@ -253,7 +253,7 @@ def test_the_strip_is_drawn_as_a_row_of_marks_per_series_under_the_plots_x_axis(
         ys = near[j][:, 0]
         lower = (ys > (ys.min() + ys.max()) / 2).sum() > (ys < (ys.min() + ys.max()) / 2).sum()
         assert lower == wide_at_bottom
-    faded = tuple(round(255 - 0.45 * (255 - c)) for c in raster.ImageColor.getrgb(COLORS[0]))  # opacity 0.45
+    faded = tuple(round(255 - 0.45 * (255 - c)) for c in ImageColor.getrgb(COLORS[0]))  # opacity 0.45
     zeros = _mark_pixels(plot, faded)
     assert zeros.size and set(np.round((zeros[:, 1] - x_of[30]) / (x_of[1] - x_of[0]))) == {0, 1, 2, 3}
 

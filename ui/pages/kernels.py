@@ -48,10 +48,10 @@ def registry_entry(v: explorer.Variant) -> dict:
         if f.name not in ("launch_rule", "lesson", "title", "kernel_functions")
     }
     entry["kernel functions"] = v.functions
-    return {k: _shown(val) for k, val in entry.items()}
+    return {k: _for_people(val) for k, val in entry.items()}
 
 
-def _shown(value):
+def _for_people(value):
     """A field's value for people: a tuple joined, a flag as yes or no."""
     if isinstance(value, bool):
         return "yes" if value else "no"

@@ -62,7 +62,7 @@ TIMING_COLUMNS = (
 # the table in the share image: device time (what the bars show by default) with its spread and rate, then event time;
 # the source only where several files are loaded
 SHARE_COLUMNS = [
-    *("source", "name", "version", "device_us", "device_p10_us", "device_p90_us", "gbps_device", "pct_copy_device"),
+    *("name", "source", "version", "device_us", "device_p10_us", "device_p90_us", "gbps_device", "pct_copy_device"),
     *("median_us", "p10_us", "p90_us", "gbps", "pct_copy", "bytes_moved", "max_rel", "error"),
 ]
 
@@ -190,8 +190,9 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
     slug = file_slug("softmax_timing", *ss["tshape"].split())
     chart(t, slug + "_time", "chart_time")
     chart(g, slug + "_bandwidth", "chart_bandwidth")
+    several = chosen["source"].nunique() > 1  # files: which one a row is from, beside its name, else not at all
     columns = [c for c in TABLE_COLUMNS if c in chosen.columns]
-    if chosen["source"].nunique() > 1:  # several files: which one a row is from, beside its name
+    if several:
         columns.insert(1, columns.pop(columns.index("source")))
     table = chosen[columns].reset_index(drop=True)
     shown = [c for c in table.columns if c not in ("dtype", "acc", "rows", "cols")]  # the shape is chosen above
@@ -218,7 +219,7 @@ def _show_results(chosen: pd.DataFrame, sources: dict[str, dict], origins: dict[
         slug,
         "Softmax timing",
         [t, g],
-        table[[c for c in SHARE_COLUMNS if c in table and (c != "source" or table["source"].nunique() > 1)]],
+        table[[c for c in SHARE_COLUMNS if c in table and (c != "source" or several)]],
         share_stamp(chosen, sources, origins),
         ss["tshape"],
         TIMING_COLUMNS,
