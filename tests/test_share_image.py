@@ -5,6 +5,7 @@ drawn as rows of marks, the page's NaN-row warning under the title), and their b
 
 import io
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -350,3 +351,10 @@ def test_the_device_line_names_where_a_file_came_from_after_its_date_on_either_b
     assert device_line({"backend": "emulator"}, "2026-01-02", source="x.json").endswith("2026-01-02 · from x.json")
     gpu = device_line({"gpu": "H200", "date": "2026-01-02T10:00"}, source="x.json")
     assert gpu.endswith("2026-01-02 · from x.json")
+
+
+def test_a_log_axis_spanning_hundreds_of_decades_is_labelled_at_round_powers():
+    """The Large magnitude row's probabilities span 1e-262 to 1e-19: labels at 1e-250, 1e-225, …, not 1e-262, 1e-237."""
+    exponents = [round(math.log10(v)) for v in raster.Axis(1e-262, 1e-19, True, 0, 400).ticks()]
+    assert exponents == list(range(-250, -24, 25))
+    assert [round(math.log10(v)) for v in raster.Axis(1e-3, 10, True, 0, 400).ticks()] == [-3, -2, -1, 0, 1]

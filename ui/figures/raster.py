@@ -139,6 +139,9 @@ def _per_point(v, n: int, default) -> list:
     return [v[i] if i < len(v) and v[i] is not None else default for i in range(n)]
 
 
+LOG_TICK_STEPS = (1, 2, 5, 10, 20, 25, 50, 100)  # decades between a log axis's labels
+
+
 class Axis:
     """A value axis mapped onto pixels [p0, p1] (p1 may be smaller: y grows downwards)."""
 
@@ -156,10 +159,11 @@ class Axis:
         return self.p0 + (self.t(v) - self.lo) / (self.hi - self.lo) * (self.p1 - self.p0)
 
     def ticks(self) -> list[float]:
-        if self.log:
+        if self.log:  # at most about ten decades labelled, at round multiples of a round step (1e-50, 1e-100, …)
             first, last = math.ceil(self.lo - 1e-9), math.floor(self.hi + 1e-9)
-            step = max(1, math.ceil((last - first + 1) / 10))
-            return [10.0**e for e in range(first, last + 1, step)]
+            raw = (last - first + 1) / 10
+            step = next((d for d in LOG_TICK_STEPS if d >= raw), math.ceil(raw))
+            return [10.0**e for e in range(math.ceil(first / step) * step, last + 1, step)]
         raw = (self.hi - self.lo) / 6
         mag = 10 ** math.floor(math.log10(raw))
         step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
