@@ -705,3 +705,13 @@ def test_the_words_a_newcomer_meets_first_are_explained_where_they_appear():
     from ui.results import TIMES_CAPTION
 
     assert "CUPTI, NVIDIA's profiling interface" in TIMES_CAPTION and "p10–p90: the 10th to 90th" in TIMES_CAPTION
+
+
+def test_every_column_of_the_error_table_is_explained_under_it():
+    at = goto(make(), "errors")
+    ok(at)
+    (notes,) = [m.value for e in at.expander if e.label == "What each column means" for m in e.markdown]
+    columns = json.loads(at.dataframe[0].proto.columns)
+    shown = [c.get("label") or name for name, c in columns.items() if name != "variant"]
+    assert len(shown) == 12
+    assert all(f"**{h}" in notes or f", {h}**" in notes for h in shown), [h for h in shown if h not in notes]

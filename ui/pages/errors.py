@@ -49,6 +49,34 @@ def bound_verdict(max_rel: float, max_rel_unflushed: float, bound: float, mismat
     return "holds; tiny outputs flushed to 0" if max_rel_unflushed <= bound else "exceeded"
 
 
+def column_notes(dtype: str) -> str:
+    """The error table's columns, one line each (Markdown)."""
+    u = explorer.FORMATS[dtype].significand_bits
+    return "\n".join(
+        f"- **{name}**: {meaning}"
+        for name, meaning in (
+            ("bound says", "whether max rel is within the bound; a NaN or inf where float64 has none fails outright"),
+            (
+                "bound",
+                "3·n·u_acc + u_out, n the terms one accumulator folds in sequence (its share of the row, plus one per "
+                "merge level), plus 2·max|x|·u_acc where x is rounded into the accumulator "
+                "(explorer.numerics.softmax_bound); a bound ≥ 1 is vacuous: it allows any probability",
+            ),
+            ("max rel, mean rel", "|y − ref| / max(|ref|, smallest normal), the flushed outputs left out"),
+            ("flushed", "outputs 0 where the reference is not (below the type's range, or flushed by -ftz)"),
+            ("max ULP", f"|y − ref| in units in the last place of {dtype} (u = 2^-{u}), the flushed outputs included"),
+            ("max abs", "the largest |y − ref|"),
+            ("max |Σ−1|", "the worst row sum's distance from 1"),
+            ("NaN, inf", "counts of outputs"),
+            ("≠ ref", "elements whose NaN/inf pattern differs from float64's"),
+            ("argmax", "the fraction of rows whose largest probability sits where the reference's does"),
+        )
+    ) + (
+        "\n\nAll over the rows finite in both output and reference (– where there is none). Counts in K (thousands) "
+        "or M (millions) are rounded; the CSV has them whole."
+    )
+
+
 @guarded
 def errors_page() -> None:
     ran = run_page("Error vs float64")
@@ -68,19 +96,11 @@ def errors_page() -> None:
     st.subheader("Over the whole input")
     show_table(df, key="table_errors", column_config=COLUMNS)
     st.caption(
-        "rel: |y − ref| / max(|ref|, smallest normal); max and mean rel leave out the outputs the GPU flushed to 0 "
-        "(-ftz: fp32 results below 2^-126, a loss no rounding bound covers; the verdict compares max rel with the "
-        f"bound); ULP: units in the last place of {cfg.dtype} (u = 2^-{explorer.FORMATS[cfg.dtype].significand_bits}), "
-        "the flushed outputs included; all of them over the rows finite in output and reference (– where there is "
-        "none); "
-        "|Σ−1|: worst row sum (rows finite in both); NaN, inf: counts of outputs; ≠ ref: elements whose NaN/inf "
-        "pattern differs from float64's; flushed: outputs 0 where the reference is not (below the type's range, or "
-        "flushed by -ftz); counts in K (thousands) or M (millions) are rounded, the CSV has them "
-        "whole; argmax: fraction of rows whose largest probability sits where the reference's does; bound: "
-        "3·n·u_acc + u_out with n = terms one accumulator folds in sequence (its share of the row, plus one "
-        "per merge level), plus 2·max|x|·u_acc where x is rounded on entering the accumulator "
-        "(explorer.numerics.softmax_bound); a bound ≥ 1 is vacuous: it allows any probability."
+        "The verdict compares max rel with the bound. Max and mean rel leave out the outputs the GPU flushed to 0 "
+        "(-ftz: fp32 results below 2^-126, a loss no rounding bound covers); the flushed column counts them."
     )
+    with st.expander("What each column means"):
+        st.markdown(column_notes(cfg.dtype))
     csv_download(df, cfg.slug("errors"), "csv_errors")
     ref = compute.get_reference(spec)[cfg.row]
     outputs = {k: r.out[cfg.row] for k, r in results.items()}
