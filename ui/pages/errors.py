@@ -97,7 +97,8 @@ def errors_page() -> None:
     show_table(df, key="table_errors", column_config=COLUMNS)
     st.caption(
         "The verdict compares max rel with the bound. Max and mean rel leave out the outputs the GPU flushed to 0 "
-        "(-ftz: fp32 results below 2^-126, a loss no rounding bound covers); the flushed column counts them."
+        f"(-ftz: fp32 results below 2^{explorer.FORMATS['float32'].min_exponent}, a loss no rounding bound covers); "
+        "the flushed column counts them."
     )
     with st.expander("What each column means"):
         st.markdown(column_notes(cfg.dtype))

@@ -97,7 +97,8 @@ def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str |
     if any(flushed.values()):
         counts = ", ".join(f"{k} {n:,}" for k, n in flushed.items() if n)
         notes += [
-            "Probabilities below fp32's smallest normal (1.2e-38) that rounding would keep come out 0: the GPU "
+            f"Probabilities below fp32's smallest normal ({explorer.FORMATS['float32'].smallest_normal:.2g}) that "
+            "rounding would keep come out 0: the GPU "
             f"flushes them (-ftz): {counts}. Each is off by its whole value, many ulps at that size, which no "
             "rounding causes."
         ]

@@ -153,13 +153,12 @@ def precision_page() -> None:
     backend = explorer.resolve_backend("auto")
     _controls()
     variants = [v for v in ss["prec_variants"] if v in precision.ONLINE_VARIANTS]
-    if not variants:
-        st.markdown(INTRO)
-        st.info("Select at least one variant.", icon=":material/checklist:")
-        return
     dtype, block, cap = ss["prec_dtype"], int(ss["prec_block"]), int(ss["prec_cap"])
-    records = _measure(variants, dtype, block, cap, backend)  # its progress under the controls, on the first screen
+    # the runs' progress under the controls, on the first screen, then the introduction
+    records = _measure(variants, dtype, block, cap, backend) if variants else []
     st.markdown(INTRO)
+    if not variants:
+        st.info("Select at least one variant.", icon=":material/checklist:")
     if not records:
         return
     quantity, variant = _error_vs_n(records, variants, dtype)

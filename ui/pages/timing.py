@@ -167,7 +167,8 @@ def _chosen_rows(cfg, df: pd.DataFrame) -> pd.DataFrame:
     st.selectbox("Shape and dtype", shapes, key="tshape")
     part = df[df["shape"] == ss["tshape"]]
     chosen = part[(part["kind"] != "variant") | part["name"].isin(wanted)]
-    missing = [v for v in wanted if v not in set(part["name"])]
+    here = set(part["name"])
+    missing = [v for v in wanted if v not in here]
     found = _measured_at(df, missing)
     if not (chosen["kind"] == "variant").any():
         st.caption(
