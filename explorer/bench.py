@@ -122,7 +122,7 @@ def _softmax_peers(dtype: str, xs: list, ys: list) -> list[tuple[str, str | None
             (
                 "cupyx",
                 cuda.cp.__version__,
-                "cupyx.scipy.special.softmax(x, axis=1)",
+                torch_peers.SOFTMAX_PEER_LABELS["cupyx"],
                 lambda i: cupyx_softmax(xs[i], axis=1),
             )
         )

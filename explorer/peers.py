@@ -16,6 +16,16 @@ from typing import Any
 from .backends import cuda
 from .topk import TORCH_TOPK_LABELS, TORCH_TOPK_PASSES, torch_topk_bytes
 
+# every softmax peer the harness times, in the order tables and charts list them: what each calls, in words
+# (cupyx is CuPy's own, timed by explorer.bench; the rest are torch's ecosystem, below)
+SOFTMAX_PEER_LABELS = {
+    "cupyx": "cupyx.scipy.special.softmax(x, axis=1)",
+    "torch": "torch.softmax(x, dim=1, out=y)",
+    "quack": "quack.softmax.softmax_fwd(x)",
+    "liger": "LigerSoftmaxFunction.apply(x)",
+}
+PEER_NAMES = tuple(dict.fromkeys((*SOFTMAX_PEER_LABELS, *TORCH_TOPK_LABELS)))  # softmax's, then top-k's
+
 
 @dataclass(frozen=True)
 class Peer:
@@ -77,14 +87,14 @@ def softmax_peers() -> list[Peer]:
         torch.softmax(tx, dim=1, out=ty)
         return ty
 
-    peers = [Peer("torch", torch.__version__, "torch.softmax(x, dim=1, out=y)", torch_softmax)]
+    peers = [Peer("torch", torch.__version__, SOFTMAX_PEER_LABELS["torch"], torch_softmax)]
     try:
         from quack.softmax import softmax_fwd
     except Exception:  # not installed, or its DSL does not load here: no QuACK row
         pass
     else:
         peers.append(
-            Peer("quack", version("quack-kernels"), "quack.softmax.softmax_fwd(x)", lambda tx, ty: softmax_fwd(tx))
+            Peer("quack", version("quack-kernels"), SOFTMAX_PEER_LABELS["quack"], lambda tx, ty: softmax_fwd(tx))
         )
     try:
         from liger_kernel.ops.softmax import LigerSoftmaxFunction
@@ -95,7 +105,7 @@ def softmax_peers() -> list[Peer]:
             Peer(
                 "liger",
                 version("liger-kernel"),
-                "LigerSoftmaxFunction.apply(x)",
+                SOFTMAX_PEER_LABELS["liger"],
                 lambda tx, ty: LigerSoftmaxFunction.apply(tx),
             )
         )

@@ -22,12 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from explorer import bench, devicetime, harness
+from explorer import bench, devicetime, harness, peers
 
 NOISY_SPREAD = 1.5  # event times spread wider than this (p90 / p10) are marked in the tables
 
 TOPK_KERNEL = "topk_fused"
-PEER_ORDER = ("cupyx", "torch", "torch_lse", "quack", "liger")
 COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 VOCABS = sorted({c for _, c in bench.TOPK_SHAPES})
 
@@ -279,8 +278,8 @@ def targets_table(checks: list[Check]) -> str:
 
 
 def kernel_order(names: list[str]) -> list[str]:
-    peers = [n for n in PEER_ORDER if n in names]
-    return ["copy"] * ("copy" in names) + [n for n in names if n != "copy" and n not in peers] + peers
+    listed = [n for n in peers.PEER_NAMES if n in names]
+    return ["copy"] * ("copy" in names) + [n for n in names if n != "copy" and n not in listed] + listed
 
 
 def header(name: str, rows: list[dict]) -> str:
@@ -463,14 +462,14 @@ def sources(docs: list[tuple[str, dict]]) -> str:
     lines = []
     for label, doc in docs:
         m = doc.get("meta", {})
-        peers = sorted(
+        named = sorted(
             {f"{r['name']} {r['version']}" for r in doc["results"] if r.get("kind") == "peer" and r.get("version")}
         )
         lines.append(
             f"* `{esc(label)}`: {esc(m.get('gpu', '?'))}, CUDA {esc(m.get('cuda_runtime', '?'))}, "
             f"CuPy {esc(m.get('cupy', '?'))}, torch {esc(m.get('torch'))}, {esc(str(m.get('date', '?'))[:10])}"
             f"; device time: {esc(m.get('device_time') or 'none (event time only)')}"
-            + (f"; peers: {esc(', '.join(peers))}" if peers else "")
+            + (f"; peers: {esc(', '.join(named))}" if named else "")
         )
     return "\n".join(lines)
 
@@ -517,6 +516,7 @@ def main() -> None:
     out = Path(args.out)
     docs = [(Path(p).name, bench.load(Path(p).read_bytes())) for p in args.results]
     markdown, plots = report(docs)
+    out.mkdir(parents=True, exist_ok=True)
     for name, svg in plots.items():
         (out / name).write_text(svg)
     (out / "benchmarks.md").write_text(markdown)

@@ -176,15 +176,16 @@ def test_report_has_versions_tables_plots_and_escapes_file_text(tmp_path):
     assert "fast (device)" in labels and "quack 0.6.5 (device)" in labels and "<b>evil& <i>1</i> (event)" in labels
 
 
-def test_main_writes_the_doc_and_plots(tmp_path, monkeypatch):
+def test_main_writes_the_doc_and_plots_into_a_new_folder(tmp_path, monkeypatch):
     sweep = tmp_path / "sweep.json"
     sweep.write_text(bench.dumps(softmax_doc()))
     old = ROOT / "docs" / "results" / "topk.json"
-    monkeypatch.setattr("sys.argv", ["bench_report.py", str(sweep), str(old), "--out", str(tmp_path)])
+    out = tmp_path / "new" / "docs"
+    monkeypatch.setattr("sys.argv", ["bench_report.py", str(sweep), str(old), "--out", str(out)])
     report_mod.main()
-    text = (tmp_path / "benchmarks.md").read_text()
+    text = (out / "benchmarks.md").read_text()
     assert "`topk.json`" in text and "![bench-pct-copy-float32.svg](bench-pct-copy-float32.svg)" in text
-    assert (tmp_path / "bench-pct-copy-bfloat16.svg").exists()
+    assert (out / "bench-pct-copy-bfloat16.svg").exists()
 
 
 @pytest.mark.parametrize("value", ["<script>", "a|b", "x & y"])
@@ -231,3 +232,9 @@ def test_method_gives_the_harness_own_counts():
     assert f"{devicetime.BATCHES} batches of calls" in method
     assert f"at most {devicetime.MAX_CALLS} calls" in method
     assert f"under {devicetime.BATCH_US / devicetime.MAX_CALLS:g} µs" in method
+
+
+def test_kernel_order_puts_copy_first_and_the_peers_last_in_the_peers_order():
+    names = ["liger", "fast", "copy", "torch", "online_warp", "cupyx", "quack"]
+    assert report_mod.kernel_order(names) == ["copy", "fast", "online_warp", "cupyx", "torch", "quack", "liger"]
+    assert report_mod.kernel_order(["torch_lse", "topk_fused", "torch"]) == ["topk_fused", "torch", "torch_lse"]

@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 import explorer
+from explorer.peers import SOFTMAX_PEER_LABELS
 from explorer.topk import TOPK_VARIANTS, TORCH_TOPK_LABELS
 
 from .common import (
@@ -166,7 +167,7 @@ def width_ticks(widths: list[int]) -> list[int]:
 
 
 # a colour each, whichever are drawn: fast and the peers first (the sweeps' lines), then the story's, latest first
-SWEEP_KERNELS = ("fast", "cupyx", "torch", "quack", "liger", *reversed([v for v in explorer.VARIANTS if v != "fast"]))
+SWEEP_KERNELS = ("fast", *SOFTMAX_PEER_LABELS, *reversed([v for v in explorer.VARIANTS if v != "fast"]))
 
 
 def sweep_color(kernel: str) -> str:
