@@ -3,6 +3,7 @@ time, failed peers, torch_lse and % of the read-once floor; strings from files s
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -148,12 +149,18 @@ def test_topk_frame_keeps_torch_lse_and_the_floor():
     bars = fig.data[0]
     assert list(bars.x) == ["topk_fused", "topk_unfused", "torch.softmax + torch.topk", "torch.topk + logsumexp"]
     assert (
-        bars.text[0] == "2.0 MB · 80% of floor · 4.00× torch" and bars.text[1] == "2.0 MB · 33% of floor · 1.67× torch"
+        bars.text[0] == "2.0 MB<br>80% of floor<br>4.00× torch"
+        and bars.text[1] == "2.0 MB<br>33% of floor<br>1.67× torch"
     )
+    # the labels, full size, over each bar's p90 whisker and inside the axis; the bars keep them for their hover
+    labels = fig.data[1]
+    assert labels.mode == "text" and list(labels.text) == list(bars.text) and labels.offsetgroup == bars.offsetgroup
+    np.testing.assert_allclose(labels.y, bars.y + bars.error_y.array)
+    assert fig.layout.yaxis.range[1] > max(labels.y) * 1.2 and bars.textposition == "none"
     assert bars.name == "GPU" and fig.layout.title.text == "t &lt;x&gt;" and "event time" in fig.layout.yaxis.title.text
     device = figures.topk_figure(topk_timing.topk_table(df, "device"), "t", "stamp", "device").data[0]
     assert list(device.y) == [22.0, 95.0, 47.0]  # topk_unfused has no device time: no bar
-    assert device.text[0] == "2.0 MB · 82% of floor · 4.32× torch"  # 95 µs of torch over 22, both device time
+    assert device.text[0] == "2.0 MB<br>82% of floor<br>4.32× torch"  # 95 µs of torch over 22, both device time
 
 
 def test_topk_page_shows_the_floor_and_torch_lse():

@@ -217,7 +217,7 @@ def strip(fig: go.Figure, series: dict[str, np.ndarray], log: bool, row: int, co
         row=row,
         col=1,
         title_text="",
-        tickfont=dict(size=11),
+        tickfont=dict(size=12),
         dtick=1,
         showgrid=True,
     )
@@ -351,7 +351,7 @@ def legend_right(fig: go.Figure) -> go.Figure:
     the title's lines (two in 90 px, 20 px each beyond)."""
     lines = str(fig.layout.title.text or "").count("<br>") + 1
     fig.update_layout(
-        legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.01, font=dict(size=11)),
+        legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.01, font=dict(size=12)),
         margin=dict(r=40, t=max(90, 50 + 20 * lines)),
     )
     return fig

@@ -405,17 +405,22 @@ def topk_timing_table(df: pd.DataFrame, time: str = "event") -> pd.DataFrame:
 
 def _pct_floor_label(r, time: str) -> str:
     v = r.get(TIME_FIELDS[time]["floor"])
-    return f" · {v:.0f}% of floor" if isinstance(v, (int, float)) and np.isfinite(v) else ""
+    return f"<br>{v:.0f}% of floor" if isinstance(v, (int, float)) and np.isfinite(v) else ""
+
+
+LABEL_LINE_SHARE = 0.07  # of a 480 px chart's y axis, a line of bar label (12 px of about 300)
 
 
 def topk_figure(table: pd.DataFrame, title: str, stamp: str, time: str = "event") -> go.Figure:
     """Median µs with p10–p90 bars, of event or device time (TIME_FIELDS; the table's speed-up from the same), one
-    group per source; each bar labelled with the bytes it moves, its % of the read-once floor and its speed-up against
-    torch.softmax + torch.topk."""
+    group per source; each bar labelled, over its p90 whisker, with the bytes it moves, its % of the read-once floor
+    and its speed-up against torch.softmax + torch.topk. The bars are the first traces, one a source; the labels
+    follow, in traces of their own (a bar's own outside text sits under its whisker, and shrinks to the bar's width)."""
     f = TIME_FIELDS[time]
     fig = go.Figure()
     timed = table[pd.to_numeric(table[f["us"]], errors="coerce").notna()]
     colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
+    labels = []
     for i, (source, part) in enumerate(timed.groupby("source", sort=False)):
         order = [n for n in TOPK_NAMES if n in set(part["name"])]
         part = part.set_index("name").loc[order].reset_index()
@@ -425,23 +430,44 @@ def topk_figure(table: pd.DataFrame, title: str, stamp: str, time: str = "event"
             text.append(
                 f"{r['MB_moved']:,.1f} MB"
                 + _pct_floor_label(r, time)
-                + (f" · {speed:.2f}× torch" if math.isfinite(speed) else "")
+                + (f"<br>{speed:.2f}× torch" if math.isfinite(speed) else "")
             )
+        x = [TOPK_NAMES[n] for n in part["name"]]
         fig.add_trace(
             go.Bar(
-                x=[TOPK_NAMES[n] for n in part["name"]],
+                x=x,
                 y=part[f["us"]],
                 name=plotly_text(source),
+                offsetgroup=str(i),
                 marker_color=colors[i % len(colors)],
                 text=text,
-                textposition="outside",
+                textposition="none",
                 marker_pattern_shape=["/" if n.startswith("torch") else "" for n in part["name"]],
                 error_y=spread(part, time),
                 hovertemplate="%{x}<br>median %{y:.2f} µs<br>%{text}<extra>" + plotly_text(source) + "</extra>",
             )
         )
-    fig.update_layout(barmode="group", showlegend=True)
+        top = pd.to_numeric(part[f["p90"]], errors="coerce") if f["p90"] in part else part[f["us"]]
+        labels.append(
+            go.Scatter(
+                x=x,
+                y=top.fillna(part[f["us"]]),
+                mode="text",
+                text=text,
+                textposition="top center",
+                offsetgroup=str(i),
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+    fig.add_traces(labels)
+    fig.update_layout(barmode="group", scattermode="group", showlegend=True)
+    # autorange leaves text out: room over the tallest whisker for its label, LABEL_LINE_SHARE of the axis a line
+    tops = [max(t.y) for t in labels if len(t.y)]
+    lines = max((str(t).count("<br>") + 1 for label in labels for t in label.text), default=0)
     fig.update_yaxes(title_text=TIME_AXIS[time].format("µs"), rangemode="tozero")
+    if tops and max(tops) > 0:
+        fig.update_yaxes(range=[0, max(tops) / (1 - LABEL_LINE_SHARE * lines)])
     fig.update_xaxes(title_text="pipeline (hatched: the torch baselines)")
     fig = finish(fig, plotly_text(title), stamp, height=480)
     stamp_lines_below(fig)
