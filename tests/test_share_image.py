@@ -287,6 +287,7 @@ def test_outputs_and_error_share_images_hold_the_chart_table_and_stamp(page, tmp
     ref, outs, x = _row(LARGE)
     title = f"row 1, {LARGE.describe()}"
     if page == "outputs":
+        outs["online_block"] = explorer.softmax(x, "online_block", acc=LARGE.acc, backend="emulator").out[LARGE.row]
         fig = figures.outputs_figure(ref, outs, True, "Softmax of " + title, "stamp")
         table = pd.DataFrame([{"variant": k, **outputs.row_summary(y)} for k, y in outs.items()])
         columns, panels = outputs.COLUMNS, 2
@@ -300,15 +301,29 @@ def test_outputs_and_error_share_images_hold_the_chart_table_and_stamp(page, tmp
         assert words in fig.layout.title.text
     stamp = run_stamp(LARGE, H200, "2026-12-01")
     shown, formats = readable(table, columns)
-    png = share.share_png(f"Softmax {page}, row 1", [fig], shown, stamp, LARGE.describe(), formats)
+    captions = [outputs.equal_rows_note(outs)] if page == "outputs" else []
+    png = share.share_png(f"Softmax {page}, row 1", [fig], shown, stamp, LARGE.describe(), formats, (), captions)
     (tmp_path / f"{page}_share.png").write_bytes(png)
     img = _image(png)
+    if captions:  # the legend's "online_warp +1" said in words under the chart
+        assert captions[0].endswith(": online_warp = online_block.")
+        bare = _image(share.share_png(f"Softmax {page}, row 1", [fig], shown, stamp, LARGE.describe(), formats))
+        assert img.height > bare.height
     assert img.width == share.WIDTH and img.text["Description"] == "\n".join(stamp)
     assert img.height > (2 * share.SUBPLOT_HEIGHT if panels == 2 else raster.PANEL_HEIGHT) + 200
     if page == "errors":
         assert formats["max rel"] == "%.2e" and share.cell(shown["max rel"][1], formats["max rel"]).count("e-") == 1
     ink = _ink_columns(img, img.height - 60, img.height)  # the stamp, inside the margins
     assert ink.size and ink.min() >= raster.PAD - 2 and ink.max() <= img.width - raster.PAD
+
+
+def test_equal_rows_note_names_each_group_of_bitwise_equal_rows():
+    a, b = np.array([0.25, 0.75], np.float32), np.array([0.5, 0.5], np.float32)
+    assert outputs.equal_rows_note({"naive": a, "safe": b}) == ""
+    note = outputs.equal_rows_note(
+        {"naive": a, "safe": b, "online": a.copy(), "warp": b.copy(), "half": a.astype(np.float16)}
+    )
+    assert note.endswith(": naive = online; safe = warp.")  # the same values in another type are not equal rows
 
 
 def test_outputs_and_error_pages_offer_the_share_image_and_name_the_run_in_titles():
@@ -342,9 +357,9 @@ def test_the_outputs_pages_share_image_is_given_its_nan_row_warning(monkeypatch)
     at.run()
     assert not at.exception
     (warning,) = [w.value for w in at.warning if "softmax is NaN" in w.value]
-    assert "e^(−∞ + ∞) / 0 is NaN" in warning and given[-1][-1] == [
-        warning
-    ]  # the notes share_png writes under the title
+    notes, captions = given[-1][-2:]
+    assert "e^(−∞ + ∞) / 0 is NaN" in warning and notes == [warning]  # the notes share_png writes under the title
+    assert captions == []  # one variant: no equal rows to name
 
 
 def test_the_device_line_names_where_a_file_came_from_after_its_date_on_either_backend():

@@ -37,13 +37,17 @@ def share_button(
     subtitle: str = "",
     columns: Mapping[str, dict] | None = None,
     notes: Sequence[str] = (),
+    captions: Sequence[str] = (),
 ) -> None:
     """A download button for the share image; file_name without extension ("_share.png" is added); notes: the
-    page's warnings about what the charts show, written under the title."""
+    page's warnings about what the charts show, written under the title; captions: what a reader of the image
+    needs to read the charts (which names a legend entry stands for), written under them."""
     shown, formats = readable(table, columns or {}) if table is not None else (None, {})
     st.download_button(
         LABEL,
-        functools.partial(share_png, title, list(charts), shown, list(stamp), subtitle, formats, list(notes)),
+        functools.partial(
+            share_png, title, list(charts), shown, list(stamp), subtitle, formats, list(notes), list(captions)
+        ),
         file_name=f"{file_name}_share.png",
         mime="image/png",
         key=key,
@@ -74,6 +78,7 @@ def run_share_button(
     table: pd.DataFrame,
     columns: Mapping[str, dict] | None = None,
     notes: Sequence[str] = (),
+    captions: Sequence[str] = (),
 ) -> None:
     """share_button for a page over the sidebar's run (Outputs, Error): named and stamped from cfg."""
     share_button(
@@ -86,4 +91,5 @@ def run_share_button(
         cfg.describe(),
         columns,
         notes,
+        captions,
     )

@@ -180,10 +180,12 @@ def share_png(
     subtitle: str = "",
     formats: Mapping[str, str] | None = None,
     notes: Sequence[str] = (),
+    captions: Sequence[str] = (),
 ) -> bytes:
     """The PNG: title and subtitle, the page's warnings (notes, in red), each chart (a figure's panels with their
-    x axes lined up), the table (formats: printf formats by column), and the stamp (one line each, wrapped to the
-    image's width) under a rule; the stamp again as the PNG's Description, the notes as its Comment."""
+    x axes lined up), the page's captions on what the charts show, the table (formats: printf formats by column),
+    and the stamp (one line each, wrapped to the image's width) under a rule; the stamp again as the PNG's
+    Description, the notes as its Comment."""
     grid = table_image(table, formats) if table is not None and len(table.columns) else None
     width = max(WIDTH, (grid.width if grid else 0) + 2 * PAD)
     head = [(title, 28, INK, True), (subtitle, 17, SOFT, False)] + [(n, 16, WARN, False) for n in notes]
@@ -192,6 +194,8 @@ def share_png(
         drawn = panels(fig)
         left = max(plot_left(p, width) for p in drawn)
         blocks += [chart_image(p, width, _height(p, len(drawn) == 1), left) for p in drawn]
+    if captions:
+        blocks.append(_text_block(width, [(c, 15, SOFT, False) for c in captions]))
     if grid is not None:
         framed = Image.new("RGB", (width, grid.height + 24), "white")
         framed.paste(grid, (PAD, 12))

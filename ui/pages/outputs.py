@@ -75,7 +75,8 @@ def outputs_page() -> None:
     df = summary_frame(ran, ref, outputs)
     st.subheader(f"Row {cfg.row} at a glance")
     show_table(df, key="table_outputs", column_config=COLUMNS)
-    _downloads(ran, fig, df, [warning] if warning else [])
+    equal = equal_rows_note(outputs)
+    _downloads(ran, fig, df, [warning] if warning else [], [equal] if equal else [])
 
 
 def nan_row_warning(row: int, x_row: np.ndarray) -> str | None:
@@ -89,7 +90,6 @@ def nan_row_warning(row: int, x_row: np.ndarray) -> str | None:
 def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str | None, dtype: str) -> None:
     """Under the chart: what an ulp is, which rows are bitwise equal, how a long row is drawn, and why a row is
     NaN."""
-    same = [" = ".join(g) for g in figures.equal_groups(outputs) if len(g) > 1]
     notes = [f"Deviation in ulps: units in the last place of {dtype} at the reference value (its spacing there)."]
     fmt = explorer.FORMATS[dtype]
     finite = {k: y for k, y in outputs.items() if np.isfinite(y).all()}  # naive's zeros beside its NaNs are not -ftz
@@ -102,11 +102,18 @@ def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str |
             f"flushes them (-ftz): {counts}. Each is off by its whole value, many ulps at that size, which no "
             "rounding causes."
         ]
-    notes += [f'Bitwise equal rows, drawn once under the first name ("+n": n more): {"; ".join(same)}.'] if same else []
+    notes.append(equal_rows_note(outputs))
     notes += [figures.sampled_note(ref.size, figures.MAX_POINTS) + "."] if ref.size > figures.MAX_POINTS else []
-    st.caption(" ".join(notes))
+    st.caption(" ".join(n for n in notes if n))
     if warning:
         st.warning(warning, icon=":material/error:")
+
+
+def equal_rows_note(outputs: dict[str, np.ndarray]) -> str:
+    """Which variants' rows are bitwise equal, as the chart's legend names them ("a +2": a and two more); "" if
+    none are."""
+    same = [" = ".join(g) for g in figures.equal_groups(outputs) if len(g) > 1]
+    return f'Bitwise equal rows, drawn once under the first name ("+n": n more): {"; ".join(same)}.' if same else ""
 
 
 def summary_frame(ran: Ran, ref: np.ndarray, outputs: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -127,8 +134,8 @@ def summary_frame(ran: Ran, ref: np.ndarray, outputs: dict[str, np.ndarray]) -> 
     return pd.DataFrame(rows).set_index("variant").astype({"argmax": "Int64"})  # a row with no finite output has none
 
 
-def _downloads(ran: Ran, fig, df: pd.DataFrame, warnings: list[str]) -> None:
-    """The table as CSV, the whole run as JSON, and the share image (with the page's warnings)."""
+def _downloads(ran: Ran, fig, df: pd.DataFrame, warnings: list[str], captions: list[str]) -> None:
+    """The table as CSV, the whole run as JSON, and the share image (with the page's warnings and captions)."""
     cfg = ran.cfg
     c1, c2, c3 = st.columns(3)
     with c1:
@@ -153,6 +160,7 @@ def _downloads(ran: Ran, fig, df: pd.DataFrame, warnings: list[str]) -> None:
             df.reset_index(),
             COLUMNS,
             warnings,
+            captions,
         )
 
 
