@@ -45,6 +45,7 @@ def load_results(data: bytes) -> dict:
     return bench.load(data)
 
 
+VERSION_PX = 110  # a peer's version in full: torch's carries its CUDA build, "2.11.0+cu130"
 # How every timing table (this page's and the top-k page's) shows the measurements.
 TIME_COLUMNS = number_columns(
     {
@@ -59,7 +60,7 @@ TIME_COLUMNS = number_columns(
         "bytes_moved": ("bytes moved", "%d"),
         "max_rel": ("max rel", "%.1e"),
     }
-) | {"version": st.column_config.TextColumn("version"), "error": st.column_config.TextColumn("error")}
+) | {"version": st.column_config.TextColumn("version", width=VERSION_PX), "error": st.column_config.TextColumn("error")}
 
 
 def display_names(df: pd.DataFrame, ticks: bool = False) -> pd.DataFrame:
