@@ -119,7 +119,7 @@ def softmax(
     backend : "cuda" (raises GPUUnavailable without a usable GPU), "emulator", or "auto".
     trace_row : record this row's (m, d) states as the kernel computed them.
     block_size : threads per row for block variants (a multiple of 32 up to 1024).
-    progress : called as progress(rows done, rows): in the emulation after each chunk of rows
+    progress : called as progress(rows done, rows): in the emulation after each batch of rows
         (explorer.budget.chunks picks them; the output is the same), on the GPU once at the end.
         An exception it raises ends the run there and comes out of softmax: a caller's stop.
 
@@ -172,15 +172,15 @@ def _run_kernel(
     progress: Callable[[int, int], object] | None,
 ) -> tuple[np.ndarray, RawTrace | None]:
     """The kernel over the rows × cols x2 on the backend: its output and, for trace_row, the raw trace. The
-    emulation reports progress after each chunk of rows (explorer.budget.chunks), the GPU once at the end."""
+    emulation reports progress after each batch of rows (explorer.budget.row_batches), the GPU once at the end."""
     rows, cols = x2.shape
     if backend == "cuda":
         out, raw = cuda.run(v, launch, x2, dtype, acc, trace_row)
         if progress is not None:
             progress(rows, rows)
         return out, raw
-    chunks = 1 if progress is None else budget.chunks(v, launch, rows, cols, dtype, acc)
-    return emulator.run(v, launch, x2, acc, trace_row, chunks, progress)
+    batches = 1 if progress is None else budget.row_batches(v, launch, rows, cols, dtype, acc)
+    return emulator.run(v, launch, x2, acc, trace_row, batches, progress)
 
 
 def reference(x: np.ndarray) -> np.ndarray:

@@ -242,7 +242,7 @@ def page_bytes(runs: list[tuple[Variant, int | None]], rows: int, cols: int, dty
 
 # Seconds of the emulation per (method, family), measured once on this project's CPU machine class (2 shared
 # x86 cores, NumPy 2), fp32 input and accumulator, fitted to 10 shapes from 16384×16 to 1×65536: ns per padded
-# element, ns per thread state (the merges), µs per Python step along a row (paid again by every chunk of rows).
+# element, ns per thread state (the merges), µs per Python step along a row (paid again by every batch of rows).
 # The fit is within 2× of each measurement; another machine scales all three alike.
 EMULATION_COST = {
     ("naive", "thread"): (35, 0, 3),
@@ -256,14 +256,14 @@ EMULATION_COST = {
 }
 SLOWEST = tuple(max(c[i] for c in EMULATION_COST.values()) for i in range(3))  # a variant the table lacks
 NARROW_TYPES = 2.0  # fp16 or bf16 input or accumulator: each rounding is a cast (measured 1.3 to 3 times fp32)
-CHUNK_SECONDS = 1.0  # rows per chunk chosen for a progress step (and a chance to stop) about this often
-CHUNK_OVERHEAD = 0.25  # ... as long as repeating the row's steps per chunk adds at most this share of the run
+BATCH_SECONDS = 1.0  # rows per batch chosen for a progress step (and a chance to stop) about this often
+BATCH_OVERHEAD = 0.25  # ... as long as repeating the row's steps per batch adds at most this share of the run
 
 
 def emulation_terms(
     variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str
 ) -> tuple[float, float]:
-    """(seconds that scale with the rows, seconds every chunk of rows pays again) of an emulated run."""
+    """(seconds that scale with the rows, seconds every batch of rows pays again) of an emulated run."""
     per_element, per_state, per_step = EMULATION_COST.get((variant.method, variant.family), SLOWEST)
     lanes = launch.threads_per_row
     steps = cdiv(cols, lanes)
@@ -271,12 +271,12 @@ def emulation_terms(
     return scale * rows * (per_element * steps * lanes + per_state * lanes) * 1e-9, scale * per_step * steps * 1e-6
 
 
-def chunks(variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str) -> int:
-    """How many chunks of rows to emulate in: one per CHUNK_SECONDS, as long as the chunks' repeated steps add
-    at most CHUNK_OVERHEAD of the run's time (a few long rows run as one chunk)."""
-    scaled, per_chunk = emulation_terms(variant, launch, rows, cols, dtype, acc)
-    wanted = math.ceil(scaled / CHUNK_SECONDS)
-    affordable = 1 + int(CHUNK_OVERHEAD * (scaled + per_chunk) / per_chunk) if per_chunk else wanted
+def row_batches(variant: Variant, launch: Launch, rows: int, cols: int, dtype: str, acc: str) -> int:
+    """How many batches of rows to emulate in: one per BATCH_SECONDS, as long as the batches' repeated steps add
+    at most BATCH_OVERHEAD of the run's time (a few long rows run as one batch)."""
+    scaled, per_batch = emulation_terms(variant, launch, rows, cols, dtype, acc)
+    wanted = math.ceil(scaled / BATCH_SECONDS)
+    affordable = 1 + int(BATCH_OVERHEAD * (scaled + per_batch) / per_batch) if per_batch else wanted
     return max(1, min(wanted, affordable, rows))
 
 
@@ -286,8 +286,8 @@ def emulation_seconds(
     """About how long the emulation of one run takes on this machine class (EMULATION_COST), chunks included.
     Arguments are taken as valid (explorer.bytes_needed checks them first)."""
     launch = variant.launch(rows, cols, block_size, dtype)
-    scaled, per_chunk = emulation_terms(variant, launch, rows, cols, dtype, acc)
-    return scaled + per_chunk * chunks(variant, launch, rows, cols, dtype, acc)
+    scaled, per_batch = emulation_terms(variant, launch, rows, cols, dtype, acc)
+    return scaled + per_batch * row_batches(variant, launch, rows, cols, dtype, acc)
 
 
 # Seconds a trace adds, measured as EMULATION_COST was (1×4096 to 1×262144, each traceable variant, fp32).

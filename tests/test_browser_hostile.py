@@ -30,7 +30,7 @@ SETTINGS = "?rows=8&cols=1000&seed=7&dtype=float16&variants=online_warp,naive"
 BUDGET_S = "1"  # the second server's EXPLORER_RUN_SECONDS
 OVER_MEMORY = "?rows=8192&cols=8192"  # every variant: about 5 GiB for the page, over the second server's 4 GiB
 OVER_BUDGET = "?rows=1024&cols=4096"  # every variant: about 2 s in the emulation, over 1 s
-# two variants that emulate in many chunks of rows: about 46 s estimated, with a chance to stop every second
+# two variants that emulate in many batches of rows: about 46 s estimated, with a chance to stop every second
 LONG_RUN = "?rows=131072&cols=64&variants=online_block,split_row"
 # twice the rows in float16 (each rounding a cast): about 3 min estimated in 2.5 GiB, still running long after its tab
 # closed

@@ -1,5 +1,5 @@
-"""Long emulated runs: rows in chunks (bit-identical to one pass), progress after each chunk, a stop between
-chunks, and the time estimate a request is held to (explorer.budget). Nothing here times anything."""
+"""Long emulated runs: rows in batches (bit-identical to one pass), progress after each batch, a stop between
+batches, and the time estimate a request is held to (explorer.budget). Nothing here times anything."""
 
 import dataclasses
 from pathlib import Path
@@ -12,9 +12,9 @@ from explorer import budget, reserve
 from explorer.backends import emulator
 from explorer.numerics import dtype_name
 
-# odd shapes on purpose (chunks of unequal rows, partly filled lanes), and rows with NaN, inf and -inf
+# odd shapes on purpose (batches of unequal rows, partly filled lanes), and rows with NaN, inf and -inf
 CASES = [("nonfinite", 7, 33), ("causal_mask", 5, 1000), ("normal", 12, 257)]
-CHUNKS = [2, 3, 100]  # 100: more chunks than rows, one row each
+BATCHES = [2, 3, 100]  # 100: more batches than rows, one row each
 
 
 class Stop(Exception):
@@ -22,11 +22,11 @@ class Stop(Exception):
 
 
 def emulate(
-    key: str, x: np.ndarray, acc: str = "float32", trace_row: int | None = None, chunks: int = 1, progress=None
+    key: str, x: np.ndarray, acc: str = "float32", trace_row: int | None = None, batches: int = 1, progress=None
 ):
     v = explorer.VARIANTS[key]
     launch = v.launch(*x.shape, None, dtype_name(x.dtype))
-    return emulator.run(v, launch, x, acc, trace_row, chunks, progress)
+    return emulator.run(v, launch, x, acc, trace_row, batches, progress)
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -35,45 +35,45 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 @pytest.mark.parametrize("key", list(explorer.VARIANTS))
 @pytest.mark.parametrize(("dist", "rows", "cols"), CASES)
-def test_chunked_rows_give_the_same_bits_as_one_pass(key, dist, rows, cols):
+def test_batched_rows_give_the_same_bits_as_one_pass(key, dist, rows, cols):
     x = explorer.make_input(dist, rows, cols, seed=3)
     whole, _ = emulate(key, x)
-    for chunks in CHUNKS:
-        out, _ = emulate(key, x, chunks=chunks)
-        assert same_bits(out, whole), (key, dist, chunks)
+    for batches in BATCHES:
+        out, _ = emulate(key, x, batches=batches)
+        assert same_bits(out, whole), (key, dist, batches)
 
 
 @pytest.mark.parametrize("key", [k for k, v in explorer.VARIANTS.items() if "float16" in v.accumulators])
-def test_chunked_rows_give_the_same_bits_in_half_precision(key):
+def test_batched_rows_give_the_same_bits_in_half_precision(key):
     x = explorer.make_input("normal", 9, 130, dtype="float16", seed=1)
     whole, _ = emulate(key, x, acc="float16")
-    assert same_bits(emulate(key, x, acc="float16", chunks=4)[0], whole)
+    assert same_bits(emulate(key, x, acc="float16", batches=4)[0], whole)
 
 
 @pytest.mark.parametrize("key", [k for k, v in explorer.VARIANTS.items() if v.traceable])
-def test_a_chunked_trace_is_the_one_pass_trace(key):
+def test_a_batched_trace_is_the_one_pass_trace(key):
     x = explorer.make_input("normal", 10, 300, seed=2)
-    for row in (0, 4, 9):  # first chunk, a middle one, the last (shorter) one
+    for row in (0, 4, 9):  # first batch, a middle one, the last (shorter) one
         _, whole = emulate(key, x, trace_row=row)
-        _, chunked = emulate(key, x, trace_row=row, chunks=3)
+        _, batched = emulate(key, x, trace_row=row, batches=3)
         for field in dataclasses.fields(whole):
-            assert same_bits(getattr(chunked, field.name), getattr(whole, field.name)), (key, row, field.name)
+            assert same_bits(getattr(batched, field.name), getattr(whole, field.name)), (key, row, field.name)
 
 
-def test_progress_is_heard_after_every_chunk_rising_to_all_rows():
+def test_progress_is_heard_after_every_batch_rising_to_all_rows():
     x = explorer.make_input("normal", 10, 64)
     heard = []
-    emulate("online_warp", x, chunks=4, progress=lambda done, rows: heard.append((done, rows)))
+    emulate("online_warp", x, batches=4, progress=lambda done, rows: heard.append((done, rows)))
     assert heard == [(3, 10), (6, 10), (9, 10), (10, 10)]
 
 
-def test_progress_without_chunks_is_heard_once():
+def test_progress_without_batches_is_heard_once():
     heard = []
     emulate("naive", explorer.make_input("normal", 3, 50), progress=lambda done, rows: heard.append((done, rows)))
     assert heard == [(3, 3)]
 
 
-def test_a_progress_callback_that_raises_stops_the_run_after_that_chunk():
+def test_a_progress_callback_that_raises_stops_the_run_after_that_batch():
     x = explorer.make_input("normal", 20, 64)
     calls = []
 
@@ -83,13 +83,13 @@ def test_a_progress_callback_that_raises_stops_the_run_after_that_chunk():
             raise Stop
 
     with pytest.raises(Stop):
-        emulate("online_block", x, chunks=5, progress=stop_after_two)
-    assert calls == [4, 8]  # no chunk ran after the stop
+        emulate("online_block", x, batches=5, progress=stop_after_two)
+    assert calls == [4, 8]  # no batch ran after the stop
 
 
-def test_softmax_runs_the_emulation_in_budget_chunks_and_reports_progress(monkeypatch):
+def test_softmax_runs_the_emulation_in_row_batches_and_reports_progress(monkeypatch):
     x = explorer.make_input("normal", 11, 200)
-    monkeypatch.setattr(budget, "chunks", lambda *args: 4)
+    monkeypatch.setattr(budget, "row_batches", lambda *args: 4)
     heard = []
     r = explorer.softmax(x, "online_warp", backend="emulator", progress=lambda d, n: heard.append(d))
     assert heard == [3, 6, 9, 11] and heard == sorted(heard)
@@ -97,7 +97,7 @@ def test_softmax_runs_the_emulation_in_budget_chunks_and_reports_progress(monkey
 
 
 def test_a_stopped_softmax_releases_its_memory(monkeypatch):
-    monkeypatch.setattr(budget, "chunks", lambda *args: 3)
+    monkeypatch.setattr(budget, "row_batches", lambda *args: 3)
     held = reserve.RUNS.held
 
     def stop(done, rows):
@@ -136,26 +136,26 @@ def test_a_large_emulation_is_estimated_in_minutes_and_a_small_one_in_millisecon
 
 @pytest.mark.parametrize(("rows", "cols"), [(1, 10), (100_000, 100), (4096, 32768), (2, 10**7), (10**6, 1000)])
 @pytest.mark.parametrize("key", list(explorer.VARIANTS))
-def test_chunks_are_about_a_second_and_cost_at_most_a_quarter_more(key, rows, cols):
+def test_row_batches_are_about_a_second_and_cost_at_most_a_quarter_more(key, rows, cols):
     v = explorer.VARIANTS[key]
     launch = v.launch(rows, cols)
-    n = budget.chunks(v, launch, rows, cols, "float32", "float32")
+    n = budget.row_batches(v, launch, rows, cols, "float32", "float32")
     assert 1 <= n <= rows
-    one_pass = budget.emulation_seconds(v, rows, cols, "float32") - (n - 1) * per_chunk(v, launch, cols)
+    one_pass = budget.emulation_seconds(v, rows, cols, "float32") - (n - 1) * per_batch(v, launch, cols)
     if n > 1:
-        assert (n - 1) * per_chunk(v, launch, cols) <= budget.CHUNK_OVERHEAD * one_pass + 1e-9
-        assert one_pass / n >= budget.CHUNK_SECONDS / 2
+        assert (n - 1) * per_batch(v, launch, cols) <= budget.BATCH_OVERHEAD * one_pass + 1e-9
+        assert one_pass / n >= budget.BATCH_SECONDS / 2
 
 
-def per_chunk(v, launch, cols: int) -> float:
+def per_batch(v, launch, cols: int) -> float:
     return budget.emulation_terms(v, launch, 1, cols, "float32", "float32")[1]
 
 
-def test_many_rows_give_many_chunks_and_few_long_rows_one():
+def test_many_rows_give_many_batches_and_few_long_rows_one():
     v = explorer.VARIANTS["online_warp"]
-    assert budget.chunks(v, v.launch(10**6, 1000), 10**6, 1000, "float32", "float32") > 10
+    assert budget.row_batches(v, v.launch(10**6, 1000), 10**6, 1000, "float32", "float32") > 10
     v = explorer.VARIANTS["online_thread"]
-    assert budget.chunks(v, v.launch(2, 10**6), 2, 10**6, "float32", "float32") == 1
+    assert budget.row_batches(v, v.launch(2, 10**6), 2, 10**6, "float32", "float32") == 1
 
 
 def traced(key: str, cols: int, backend: str = "emulator", rows: int = 1) -> float:
@@ -267,7 +267,7 @@ def test_stop_ends_the_run_and_the_page_stays_usable(app, monkeypatch):
     settings_kept(at)
 
 
-def test_a_run_past_its_deadline_stops_between_chunks_and_says_so(app, monkeypatch):
+def test_a_run_past_its_deadline_stops_between_batches_and_says_so(app, monkeypatch):
     open_app, run_control = app
     ticks = iter(range(0, 10**6, 100))  # each look at the clock is 100 s later: past 3 × 60 s at the third
     monkeypatch.setattr(run_control, "clock", lambda: next(ticks))

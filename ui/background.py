@@ -4,7 +4,7 @@ other sessions' scripts) come first, and four sessions' emulations leave a fifth
 
 The script thread waits for the worker: it draws the progress the worker reports and it is where Streamlit's stop
 arrives (Stop, a rerun, a closed tab) and a deadline passes; either then tells the worker, which ends at its next
-chunk of rows, as a run on the script thread would."""
+batch of rows, as a run on the script thread would."""
 
 from __future__ import annotations
 

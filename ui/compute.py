@@ -79,7 +79,7 @@ def run_variant(
     progress: Callable[[int, int], object] | None = None,
 ) -> VariantRun:
     """The variant's run over the input: the cached one, else run now (outside the cache, so progress may draw
-    on the page and a stop may end the run between chunks of rows) and then kept."""
+    on the page and a stop may end the run between batches of rows) and then kept."""
     key = ("run", spec, variant, acc, block_size, backend())
     try:
         return KEPT.get(key)

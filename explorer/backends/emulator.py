@@ -251,17 +251,17 @@ def run(
     x: np.ndarray,
     acc_name: str,
     trace_row: int | None,
-    chunks: int = 1,
+    row_batches: int = 1,
     progress: Callable[[int, int], object] | None = None,
 ):
     """Emulate `variant` launched as `launch` on a 2-D array x; returns (out, RawTrace or None).
 
-    chunks > 1 emulates the rows that many at a time, each under the whole input's launch: every row's result
+    row_batches > 1 emulates the rows in that many batches, each under the whole input's launch: every row's result
     depends on its own elements, the launch and its index alone (fast_row splits a row at the 16-byte
     boundaries of the whole input), so the output (and trace) is bit-identical.
-    progress(rows done, rows) is called after each chunk; an exception it raises ends the run there."""
+    progress(rows done, rows) is called after each batch; an exception it raises ends the run there."""
     rows = x.shape[0]
-    size = cdiv(rows, max(1, min(chunks, rows)))
+    size = cdiv(rows, max(1, min(row_batches, rows)))
     if size == rows and progress is None:
         return _run_rows(variant, launch, x, acc_name, trace_row)
     out, raw = np.empty_like(x), None
