@@ -120,7 +120,7 @@ def softmax(
     trace_row : record this row's (m, d) states as the kernel computed them.
     block_size : threads per row for block variants (a multiple of 32 up to 1024).
     progress : called as progress(rows done, rows): in the emulation after each batch of rows
-        (explorer.budget.chunks picks them; the output is the same), on the GPU once at the end.
+        (explorer.budget.row_batches picks them; the output is the same), on the GPU once at the end.
         An exception it raises ends the run there and comes out of softmax: a caller's stop.
 
     Raises
