@@ -298,6 +298,7 @@ def bit_at(value: float, k: int) -> int | None:
 class UpdateParts(NamedTuple):
     """One online step as the kernel rounds each part (update_parts)."""
 
+    x_held: float  # x_j as the accumulator holds it (rounded to acc)
     scale: float  # e^(m_{j-1} - m_j)
     product: float  # d_{j-1}·scale
     term: float  # e^(x_j - m_j)
@@ -319,7 +320,9 @@ def update_parts(prev_m: float, prev_d: float, m: float, x: float, acc: str) -> 
     term = a.const(0.0, ()) if x_acc == -np.inf else a.exp_diff(x_acc, m_acc)
     d = a.add(product, term)
     exact_sum = float(product) + float(term)  # both hold <= 24 significant bits: exact in float64
-    return UpdateParts(scale=float(scale), product=float(product), term=float(term), sum=exact_sum, d=float(d))
+    return UpdateParts(
+        x_held=float(x_acc), scale=float(scale), product=float(product), term=float(term), sum=exact_sum, d=float(d)
+    )
 
 
 def aligned_bits(values: dict[str, float], high: int, low: int) -> dict[str, list[int | None]]:

@@ -215,3 +215,28 @@ def test_the_nan_note_names_the_row_of_the_input_not_of_the_slice_traced():
     trace = _trace("online_thread", x)
     assert figures.row_nan_note(trace).startswith("Row 0 is NaN from element 20")
     assert figures.row_nan_note(trace, 1).startswith("Row 1 is NaN from element 20")
+
+
+@pytest.mark.parametrize(
+    "variant, dtype, acc",
+    [
+        ("online_thread", "float16", "bfloat16"),  # the input rounded again on entry
+        ("online_thread", "float32", "float16"),
+        ("online_thread", "float32", "float32"),
+        ("safe_thread", "float16", "bfloat16"),
+    ],
+)
+def test_step_numbers_are_the_kernels_parts_that_make_each_traced_d(variant, dtype, acc):
+    x = explorer.make_input("large", 1, 400, dtype=dtype, seed=5, scale=100.0)
+    trace = _trace(variant, x, acc)
+    held_type = explorer.DTYPES[acc]
+    rounded_on_entry = 0
+    for j in figures.lane_steps(trace, 0):
+        n = figures.step_numbers(trace, 0, j)
+        # x_j as the accumulator holds it; the product and the term as the kernel rounds them add up to d_j
+        assert n.x_held == float(np.float32(n.x).astype(held_type)), (j, n)
+        assert float((np.float32(n.product) + np.float32(n.term)).astype(held_type)) == n.d, (j, n)
+        if variant == "online_thread":
+            assert n.m == max(n.prev_m, n.x_held), (j, n)  # the max is of x_j as held, not as given
+        rounded_on_entry += n.x_held != n.x
+    assert (rounded_on_entry > 0) == (dtype != acc and acc != "float32")

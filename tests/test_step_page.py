@@ -366,3 +366,19 @@ def test_no_raw_tex_reaches_the_page(query, click):
     texts += [b.help or "" for b in at.main.button] + [s.help or "" for s in at.main.slider]
     assert any("not finite" in t for t in texts) or click is None
     assert [(t, raw_tex(t)) for t in texts if raw_tex(t)] == []
+
+
+def test_a_narrower_accumulator_shows_x_as_the_kernel_holds_it():
+    at = ok(
+        step_page(
+            {"dist": "large", "p_scale": "100", "rows": "3", "cols": "500", "dtype": "float16", "acc": "bfloat16"}
+            | {"tv": "online_thread", "step": "0"}
+        )
+    )
+    x = float(explorer.make_input("large", 3, 500, dtype="float16", scale=100.0)[0, 0])
+    held = float(np.float32(x).astype(explorer.DTYPES["bfloat16"]))
+    assert held != x  # this input's first element is not a bfloat16 number
+    assert rf"\max(-\infty,\ {held:.7g}) = {held:.7g}" in latex(at)  # the max of x_j as held, which is m_j
+    assert any(f"is held as {held:.9g}" in c.value for c in at.caption)
+    line = next(m.value for m in at.markdown if "Step j = 0" in m.value)
+    assert f"({held:.7g} in bfloat16)" in line

@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer.precision import update_parts
 from explorer.trace import Trace
 
 from .common import (
@@ -51,12 +52,14 @@ class StepNumbers:
 
     step: int
     element: int  # index in the row of the element folded, -1 for none
-    x: float
+    x: float  # the input x_j
+    x_held: float  # x_j rounded to the accumulator, as the kernel folds it
     prev_m: float
     prev_d: float
     m: float
     d: float
     scale: float  # e^(m_{j-1} - m_j); 1 where m did not grow (the kernel skips the rescale); 1 for safe softmax
+    product: float  # d_{j-1} · scale
     term: float  # e^(x_j - m)
     row_max: float  # safe softmax's final max (NaN for online)
     exact_m: float
@@ -64,41 +67,35 @@ class StepNumbers:
     rel_err: float  # of d_j against exact_d: 0 where both are 0 (exact), NaN where either is not finite
     kind: str  # "online" or "safe"
 
-    @property
-    def product(self) -> float:
-        """d_{j-1} · e^(m_{j-1} - m_j), in float64."""
-        with np.errstate(all="ignore"):
-            return float(np.float64(self.prev_d) * self.scale)
-
 
 def step_numbers(trace: Trace, lane: int, step: int) -> StepNumbers:
-    """The numbers of one update of a lane's running (m, d)."""
+    """The numbers of one update of a lane's running (m, d): the traced states, and the parts between them as the
+    kernel rounds them (explorer.precision.update_parts: x_j held in the accumulator, the factor, product and term)."""
     idx = int(trace.index[lane, step])
     prev_m = float(trace.m[lane, step - 1]) if step > 0 else -math.inf
     prev_d = float(trace.d[lane, step - 1]) if step > 0 else 0.0
     m, d = float(trace.m[lane, step]), float(trace.d[lane, step])
     x = float(trace.x[idx]) if idx >= 0 else math.nan
-    with np.errstate(all="ignore"):
-        if trace.kind == "safe":
-            row_max = float(np.max(trace.m[lane][trace.index[lane] >= 0]))
-            scale = 1.0
-            term = float(np.exp(x - row_max)) if idx >= 0 else 0.0
+    row_max = float(np.max(trace.m[lane][trace.index[lane] >= 0])) if trace.kind == "safe" else math.nan
+    with np.errstate(all="ignore"):  # the states' NaN and ±inf flow through as the kernel's would
+        if trace.kind == "safe":  # pass 2: every term against the row's max, no rescale
+            parts = update_parts(row_max, prev_d, row_max, x, trace.acc)
         else:
-            row_max = math.nan
-            scale = 1.0 if prev_m == m else float(np.exp(prev_m - m))
-            term = 0.0 if x == -math.inf else float(np.exp(x - m))
+            parts = update_parts(prev_m, prev_d, m, x, trace.acc)
     exact_d = float(trace.exact_d[lane, step])
     rel = float(trace.folded_d_rel_error[lane, step]) if math.isfinite(d) and math.isfinite(exact_d) else math.nan
     return StepNumbers(
         step=step,
         element=idx,
         x=x,
+        x_held=parts.x_held,
         prev_m=prev_m,
         prev_d=prev_d,
         m=m,
         d=d,
-        scale=scale,
-        term=term,
+        scale=parts.scale,
+        product=parts.product if idx >= 0 else prev_d,
+        term=parts.term if idx >= 0 else 0.0,
         row_max=row_max,
         exact_m=float(trace.exact_m[lane, step]),
         exact_d=exact_d,

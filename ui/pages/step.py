@@ -180,7 +180,7 @@ def _step_view(trace: Trace, lane: int, cfg: Config, key: str) -> None:
     numbers = st.empty()  # over the slider, as its label: the numbers of the step it selects
     step = _controls(trace, lane, steps)
     n = figures.step_numbers(trace, lane, step)
-    numbers.markdown(_numbers_line(n))
+    numbers.markdown(_numbers_line(n, trace.acc))
     lane_title = f", lane {lane}" if trace.threads > 1 else ""
     fig = figures.step_figure(
         trace, lane, step, f"{key}, row {cfg.row}{lane_title}: running (m, d), acc {cfg.acc}", stamp()
@@ -256,33 +256,45 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
     return step
 
 
-def _numbers_line(n: StepNumbers) -> str:
+def _numbers_line(n: StepNumbers, acc: str) -> str:
     """The update's numbers in one line of Markdown, over the slider: the step and its element, x_j, the max, the
     kernel's d_j beside float64's and its relative error (the update is written out in full under the chart)."""
     rel = "**0** (exact: both 0)" if n.d == n.exact_d == 0 else f"**{format_value(n.rel_err, 3)}**"
     m = f"$m_j$ = {format_value(n.m)}" if n.kind == "online" else f"row max $m$ = {format_value(n.row_max)}"
+    held = f" ({format_value(n.x_held)} in {acc})" if _rounded_on_entry(n) else ""
     return (
-        f"**Step j = {n.step}** (element {n.element}) · $x_j$ = {format_value(n.x)} · {m} · "
+        f"**Step j = {n.step}** (element {n.element}) · $x_j$ = {format_value(n.x)}{held} · {m} · "
         f"$d_j$ = **{_nine(n.d)}**, float64 **{_nine(n.exact_d)}** · relative error {rel}"
     )
 
 
+def _rounded_on_entry(n: StepNumbers) -> bool:
+    """Whether the accumulator holds x_j as another number (a narrower accumulator than the input)."""
+    return math.isfinite(n.x) and n.x_held != n.x
+
+
 def _update(n: StepNumbers, trace: Trace, key: str) -> None:
-    """The update at step j in LaTeX: m, then d_{j-1} → d_{j-1}·factor → + term, with the kernel's numbers."""
+    """The update at step j in LaTeX: m, then d_{j-1} → d_{j-1}·factor → + term, with the kernel's numbers (x_j as
+    the accumulator holds it)."""
     f = latex_number
     st.markdown(f"##### The update at step j = {n.step} (element {n.element})")
     st.caption(explorer.VARIANTS[key].lesson)
+    if _rounded_on_entry(n):
+        st.caption(
+            f"The kernel folds each input rounded to its {trace.acc} accumulator: $x_j$ = {_nine(n.x)} is held "
+            f"as {_nine(n.x_held)}, the $x_j$ below."
+        )
     if n.kind == "safe":
         st.latex(
             rf"m_j = \max(m_{{j-1}}, x_j) = {f(n.m)} \quad\text{{(pass 1; pass 2 uses the row max }}"
             rf"m = {f(n.row_max)})"
         )
         st.latex(
-            rf"d_j = d_{{j-1}} + e^{{x_j - m}} = {f(n.prev_d)} + e^{{{f(n.x)} - ({f(n.row_max)})}}"
+            rf"d_j = d_{{j-1}} + e^{{x_j - m}} = {f(n.prev_d)} + e^{{{f(n.x_held)} - ({f(n.row_max)})}}"
             rf" = {f(n.prev_d)} + {f(n.term)} = {f(n.d)}"
         )
     else:
-        st.latex(rf"m_j = \max(m_{{j-1}}, x_j) = \max({f(n.prev_m)},\ {f(n.x)}) = {f(n.m)}")
+        st.latex(rf"m_j = \max(m_{{j-1}}, x_j) = \max({f(n.prev_m)},\ {f(n.x_held)}) = {f(n.m)}")
         st.latex(_factor(n))
         st.latex(
             rf"d_{{j-1}} = {f(n.prev_d)} \;\xrightarrow{{\times\,{_factor_value(n)}}}\; {f(n.product)}"
