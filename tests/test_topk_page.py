@@ -1,6 +1,7 @@
 """The Softmax + top-k page: AppTest over the page and its controls (emulator), a loaded results file, a
 mocked GPU benchmark run, and the page's figure builders and helpers without Streamlit."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -488,6 +489,10 @@ def test_helpers_batches_bytes_slug_and_agreement():
     df = topk.agreement_table(runs, 10)
     assert df.loc["topk_unfused", "index agreement"] == pytest.approx(1 - 2 / 40)
     assert df.loc["topk_unfused", "wall ms (not a benchmark)"] == pytest.approx(2.0)
+    assert df.loc["topk_unfused", "max rel"] == pytest.approx(1e-4)
+    none = {"topk_fused": dataclasses.replace(runs["topk_unfused"], report=TopkReport(0, 0, 0.0, rows_checked=0))}
+    unchecked = topk.agreement_table(none, 10).loc["topk_fused"]  # every row NaN or +inf: nothing measured, no 0
+    assert np.isnan(unchecked["index agreement"]) and np.isnan(unchecked["max rel"])
 
 
 def test_the_input_is_named_as_the_sidebar_names_it():

@@ -161,7 +161,7 @@ def agreement_table(runs: dict[str, TopkRun], k: int) -> pd.DataFrame:
             "index mismatches": rep.index_mismatch,
             "tie swaps": rep.tie_swaps,
             "index agreement": 1 - rep.index_mismatch / positions if positions else math.nan,
-            "max rel": rep.max_rel,
+            "max rel": rep.max_rel if rep.rows_checked else math.nan,  # no row checked: no error measured
             "wall ms (not a benchmark)": 1e3 * r.seconds,
         }
     df = pd.DataFrame.from_dict(out, orient="index")
