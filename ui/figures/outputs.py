@@ -307,18 +307,19 @@ def _add_errors(
 
 
 def error_table(reports: dict[str, ErrorReport]) -> pd.DataFrame:
-    """One row per variant from its ErrorReport."""
+    """One row per variant from its ErrorReport: the relative errors, the NaN / inf counts and the argmax first, the
+    other magnitudes of the error last (where a narrow window's table scrolls)."""
     columns = {
         "max_rel_unflushed": "max rel",  # what a rounding bound speaks of: the outputs -ftz flushed left out
         "mean_rel_unflushed": "mean rel",
+        "underflow_count": "flushed to 0",
+        "nonfinite_mismatch": "NaN/inf ≠ ref",
+        "nan_count": "NaN",
+        "inf_count": "inf",
+        "argmax_agreement": "argmax agree",
         "max_ulp": "max ULP",
         "max_abs": "max abs",
         "row_sum_dev": "max |Σ−1|",
-        "nan_count": "NaN",
-        "inf_count": "inf",
-        "nonfinite_mismatch": "NaN/inf ≠ ref",
-        "underflow_count": "flushed to 0",
-        "argmax_agreement": "argmax agree",
     }
     df = pd.DataFrame.from_dict({k: dataclasses.asdict(r) for k, r in reports.items()}, orient="index")
     df = df[[c for c in columns if c in df.columns]].rename(columns=columns)

@@ -64,12 +64,12 @@ def column_notes(dtype: str) -> str:
             ),
             ("max rel, mean rel", "|y − ref| / max(|ref|, smallest normal), the flushed outputs left out"),
             ("flushed", "outputs 0 where the reference is not (below the type's range, or flushed by -ftz)"),
+            ("≠ ref", "elements whose NaN/inf pattern differs from float64's"),
+            ("NaN, inf", "counts of outputs"),
+            ("argmax", "the fraction of rows whose largest probability sits where the reference's does"),
             ("max ULP", f"|y − ref| in units in the last place of {dtype} (u = 2^-{u}), the flushed outputs included"),
             ("max abs", "the largest |y − ref|"),
             ("max |Σ−1|", "the worst row sum's distance from 1"),
-            ("NaN, inf", "counts of outputs"),
-            ("≠ ref", "elements whose NaN/inf pattern differs from float64's"),
-            ("argmax", "the fraction of rows whose largest probability sits where the reference's does"),
         )
     ) + (
         "\n\nAll over the rows finite in both output and reference (– where there is none). Counts in K (thousands) "
