@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ui import url
+from ui import state, url
 from ui.pages import precision as precision_page
 from ui.pages import topk
 
@@ -272,3 +272,12 @@ def test_a_distribution_parameter_is_exact_in_captions_and_file_names_too():
 
     assert params_text((("mean", 1.23456789), ("std", 1.0))) == "_mean1.23456789_std1"
     assert params_text((("mean", 1.234561),)) != params_text((("mean", 1.234562),))
+
+
+@pytest.mark.parametrize(
+    "raw, words",
+    [("nan", "not a number"), ("NaN", "not a number"), ("x", "not a number"), ("inf", "outside"), ("99", "outside")],
+)
+def test_a_distribution_parameter_that_is_not_usable_says_why(raw, words):
+    values, problems = state.parse_dist_params({"p_mean": raw}, "normal")
+    assert values == {} and len(problems) == 1 and f"p_mean={raw!r} ignored: {words}" in problems[0], problems

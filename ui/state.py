@@ -189,10 +189,12 @@ def parse_dist_params(query: Mapping[str, str], dist: str) -> tuple[dict[str, fl
         try:
             value = float(raw)
         except ValueError:
+            value = math.nan
+        if math.isnan(value):  # float() reads "nan" as a number: it is not one
             problems.append(f"URL parameter {name}={shown(raw)} ignored: not a number")
             continue
         p = spec.params[pname]
-        if not (math.isfinite(value) and p.low <= value <= p.high):
+        if not p.low <= value <= p.high:  # ±inf included
             problems.append(f"URL parameter {name}={shown(raw)} ignored: outside [{p.low:g}, {p.high:g}]")
             continue
         values[param_key(dist, pname)] = value
