@@ -373,3 +373,11 @@ def test_a_log_axis_spanning_hundreds_of_decades_is_labelled_at_round_powers():
     exponents = [round(math.log10(v)) for v in raster.Axis(1e-262, 1e-19, True, 0, 400).ticks()]
     assert exponents == list(range(-250, -24, 25))
     assert [round(math.log10(v)) for v in raster.Axis(1e-3, 10, True, 0, 400).ticks()] == [-3, -2, -1, 0, 1]
+
+
+def test_a_row_summary_gives_no_max_or_argmax_beside_a_nan_or_inf():
+    y = np.array([0.0, np.nan, 0.0, 0.0], np.float32)  # naive on a large input: NaN where e^x overflowed, 0 elsewhere
+    summary = outputs.row_summary(y)
+    assert np.isnan(summary["max p"]) and summary["argmax"] is None and summary["NaN"] == 1 and summary["zeros"] == 3
+    ok = outputs.row_summary(np.array([0.25, 0.5, 0.25], np.float32))
+    assert ok["max p"] == 0.5 and ok["argmax"] == 1 and ok["sum of row"] == 1.0
