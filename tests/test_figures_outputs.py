@@ -57,6 +57,13 @@ def test_outputs_flushed_from_below_the_smallest_normal_are_crossed_not_ringed()
     fig = figures.error_figure(ref, {"v": out}, "t", STAMP, {"v": 1e-4})
     names = {t.name: list(t.x) for t in fig.data if t.name and t.name.startswith("v: ")}
     assert names == {"v: above bound (1)": [2], "v: flushed to 0 (-ftz) (1)": [1]}
+    # a flushed output whose relative error is under the bound (a reference far below the smallest normal) is
+    # crossed too: the legend counts what the Outputs page counts
+    ref, out = np.array([0.5, 1e-44, 0.25]), np.array([0.5, 0.0, 0.25], dtype=np.float32)
+    fig = figures.error_figure(ref, {"v": out}, "t", STAMP, {"v": 1e-4})
+    assert {t.name: list(t.x) for t in fig.data if t.name and t.name.startswith("v: ")} == {
+        "v: flushed to 0 (-ftz) (1)": [1]
+    }
 
 
 def test_nan_is_not_drawn_at_the_floor():

@@ -252,10 +252,10 @@ def _add_errors(
     fig: go.Figure, name: str, rel: np.ndarray, bound: float | None, flushed: np.ndarray, color: str, symbol: str
 ) -> None:
     """One variant on the error figure's row 1: its relative errors (an envelope, the points above the bound
-    kept), its bound as a dashed line, the points above it ringed, and the outputs the GPU's -ftz flushed to 0
-    (flushed_by_ftz: no rounding bound covers them) crossed out instead."""
+    kept), its bound as a dashed line, the points above it ringed, and every output the GPU's -ftz flushed to 0
+    (flushed_by_ftz: no rounding bound covers them; the Outputs page counts the same) crossed out instead."""
     over = rel > bound if bound is not None else np.zeros(rel.shape, bool)
-    above, lost = np.flatnonzero(over & ~flushed), np.flatnonzero(over & flushed)
+    above, lost = np.flatnonzero(over & ~flushed), np.flatnonzero(flushed)
     idx = np.union1d(envelope_index(rel), thin_marks(np.union1d(above, lost), rel.size))
     fig.add_trace(
         scatter_type(idx.size)(
