@@ -124,14 +124,16 @@ def test_a_heatmap_of_one_step_has_its_tick_and_a_scale_centred_on_its_one_value
 def test_tree_leaves_carry_lane_numbers_and_levels_are_named_by_how_they_merge():
     block = _normal(1000, "online_block")
     lanes = figures.merge_tree_figure(block, "warp 1 lanes", "t", STAMP)
-    # 32 lanes in butterfly order, every other one labelled (32 labels do not fit beside the sidebar at 1000 px):
-    # each label under its own leaf, evenly spaced
+    # 32 lanes in butterfly order, every one labelled, on two staggered lines (32 labels on one line do not fit
+    # beside the sidebar at 1000 px): each label under its own leaf, evenly spaced, the partners side by side
     leaves = lanes.data[2]
     leaf_at = {float(x): lane for x, y, lane in zip(leaves.x, leaves.y, leaves.hovertext) if y == 0}
     labels = list(zip(lanes.layout.xaxis.tickvals, lanes.layout.xaxis.ticktext))
-    assert len(leaf_at) == 32 and len(labels) == 16 and np.ptp(np.diff(lanes.layout.xaxis.tickvals)) == 0
-    assert all(leaf_at[float(x)] == f"lane {t}" for x, t in labels)
-    assert sorted(int(t) for _, t in labels) == list(range(32, 48))
+    assert len(leaf_at) == 32 and len(labels) == 32 and np.ptp(np.diff(lanes.layout.xaxis.tickvals)) == 0
+    assert all(leaf_at[float(x)] == f"lane {t.removeprefix('<br>')}" for x, t in labels)
+    assert [t.startswith("<br>") for _, t in labels] == [False, True] * 16  # every other one on the second line
+    assert [int(t.removeprefix("<br>")) for _, t in labels][:2] == [32, 48]  # lane 32 and its offset-16 partner
+    assert sorted(int(t.removeprefix("<br>")) for _, t in labels) == list(range(32, 64))
     assert figures.level_names(block, "warp 1 lanes")[0] == "shuffle, offset 16"
     assert figures.level_names(block, "across warps")[0] == "across warps (shared memory), offset 4"
     across = figures.merge_tree_figure(block, "across warps", "t", STAMP)

@@ -157,14 +157,17 @@ def merge_tree_figure(trace, choice: str, title: str, stamp: str, level: int | N
         tickvals=list(range(len(ticks))), ticktext=ticks, title_text="merge level", range=[-0.6, len(ticks) - 0.2]
     )
     leaves = [n for n in nodes if n[2] == 0]
-    every = label_step(len(leaves), LEAF_LABEL_PX, plot_px)  # a warp's 32 lanes: every other one beside the sidebar
+    # labels on two staggered lines, so that each needs twice a leaf's room: a warp's 32 lanes all labelled beside
+    # the sidebar (thinned, the leaf beside lane 0 read as lane 8 where it is its partner, 16)
+    every = label_step(len(leaves), LEAF_LABEL_PX / 2, plot_px)
+    shown = leaves[::every]
     fig.update_xaxes(
         title_text=f"{leaf_label}s" + (", in butterfly order" if butterfly else ""),
         showgrid=False,
         tickmode="array",
-        tickvals=[n[1] for n in leaves[::every]],
-        ticktext=[str(n[0]) for n in leaves[::every]],
-        tickfont=dict(size=10),
+        tickvals=[n[1] for n in shown],
+        ticktext=[("<br>" if i % 2 else "") + str(n[0]) for i, n in enumerate(shown)],
+        tickfont=dict(size=11),
         tickangle=0,
     )
     return stamp_below(finish(fig, title, stamp, height=560))
