@@ -16,7 +16,7 @@ FIELD_STYLE = {
     "mantissa": ("#e3f3df", "#2ca02c"),
 }  # (background, colour of a 1)
 MAX_ALIGN_COLUMNS = 44
-_CELL = "padding:1px 3px;text-align:center;font-family:monospace;font-size:13px;"
+_CELL = "padding:1px 1px;text-align:center;font-family:monospace;font-size:13px;"
 
 
 def _fields_row(label: str, b: FloatBits) -> str:
