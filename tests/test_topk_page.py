@@ -293,6 +293,7 @@ def test_loaded_topk_results_are_rendered():
     )
     t = table(at, "table_topk_time")
     assert len(t) == 6 and set(t["source"]) == {"NVIDIA H200", "NVIDIA A100"}
+    assert set(t["name"]) == {"topk_fused", "topk_unfused", "torch.softmax + torch.topk"}  # as the chart names them
     fused = t[(t["source"] == "NVIDIA H200") & (t["name"] == "topk_fused")].iloc[0]
     assert fused["speedup_vs_torch"] == pytest.approx(4.0)
     assert fused["bytes_moved"] == TOPK_VARIANTS["topk_fused"].bytes_moved(512, 128256, 8, "float32")

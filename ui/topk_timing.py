@@ -49,7 +49,8 @@ def topk_table(part: pd.DataFrame, time: str = "event") -> pd.DataFrame:
 
 
 def render(gpu: bool, rows: int, cols: int, k: int, dtype: str) -> None:
-    """The top-k page's timing section for the shape on the page."""
+    """The top-k page's timing section: a benchmark of the page's shape, or the shapes loaded files measured."""
+    st.subheader("Timing: fused vs unfused vs torch, as measured")
     no_gpu = st.empty()  # filled once it is known whether files are loaded
     if gpu and st.button(
         f"Run the benchmark: top-{k} on {rows}×{cols} {dtype} (fused, unfused, torch baselines)",
@@ -106,6 +107,7 @@ def _show_timing(part: pd.DataFrame, sources: dict[str, dict], origins: dict[str
     )
     st.caption(TIMES_CAPTION)
     shown = table.drop(columns=["rows", "cols", "dtype", "k"])  # the shape is chosen above
+    shown["name"] = shown["name"].map(lambda n: figures.TOPK_NAMES.get(n, n))  # as the chart and bytes table say
     show_table(shown, hide_index=True, key="table_topk_time", column_config=TOPK_COLUMNS)
     csv_download(table, slug, "csv_topk_time", "Download timing table (CSV)", index=False)
     share_button(

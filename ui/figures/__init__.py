@@ -33,6 +33,7 @@ from .step import (
 )
 from .timing import (
     TIME_FIELDS,
+    TOPK_NAMES,
     results_frame,
     shape_label,
     sweep_figure,
@@ -52,6 +53,7 @@ __all__ = [
     "MAX_POINTS",
     "STAMP_BESIDE_TITLE_CHARS",
     "TIME_FIELDS",
+    "TOPK_NAMES",
     "StepNumbers",
     "bits_html",
     "chart_config",

@@ -415,7 +415,7 @@ def _row_section(spec: InputSpec, runs: dict[str, TopkRun], k: int, rows: int, c
 
 
 def _bytes_section(rows: int, cols: int, k: int, dtype: str) -> None:
-    st.subheader("Bytes moved and timing: fused vs unfused vs torch")
+    st.subheader(f"Bytes moved at {rows}×{cols} {dtype}, top-{k}: fused vs unfused vs torch")
     show_table(bytes_table(rows, cols, k, dtype), key="table_topk_bytes", column_config=BYTES_COLUMNS)
     st.caption(
         f"For {rows}×{cols} {dtype}, top-{k}: logits read (and, unfused, probabilities written and read "
