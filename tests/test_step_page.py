@@ -99,9 +99,11 @@ def test_next_rescale_and_first_nonfinite_jump():
     trace = explorer.softmax(
         explorer.make_input("nonfinite", 4, 100, rate=0.05)[1:2], "online_thread", backend="emulator", trace_row=0
     ).trace
+    at.session_state["step_jumps"] = True  # the Jump popover open, as a click on it leaves it
     ok(at.button(key="step_rescale").click().run())
     step = at.slider(key="step").value
     assert step > 0 and trace.m[0, step] > trace.m[0, step - 1]
+    assert at.session_state["step_jumps"] is False  # a jump closes it: open, it hid the chart's legend
     ok(at.button(key="step_nan").click().run())
     bad = at.slider(key="step").value
     assert not np.isfinite(trace.d[0, bad]) and np.isfinite(trace.d[0, :bad]).all()

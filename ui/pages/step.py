@@ -148,14 +148,24 @@ def _set_step(value: int) -> None:
     ss["step"] = int(value)
 
 
+JUMPS = "step_jumps"  # the Jump popover's open state
+
+
+def _jump_to(value: int) -> None:
+    """A jump's step, and the popover closed: left open, it hid the chart's legend after the jump."""
+    _set_step(value)
+    ss[JUMPS] = False
+
+
 def _jump(column, label: str, key: str, step: int, to: int | None, help: str, icon: str | None = None) -> None:
-    """A button that moves the step to `to`; disabled where there is nowhere to go (to is None)."""
+    """A button in the Jump popover that moves the step to `to` and closes the popover; disabled where there is
+    nowhere to go (to is None)."""
     column.button(
         label,
         key=key,
         icon=icon,
         width="stretch",
-        on_click=_set_step,
+        on_click=_jump_to,
         args=(step if to is None else to,),
         disabled=to is None,
         help=help,
@@ -250,6 +260,8 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
         icon=":material/fast_forward:",
         width="stretch",
         help="To the next rescale, or to the first step where d is not finite",
+        key=JUMPS,
+        on_change="rerun",  # its open state in ss[JUMPS], which a jump sets to closed
     )
     _jump(jumps, "Next rescale", "step_rescale", step, next_rescale, rescale_help, ":material/trending_up:")
     _jump(jumps, "First non-finite", "step_nan", step, bad, nan_help, ":material/error:")
