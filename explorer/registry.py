@@ -27,7 +27,9 @@ class Variant:
     origin: str  # where the idea comes from
     kernel: str  # CUDA template name in kernel_file
     kernel_file: str
-    reads_per_element: int  # global memory reads of x per element
+    # global memory reads of x per element, as bytes_moved and the GB/s count them; fast's fast_stream (rows too long
+    # to hold on chip) also reads the part of its chunk it does not hold a second time, mostly from L2
+    reads_per_element: int
     writes_per_element: int
     lesson: str  # one sentence: what it teaches
     launch_rule: Callable[[int, int, int, str], Launch]

@@ -630,6 +630,15 @@ def test_kernels_page_every_variant(at):
         assert any("needs a GPU" in i.value for i in at.info)
 
 
+def test_kernels_page_says_fast_stream_reads_the_part_it_does_not_hold_twice():
+    from ui.pages import kernels
+
+    fast = explorer.VARIANTS["fast"]
+    long = kernels.launch_fields(fast, fast.launch(1, 2**24, None, "float32"))
+    assert long["kernel"].startswith("fast_stream<") and "second read" in long["global reads per element"]
+    assert kernels.launch_fields(fast, fast.launch(4, 1024, None, "float32"))["global reads per element"] == 1
+
+
 def test_kernels_page_offers_the_block_size_of_a_kernel_the_sidebar_does_not_run():
     """The sidebar draws the block size only while one of its variants takes it: a block kernel chosen on this page
     gets the slider here, and its launch follows it."""

@@ -68,6 +68,10 @@ def launch_fields(v: explorer.Variant, launch: explorer.Launch) -> dict:
     fields["kernel"] = f"{kernel}<{', '.join(map(str, launch.template_args))}>" if launch.template_args else kernel
     fields["functions"] = ", ".join(launch.functions or (kernel,))  # this launch's, of the registry's list
     fields["global reads per element"] = v.reads_per_element
+    if launch.kernel == "fast_stream":  # the part of a chunk not held in shared memory is read again
+        fields["global reads per element"] = (
+            f"{v.reads_per_element}, plus a second read of what is not held (mostly L2)"
+        )
     fields["global writes per element"] = v.writes_per_element
     return fields
 
