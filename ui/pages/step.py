@@ -157,15 +157,17 @@ def _jump_to(value: int) -> None:
     ss[JUMPS] = False
 
 
-def _jump(column, label: str, key: str, step: int, to: int | None, help: str, icon: str | None = None) -> None:
-    """A button in the Jump popover that moves the step to `to` and closes the popover; disabled where there is
+def _jump(
+    column, label: str, key: str, step: int, to: int | None, help: str, icon: str | None = None, closes: bool = False
+) -> None:
+    """A button that moves the step to `to` (and, in the Jump popover, closes it: closes); disabled where there is
     nowhere to go (to is None)."""
     column.button(
         label,
         key=key,
         icon=icon,
         width="stretch",
-        on_click=_jump_to,
+        on_click=_jump_to if closes else _set_step,
         args=(step if to is None else to,),
         disabled=to is None,
         help=help,
@@ -263,8 +265,8 @@ def _controls(trace: Trace, lane: int, steps: np.ndarray) -> int:
         key=JUMPS,
         on_change="rerun",  # its open state in ss[JUMPS], which a jump sets to closed
     )
-    _jump(jumps, "Next rescale", "step_rescale", step, next_rescale, rescale_help, ":material/trending_up:")
-    _jump(jumps, "First non-finite", "step_nan", step, bad, nan_help, ":material/error:")
+    _jump(jumps, "Next rescale", "step_rescale", step, next_rescale, rescale_help, ":material/trending_up:", True)
+    _jump(jumps, "First non-finite", "step_nan", step, bad, nan_help, ":material/error:", True)
     return step
 
 
