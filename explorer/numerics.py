@@ -177,9 +177,11 @@ def flushed_by_ftz(out: np.ndarray, ref: np.ndarray, fmt: Format) -> np.ndarray:
     """Where an output of format fmt is 0 because the GPU flushed an fp32 result below fp32's smallest normal
     (-ftz): its float64 reference lies below 2^-126, yet not so far below that rounding to fmt would give 0 too. A loss
     of at most one fp32 smallest normal, which no rounding bound covers; none for fp16, whose outputs that small round
-    to 0 anyway."""
+    to 0 anyway. Rows are along the last axis: none in a row whose output or reference holds a NaN or inf, whose zeros
+    come from a wrong d (naive's, after its sum overflowed), not from -ftz."""
     out, ref = np.asarray(out, dtype=np.float64), np.abs(np.asarray(ref, dtype=np.float64))
-    return (out == 0) & (ref >= fmt.smallest_subnormal / 2) & (ref < FORMATS["float32"].smallest_normal)
+    clean = np.isfinite(out).all(axis=-1, keepdims=True) & np.isfinite(ref).all(axis=-1, keepdims=True)
+    return clean & (out == 0) & (ref >= fmt.smallest_subnormal / 2) & (ref < FORMATS["float32"].smallest_normal)
 
 
 def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> ErrorReport:

@@ -64,6 +64,10 @@ def test_outputs_flushed_from_below_the_smallest_normal_are_crossed_not_ringed()
     assert {t.name: list(t.x) for t in fig.data if t.name and t.name.startswith("v: ")} == {
         "v: flushed to 0 (-ftz) (1)": [1]
     }
+    # naive's zeros beside its NaN came from a wrong d, not from -ftz: not crossed (as explorer.errors counts them)
+    naive = np.array([np.nan, 0.0, 0.0], dtype=np.float32)
+    fig = figures.error_figure(np.array([0.5, 6e-39, 0.5]), {"naive": naive}, "t", STAMP, {"naive": 1e-4})
+    assert not any(t.name and "flushed" in t.name for t in fig.data)
 
 
 def test_nan_is_not_drawn_at_the_floor():

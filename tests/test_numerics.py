@@ -499,3 +499,9 @@ def test_only_an_fp32_result_below_its_smallest_normal_that_rounding_would_keep_
     assert not explorer.numerics.flushed_by_ftz(zeros, ref, fp16).any()  # fp16 keeps 1e-6 as a subnormal: a 0 is wrong
     assert list(explorer.numerics.flushed_by_ftz(zeros, ref, bf16)) == [True, False, False, False]
     assert not explorer.numerics.flushed_by_ftz(ref, ref, fp32).any()  # a nonzero output was not flushed
+    # rows along the last axis: a row holding a NaN or inf has no flushed output (naive's zeros after d overflowed)
+    rows = np.stack([zeros, np.where(np.arange(4) == 3, np.nan, zeros)])
+    assert explorer.numerics.flushed_by_ftz(rows, np.stack([ref, ref]), fp32).tolist() == [
+        [True, False, False, False],
+        [False] * 4,
+    ]

@@ -203,8 +203,8 @@ def error_figure(
 ) -> go.Figure:
     """Per-element relative error of each variant on one row (log axis, explorer.errors' definition), each
     variant's bound as a dashed line (a bound ≥ 1 says nothing and is marked vacuous), the points above their
-    bound ringed (crossed where the GPU's -ftz flushed the output to 0), and non-finite
-    mismatches marked in a strip. Long rows are drawn as an envelope."""
+    bound ringed, every output the GPU's -ftz flushed to 0 crossed, and non-finite mismatches marked in a strip.
+    Long rows are drawn as an envelope."""
     bounds = bounds or {}
     heights, height = _strip_rows(len(outputs))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.06)

@@ -116,7 +116,7 @@ def errors_page() -> None:
     if ref.size > figures.MAX_POINTS:
         st.caption(
             figures.sampled_note(ref.size, figures.MAX_POINTS)
-            + "; every point above its bound is ringed, or crossed where -ftz flushed it."
+            + "; every point above its bound is ringed, and every output -ftz flushed to 0 crossed."
         )
     run_share_button("errors", f"Softmax error against float64, row {cfg.row}", cfg, [fig], df.reset_index(), COLUMNS)
 

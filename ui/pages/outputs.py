@@ -93,8 +93,7 @@ def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str |
     NaN."""
     notes = [f"Deviation in ulps: units in the last place of {dtype} at the reference value (its spacing there)."]
     fmt = explorer.FORMATS[dtype]
-    finite = {k: y for k, y in outputs.items() if np.isfinite(y).all()}  # naive's zeros beside its NaNs are not -ftz
-    flushed = {k: int(flushed_by_ftz(y, ref, fmt).sum()) for k, y in finite.items()}
+    flushed = {k: int(flushed_by_ftz(y, ref, fmt).sum()) for k, y in outputs.items()}
     if any(flushed.values()):
         counts = ", ".join(f"{k} {n:,}" for k, n in flushed.items() if n)
         notes += [
