@@ -14,8 +14,8 @@ from .errors import ExplorerError, InvalidInput, shown
 from .numerics import DTYPES, FORMATS
 
 MAX_UPLOAD_BYTES = 64 * 2**20
-CHUNK_ELEMENTS = 2**20  # make_input generates in float64 this many elements (rows) at a time
-TEMPORARY_BYTES = 48  # per element of a chunk: the float64 draws and the generators' masks and indices
+BATCH_ELEMENTS = 2**20  # make_input generates in float64 this many elements (whole rows) at a time
+TEMPORARY_BYTES = 48  # per element of a batch: the float64 draws and the generators' masks and indices
 
 
 @dataclass(frozen=True)
@@ -208,14 +208,14 @@ def make_input(distribution: str, rows: int, cols: int, dtype: str = "float32", 
     if not whole(seed) or seed < 0:
         raise InvalidInput(f"seed must be a whole number >= 0, got {shown(seed)}")
     itemsize = DTYPES[dtype].itemsize
-    chunk = max(1, CHUNK_ELEMENTS // cols)
-    need = rows * cols * itemsize + min(rows, chunk) * cols * TEMPORARY_BYTES
+    batch = max(1, BATCH_ELEMENTS // cols)
+    need = rows * cols * itemsize + min(rows, batch) * cols * TEMPORARY_BYTES
     check_memory(rows, cols, itemsize, need, "emulator", f"a {dtype} input")
     out = np.empty((rows, cols), DTYPES[dtype])
     rng = np.random.default_rng(seed)
     with np.errstate(over="ignore"):  # values past the dtype's range become ±inf
-        for first in range(0, rows, chunk):
-            count = min(chunk, rows - first)
+        for first in range(0, rows, batch):
+            count = min(batch, rows - first)
             out[first : first + count] = dist.generate(rng, first, count, cols, **values)
     return out
 

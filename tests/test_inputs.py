@@ -291,15 +291,15 @@ def test_make_input_memory_guard(monkeypatch):
 
 
 @pytest.mark.parametrize("dist", ALL_DISTRIBUTIONS)
-def test_make_input_generates_in_row_chunks(monkeypatch, dist):
-    """Chunks of 2 rows: the generator never sees more, rows keep their place (the causal mask's
-    diagonal, the masked leading rows), and the result is finite where one chunk's is."""
+def test_make_input_generates_in_batches_of_rows(monkeypatch, dist):
+    """Batches of 2 rows: the generator never sees more, rows keep their place (the causal mask's
+    diagonal, the masked leading rows), and the result is finite where one batch's is."""
     from explorer import inputs
 
     whole = explorer.make_input(dist, 7, 5, "float16", seed=3)
     seen = []
     generate = inputs.DISTRIBUTIONS[dist].generate
-    monkeypatch.setattr(inputs, "CHUNK_ELEMENTS", 10)
+    monkeypatch.setattr(inputs, "BATCH_ELEMENTS", 10)
     monkeypatch.setitem(
         inputs.DISTRIBUTIONS,
         dist,
