@@ -309,14 +309,14 @@ def test_make_input_generates_in_batches_of_rows(monkeypatch, dist):
         ),
     )
     params = {"masked_rows": 3.0} if dist == "causal_mask" else {}
-    chunked = explorer.make_input(dist, 7, 5, "float16", seed=3, **params)
-    assert seen == [2, 2, 2, 1] and chunked.dtype == np.float16
-    if dist in DETERMINISTIC | {"normal", "uniform", "large"}:  # one stream of draws: equal to one chunk
-        assert same_bits(chunked, whole)
+    batched = explorer.make_input(dist, 7, 5, "float16", seed=3, **params)
+    assert seen == [2, 2, 2, 1] and batched.dtype == np.float16
+    if dist in DETERMINISTIC | {"normal", "uniform", "large"}:  # one stream of draws: equal to one batch
+        assert same_bits(batched, whole)
     if dist == "causal_mask":
-        assert np.isneginf(chunked[:3]).all()
+        assert np.isneginf(batched[:3]).all()
         keep = np.arange(5)[None, :] <= (np.arange(7) % 5)[:, None]
-        assert np.array_equal(np.isfinite(chunked[3:]), keep[3:])
+        assert np.array_equal(np.isfinite(batched[3:]), keep[3:])
 
 
 @pytest.mark.parametrize("seed", [-1, -(2**40), 1.5, "a", None, True, [1, 2]])
@@ -666,9 +666,9 @@ def admitted_and_peak(monkeypatch, call) -> tuple[list[int], int]:
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("dist", ALL_DISTRIBUTIONS)
-@pytest.mark.parametrize("shape", [(64, 4096), (1, 2**21)])  # rows in chunks; one row longer than a chunk
+@pytest.mark.parametrize("shape", [(64, 4096), (1, 2**21)])  # rows in batches; one row longer than a batch
 def test_make_input_is_admitted_for_at_least_what_it_takes(monkeypatch, dist, dtype, shape):
-    """make_input asks check_memory for its output and one chunk's float64 draws and masks before it allocates:
+    """make_input asks check_memory for its output and one batch's float64 draws and masks before it allocates:
     never less than its measured peak (a server would run out of memory it promised), nor a gross over-estimate
     (the limit would refuse shapes that fit)."""
     needs, peak = admitted_and_peak(monkeypatch, lambda: explorer.make_input(dist, *shape, dtype=dtype, seed=1))
