@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.precision import update_parts
+from explorer.precision import UpdateParts, update_parts
 from explorer.trace import Trace
 
 from .common import (
@@ -66,6 +66,7 @@ class StepNumbers:
     exact_d: float
     rel_err: float  # of d_j against exact_d: 0 where both are 0 (exact), NaN where either is not finite
     kind: str  # "online" or "safe"
+    parts: UpdateParts  # the update as the kernel rounds it (the page's bits table)
 
 
 def step_numbers(trace: Trace, lane: int, step: int) -> StepNumbers:
@@ -101,6 +102,7 @@ def step_numbers(trace: Trace, lane: int, step: int) -> StepNumbers:
         exact_d=exact_d,
         rel_err=rel,
         kind=trace.kind,
+        parts=parts,
     )
 
 

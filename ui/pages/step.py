@@ -9,7 +9,6 @@ import numpy as np
 import streamlit as st
 
 import explorer
-from explorer import precision
 from explorer.trace import Trace
 
 from .. import compute, figures
@@ -349,8 +348,7 @@ def bits_section(trace: Trace, n: StepNumbers) -> None:
     """The bit-level view of the traced d_j at the current step."""
     if not math.isfinite(n.x):
         return
-    prev_m, m = (n.row_max, n.row_max) if trace.kind == "safe" else (n.prev_m, n.m)
-    parts = precision.update_parts(prev_m, n.prev_d, m, n.x, trace.acc)
+    parts = n.parts
     st.subheader(f"The bits of $d_j$ at step {n.step}, in {trace.acc}")
     st.markdown(figures.bits_html(parts, trace.acc, n.prev_d, n.exact_d), unsafe_allow_html=True)
     same = parts.d == n.d or (math.isnan(parts.d) and math.isnan(n.d))
