@@ -27,9 +27,7 @@ class Variant:
     origin: str  # where the idea comes from
     kernel: str  # CUDA template name in kernel_file
     kernel_file: str
-    # global memory reads of x per element, as bytes_moved and the GB/s count them; fast's fast_stream (rows too long
-    # to hold on chip) also reads the part of its chunk it does not hold a second time, mostly from L2
-    reads_per_element: int
+    reads_per_element: int  # global memory reads of x per element, as bytes_moved and the GB/s count them
     writes_per_element: int
     lesson: str  # one sentence: what it teaches
     launch_rule: Callable[[int, int, int, str], Launch]
@@ -40,6 +38,7 @@ class Variant:
     default_block_size: int = 0
     kernel_functions: tuple[str, ...] = ()  # the __global__ functions, where not just `kernel`
     templated_by_launch: bool = False  # template arguments come from each launch (compiled per shape, not per dtype)
+    further_reads: tuple[tuple[str, str], ...] = ()  # (function, what it reads beyond reads_per_element), in words
 
     @property
     def functions(self) -> tuple[str, ...]:
@@ -184,6 +183,7 @@ VARIANTS: dict[str, Variant] = {
             traceable=False,
             kernel_functions=("fast_warp", "fast_row", "fast_row_cluster", "fast_stream"),
             templated_by_launch=True,
+            further_reads=(("fast_stream", "a second read of what its chunk does not hold on chip, mostly from L2"),),
         ),
     ]
 }

@@ -637,6 +637,8 @@ def test_kernels_page_says_fast_stream_reads_the_part_it_does_not_hold_twice():
     long = kernels.launch_fields(fast, fast.launch(1, 2**24, None, "float32"))
     assert long["kernel"].startswith("fast_stream<") and "second read" in long["global reads per element"]
     assert kernels.launch_fields(fast, fast.launch(4, 1024, None, "float32"))["global reads per element"] == 1
+    assert kernels.registry_entry(fast)["further reads"].startswith("fast_stream: a second read")  # the registry's
+    assert kernels.registry_entry(explorer.VARIANTS["online_warp"])["further reads"] == "–"
 
 
 def test_kernels_page_offers_the_block_size_of_a_kernel_the_sidebar_does_not_run():

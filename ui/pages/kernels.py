@@ -52,9 +52,11 @@ def registry_entry(v: explorer.Variant) -> dict:
 
 
 def _for_people(value):
-    """A field's value for people: a tuple joined, a flag as yes or no."""
+    """A field's value for people: a tuple joined (pairs as "a: b"), a flag as yes or no."""
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
+        return "; ".join(": ".join(pair) for pair in value) or "–"
     return ", ".join(value) if isinstance(value, tuple) else value
 
 
@@ -67,11 +69,8 @@ def launch_fields(v: explorer.Variant, launch: explorer.Launch) -> dict:
     kernel = launch.kernel or v.kernel
     fields["kernel"] = f"{kernel}<{', '.join(map(str, launch.template_args))}>" if launch.template_args else kernel
     fields["functions"] = ", ".join(launch.functions or (kernel,))  # this launch's, of the registry's list
-    fields["global reads per element"] = v.reads_per_element
-    if launch.kernel == "fast_stream":  # the part of a chunk not held in shared memory is read again
-        fields["global reads per element"] = (
-            f"{v.reads_per_element}, plus a second read of what is not held (mostly L2)"
-        )
+    further = dict(v.further_reads).get(kernel)
+    fields["global reads per element"] = f"{v.reads_per_element}, plus {further}" if further else v.reads_per_element
     fields["global writes per element"] = v.writes_per_element
     return fields
 
