@@ -72,11 +72,11 @@ def outputs_page() -> None:
     )
     chart(fig, cfg.slug("outputs"), "chart_outputs")
     warning = nan_row_warning(cfg.row, compute.get_input(ran.spec)[cfg.row])
-    _chart_notes(ref, outputs, warning, cfg.dtype)
+    equal = equal_rows_note(outputs)
+    _chart_notes(ref, outputs, warning, cfg.dtype, equal)
     df = summary_frame(ran, ref, outputs)
     st.subheader(f"Row {cfg.row} at a glance")
     show_table(df, key="table_outputs", column_config=COLUMNS)
-    equal = equal_rows_note(outputs)
     _downloads(ran, fig, df, [warning] if warning else [], [equal] if equal else [])
 
 
@@ -88,9 +88,9 @@ def nan_row_warning(row: int, x_row: np.ndarray) -> str | None:
     return f"Row {row}'s softmax is NaN, in float64 too: {reason}. Its outputs are marked in the strip."
 
 
-def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str | None, dtype: str) -> None:
-    """Under the chart: what an ulp is, which rows are bitwise equal, how a long row is drawn, and why a row is
-    NaN."""
+def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str | None, dtype: str, equal: str) -> None:
+    """Under the chart: what an ulp is, the outputs -ftz flushed, which rows are bitwise equal (equal: the
+    equal_rows_note), how a long row is drawn, and why a row is NaN."""
     notes = [f"Deviation in ulps: units in the last place of {dtype} at the reference value (its spacing there)."]
     fmt = explorer.FORMATS[dtype]
     flushed = {k: int(flushed_by_ftz(y, ref, fmt).sum()) for k, y in outputs.items()}
@@ -102,7 +102,7 @@ def _chart_notes(ref: np.ndarray, outputs: dict[str, np.ndarray], warning: str |
             f"flushes them (-ftz): {counts}. Each is off by its whole value, many ulps at that size, which no "
             "rounding causes."
         ]
-    notes.append(equal_rows_note(outputs))
+    notes.append(equal)
     notes += [figures.sampled_note(ref.size, figures.MAX_POINTS) + "."] if ref.size > figures.MAX_POINTS else []
     st.caption(" ".join(n for n in notes if n))
     if warning:
