@@ -1,4 +1,6 @@
-"""Peers from the torch ecosystem, each used when it imports and labelled with its version.
+"""The peers the harness times beside the kernels, by name (SOFTMAX_PEER_LABELS, PEER_NAMES: CuPy's own cupyx,
+timed in explorer.bench, and torch's ecosystem), and the torch-ecosystem ones themselves, each used when it imports
+and labelled with its version.
 
 Softmax: torch.softmax, QuACK (`quack-kernels`, CuTe DSL: `quack.softmax.softmax_fwd`) and Liger
 (`liger-kernel`, Triton: `LigerSoftmaxFunction`). Top-k: torch.softmax then torch.topk, and the best
