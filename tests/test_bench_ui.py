@@ -299,8 +299,16 @@ def test_timing_page_loads_the_bundled_results_with_one_button():
     ]
     assert load.label == f"Load the bundled NVIDIA H200 results ({len(softmax_files)} files from docs/results)"
     assert not charts(at)
+    files = next(e for e in at.expander if e.label.startswith("Benchmark results"))  # open, naming nothing loaded
+    assert files.label == "Benchmark results (JSON, one file per GPU)" and files.proto.expanded
     load.click().run()
     ok(at)
+    files = next(e for e in at.expander if e.label.startswith("Benchmark results"))  # closed, naming what is loaded
+    names = sorted(p.name for p in softmax_files)
+    assert files.label.replace("\\", "") == (
+        f"Benchmark results (JSON, one file per GPU): {', '.join(names[:3])} +{len(names) - 3} loaded"
+    )
+    assert not files.proto.expanded
     shapes = at.selectbox(key="tshape").options
     assert "4096×32768 bfloat16 acc float32" in shapes and "65536×1024 float32 acc float32" in shapes
     assert not any("top-" in s for s in shapes)  # topk.json belongs to the top-k page

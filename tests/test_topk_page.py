@@ -349,6 +349,8 @@ def test_on_a_gpu_the_button_runs_bench_topk(monkeypatch):
     fig = charts(at)[1]
     assert [t["name"] for t in fig["data"] if t["type"] == "bar"] == ["FAKE GPU"]
     assert "Download this run's results (JSON)" in [b.label for b in at.download_button]
+    files = next(e for e in at.expander if e.label.startswith("Top-k results"))
+    assert files.label.endswith(": this run loaded") and not files.proto.expanded  # the run counts as loaded
 
 
 def test_every_distribution_and_dtype_has_no_exception():

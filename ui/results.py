@@ -101,14 +101,14 @@ def result_sources(
     file that is not a results file is refused in words; results already loaded (the same file twice) are shown once."""
     # the uploader and the bundled files' button in an expander that names what is loaded: open while nothing is,
     # closed once something is (a new label is a new expander), so that the results are on the first screen
-    with st.expander(_files_label(label, key, bundled_key, topk), expanded=not _loaded(key, bundled_key, topk)):
+    loaded = _loaded(key, bundled_key, topk, run)
+    with st.expander(_files_label(label, loaded), expanded=not loaded):
         # no type filter and a little more than the limit, as the sidebar's uploader: a file of another type or over
         # the limit is refused below in our words, not by Streamlit ("... files are not allowed", "File must be ...")
         files = st.file_uploader(
             label,
             accept_multiple_files=True,
             key=f"{key}_files",
-            help=help,
             max_upload_size=UPLOAD_MB,
             label_visibility="collapsed",  # the expander's label says it, and the caption under it the help
         )
@@ -152,15 +152,14 @@ def result_sources(
 FILES_NAMED = 3  # the loaded files the expander's label names, at most
 
 
-def _loaded(key: str, bundled_key: str, topk: bool) -> list[str]:
-    """The names of the results files loaded on a page: the bundled ones (while loaded), then the uploads."""
+def _loaded(key: str, bundled_key: str, topk: bool, run: dict | None) -> list[str]:
+    """What a page's results come from: this session's run, the bundled files (while loaded), the uploads."""
     bundled = list(bundled_results(topk)) if ss.get(bundled_key) else []
-    return bundled + [f.name for f in ss.get(f"{key}_files") or []]
+    return ["this run"] * bool(run) + bundled + [f.name for f in ss.get(f"{key}_files") or []]
 
 
-def _files_label(label: str, key: str, bundled_key: str, topk: bool) -> str:
-    """The files expander's label: what it holds, and which files are loaded ("…: a.json, b.json +2")."""
-    names = _loaded(key, bundled_key, topk)
+def _files_label(label: str, names: list[str]) -> str:
+    """The files expander's label: what it holds, and what is loaded ("…: a.json, b.json +2 loaded")."""
     if not names:
         return label
     more = f" +{len(names) - FILES_NAMED}" if len(names) > FILES_NAMED else ""
