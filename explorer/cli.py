@@ -118,6 +118,7 @@ def cmd_run(args) -> int:
                 "inf_count",
                 "nonfinite_mismatch",
                 "underflow_count",
+                "flushed_count",
                 "argmax_agreement",
             ],
         )

@@ -167,6 +167,7 @@ class ErrorReport:
     inf_count: int
     nonfinite_mismatch: int  # elements whose NaN/inf pattern differs from the reference's
     underflow_count: int  # outputs exactly 0 where the reference is not (below the type's range, or flushed)
+    flushed_count: int  # of those, the ones -ftz flushed (flushed_by_ftz): what max_rel_unflushed leaves out
     argmax_agreement: float  # fraction of finite rows where the reference's argmax is also out's max
 
     def as_dict(self) -> dict:
@@ -229,5 +230,6 @@ def errors(out: np.ndarray, x: np.ndarray, ref: np.ndarray | None = None) -> Err
         inf_count=int(np.isinf(got).sum()),
         nonfinite_mismatch=mismatch,
         underflow_count=int(np.sum(measured & (got == 0) & (ref != 0))),
+        flushed_count=int(flushed.sum()),
         argmax_agreement=agree,
     )

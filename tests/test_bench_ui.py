@@ -252,10 +252,14 @@ def test_results_files_with_values_no_table_can_hold_are_refused_with_a_reason(p
     """Values that pass as JSON but no page can show (a lone surrogate, integers past int64 or 2^31): refused in
     words naming the file, not the page's "unexpected problem"."""
     at = goto(make(), page)
-    at.file_uploader(key=key).set_value([(f"{kind}.json", _malformed(doc(), kind).encode(), "application/json")]).run()
+    good = ("good.json", json.dumps(doc()).encode(), "application/json")
+    bad = (f"{kind}.json", _malformed(doc(), kind).encode(), "application/json")
+    at.file_uploader(key=key).set_value([good, bad]).run()
     ok(at)
     (refusal,) = [e.value for e in at.error]
     assert f"{kind}.json" in refusal and words in refusal, refusal
+    (files,) = [e for e in at.expander if "results (JSON" in e.label]  # names what loaded, not what was refused
+    assert files.label.endswith(": good.json loaded"), files.label
 
 
 def test_the_timing_page_leaves_top_k_results_to_the_top_k_page():

@@ -487,8 +487,14 @@ def test_the_unflushed_errors_leave_out_only_what_the_gpus_ftz_flushed():
     r = explorer.errors(out, x)
     assert r.underflow_count == 1 and r.max_rel == pytest.approx(abs(ref[0, 1]) / np.finfo(np.float32).smallest_normal)
     assert r.max_rel_unflushed < 1e-7 and r.mean_rel_unflushed < r.mean_rel  # the others are correctly rounded
+    assert r.flushed_count == 1
     out[0, 2] = 0.0  # a normal-range output lost too: that one counts
-    assert explorer.errors(out, x).max_rel_unflushed == 1.0
+    r = explorer.errors(out, x)
+    assert r.max_rel_unflushed == 1.0 and r.underflow_count == 2 and r.flushed_count == 1
+    # fp16 below its own range: a 0 that rounding gives (an underflow), not a flush
+    x16 = np.array([[0.0, -20.0]], np.float16)
+    r16 = explorer.errors(explorer.numerics.reference(x16).astype(np.float16), x16)
+    assert r16.underflow_count == 1 and r16.flushed_count == 0
 
 
 def test_only_an_fp32_result_below_its_smallest_normal_that_rounding_would_keep_counts_as_flushed():

@@ -153,9 +153,21 @@ FILES_NAMED = 3  # the loaded files the expander's label names, at most
 
 
 def _loaded(key: str, bundled_key: str, topk: bool, run: dict | None) -> list[str]:
-    """What a page's results come from: this session's run, the bundled files (while loaded), the uploads."""
+    """What a page's results come from: this session's run, the uploads that are results files (the others are
+    refused under the expander), the bundled files (while loaded)."""
+    uploads = [f.name for f in ss.get(f"{key}_files") or [] if _results_file(f.getvalue())]
     bundled = list(bundled_results(topk)) if ss.get(bundled_key) else []
-    return ["this run"] * bool(run) + bundled + [f.name for f in ss.get(f"{key}_files") or []]
+    return ["this run"] * bool(run) + uploads + bundled
+
+
+def _results_file(data: bytes) -> bool:
+    if len(data) > MAX_UPLOAD_BYTES:
+        return False
+    try:
+        load_results(data)
+    except explorer.ExplorerError:
+        return False
+    return True
 
 
 def _files_label(label: str, names: list[str]) -> str:

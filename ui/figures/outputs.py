@@ -312,7 +312,7 @@ def error_table(reports: dict[str, ErrorReport]) -> pd.DataFrame:
     columns = {
         "max_rel_unflushed": "max rel",  # what a rounding bound speaks of: the outputs -ftz flushed left out
         "mean_rel_unflushed": "mean rel",
-        "underflow_count": "flushed to 0",
+        "flushed_count": "flushed to 0",
         "nonfinite_mismatch": "NaN/inf ≠ ref",
         "nan_count": "NaN",
         "inf_count": "inf",

@@ -63,7 +63,11 @@ def column_notes(dtype: str) -> str:
                 "(explorer.numerics.softmax_bound); a bound ≥ 1 is vacuous: it allows any probability",
             ),
             ("max rel, mean rel", "|y − ref| / max(|ref|, smallest normal), the flushed outputs left out"),
-            ("flushed", "outputs 0 where the reference is not (below the type's range, or flushed by -ftz)"),
+            (
+                "flushed",
+                "outputs the GPU's -ftz flushed to 0: fp32 results below its smallest normal that rounding to the "
+                "output type would keep (the ones max rel and mean rel leave out)",
+            ),
             ("≠ ref", "elements whose NaN/inf pattern differs from float64's"),
             ("NaN, inf", "counts of outputs"),
             ("argmax", "the fraction of rows whose largest probability sits where the reference's does"),
