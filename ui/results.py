@@ -99,13 +99,16 @@ def result_sources(
     bundled_button(bundled_key, topk), and this session's run (offered as a JSON download), each labelled by its
     GPU, and by where it came from too where several share a GPU: {label: document}, {label: where it came from}. A
     file that is not a results file is refused in words; results already loaded (the same file twice) are shown once."""
+    # the uploads as this run sees them (the widget's value, read before it is drawn): the expander names them
+    uploads = [(f.name, *_read_upload(f.getvalue())) for f in ss.get(f"{key}_files") or []]
+    loaded = ["this run"] * bool(run) + [name for name, doc, _ in uploads if doc is not None]
+    loaded += list(bundled_results(topk)) if ss.get(bundled_key) else []
     # the uploader and the bundled files' button in an expander that names what is loaded: open while nothing is,
     # closed once something is (a new label is a new expander), so that the results are on the first screen
-    loaded = _loaded(key, bundled_key, topk, run)
     with st.expander(_files_label(label, loaded), expanded=not loaded):
         # no type filter and a little more than the limit, as the sidebar's uploader: a file of another type or over
         # the limit is refused below in our words, not by Streamlit ("... files are not allowed", "File must be ...")
-        files = st.file_uploader(
+        st.file_uploader(
             label,
             accept_multiple_files=True,
             key=f"{key}_files",
@@ -137,37 +140,26 @@ def result_sources(
         )
     for name, data in bundled.items():
         add(load_results(data), name)
-    for f in files or []:
-        try:
-            data = f.getvalue()
-            if len(data) > MAX_UPLOAD_BYTES:
-                shown, limit = sizes(len(data), MAX_UPLOAD_BYTES)
-                raise explorer.InvalidInput(f"it is {shown}; the limit is {limit}: upload a smaller results file")
-            add(load_results(data), f.name)
-        except explorer.ExplorerError as exc:
-            st.error(as_text(f"{f.name}: {exc}"))  # the name and the values it quotes come from the file
+    for name, doc, problem in uploads:
+        if doc is None:
+            st.error(as_text(f"{name}: {problem}"))  # the name and the values it quotes come from the file
+        else:
+            add(doc, name)
     return labelled(found)
 
 
 FILES_NAMED = 3  # the loaded files the expander's label names, at most
 
 
-def _loaded(key: str, bundled_key: str, topk: bool, run: dict | None) -> list[str]:
-    """What a page's results come from: this session's run, the uploads that are results files (the others are
-    refused under the expander), the bundled files (while loaded)."""
-    uploads = [f.name for f in ss.get(f"{key}_files") or [] if _results_file(f.getvalue())]
-    bundled = list(bundled_results(topk)) if ss.get(bundled_key) else []
-    return ["this run"] * bool(run) + uploads + bundled
-
-
-def _results_file(data: bytes) -> bool:
-    if len(data) > MAX_UPLOAD_BYTES:
-        return False
+def _read_upload(data: bytes) -> tuple[dict | None, str | None]:
+    """An uploaded results file: (its document, None), or (None, why it is refused)."""
     try:
-        load_results(data)
-    except explorer.ExplorerError:
-        return False
-    return True
+        if len(data) > MAX_UPLOAD_BYTES:
+            shown, limit = sizes(len(data), MAX_UPLOAD_BYTES)
+            raise explorer.InvalidInput(f"it is {shown}; the limit is {limit}: upload a smaller results file")
+        return load_results(data), None
+    except explorer.ExplorerError as exc:
+        return None, str(exc)
 
 
 def _files_label(label: str, names: list[str]) -> str:
