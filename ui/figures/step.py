@@ -53,20 +53,36 @@ class StepNumbers:
     step: int
     element: int  # index in the row of the element folded, -1 for none
     x: float  # the input x_j
-    x_held: float  # x_j rounded to the accumulator, as the kernel folds it
     prev_m: float
     prev_d: float
     m: float
     d: float
-    scale: float  # e^(m_{j-1} - m_j); 1 where m did not grow (the kernel skips the rescale); 1 for safe softmax
-    product: float  # d_{j-1} · scale
-    term: float  # e^(x_j - m)
     row_max: float  # safe softmax's final max (NaN for online)
     exact_m: float
     exact_d: float
     rel_err: float  # of d_j against exact_d: 0 where both are 0 (exact), NaN where either is not finite
     kind: str  # "online" or "safe"
     parts: UpdateParts  # the update as the kernel rounds it (the page's bits table)
+
+    @property
+    def x_held(self) -> float:
+        """x_j rounded to the accumulator, as the kernel folds it."""
+        return self.parts.x_held
+
+    @property
+    def scale(self) -> float:
+        """e^(m_{j-1} - m_j); 1 where m did not grow (the kernel skips the rescale); 1 for safe softmax."""
+        return self.parts.scale
+
+    @property
+    def product(self) -> float:
+        """d_{j-1} · scale (d_{j-1} itself at a step that folds no element)."""
+        return self.parts.product if self.element >= 0 else self.prev_d
+
+    @property
+    def term(self) -> float:
+        """e^(x_j - m) (0 at a step that folds no element)."""
+        return self.parts.term if self.element >= 0 else 0.0
 
 
 def step_numbers(trace: Trace, lane: int, step: int) -> StepNumbers:
@@ -89,14 +105,10 @@ def step_numbers(trace: Trace, lane: int, step: int) -> StepNumbers:
         step=step,
         element=idx,
         x=x,
-        x_held=parts.x_held,
         prev_m=prev_m,
         prev_d=prev_d,
         m=m,
         d=d,
-        scale=parts.scale,
-        product=parts.product if idx >= 0 else prev_d,
-        term=parts.term if idx >= 0 else 0.0,
         row_max=row_max,
         exact_m=float(trace.exact_m[lane, step]),
         exact_d=exact_d,
