@@ -283,8 +283,8 @@ def row_batches(variant: Variant, launch: Launch, rows: int, cols: int, dtype: s
 def emulation_seconds(
     variant: Variant, rows: int, cols: int, dtype: str, acc: str = "float32", block_size: int | None = None
 ) -> float:
-    """About how long the emulation of one run takes on this machine class (EMULATION_COST), its batches of rows included.
-    Arguments are taken as valid (explorer.bytes_needed checks them first)."""
+    """About how long the emulation of one run takes on this machine class (EMULATION_COST), its batches of rows
+    included. Arguments are taken as valid (explorer.bytes_needed checks them first)."""
     launch = variant.launch(rows, cols, block_size, dtype)
     scaled, per_batch = emulation_terms(variant, launch, rows, cols, dtype, acc)
     return scaled + per_batch * row_batches(variant, launch, rows, cols, dtype, acc)

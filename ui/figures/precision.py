@@ -379,9 +379,8 @@ def overflow_figure(records: list[Measurement], title: str, stamp_: str, width: 
         fig.add_trace(go.Scatter(x=ns, y=ns, mode="lines", name="exact d_n = n", line=dict(color="#222", dash="dash")))
     _level(fig, FP16_MAX, f"{FP16_MAX:g}: largest finite fp16", "#d62728")
     _level(fig, top, "× = inf: d overflowed", "#777", dash="solid")
-    _level(
-        fig, FP16_CEILING, f"{FP16_CEILING}: one lane's ceiling (stagnation)", "#555"
-    )  # at the left, where the curves are still far below it
+    # the ceiling's label at the left, where the curves are still far below it
+    _level(fig, FP16_CEILING, f"{FP16_CEILING}: one lane's ceiling (stagnation)", "#555")
     _pow2_axis(fig, N_TITLE, ns, _plot_px(width))
     fig.update_yaxes(
         type="log", exponentformat="power", title_text="final d_n in fp16", range=[0.5, math.log10(top) + 0.4]

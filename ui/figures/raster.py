@@ -3,8 +3,8 @@
 Drawn: bar traces (grouped, error bars, hatching, labels above the bars) and line or marker scatter traces on a
 figure's first axes, linear or log, with the title, legend, notes and axis titles; other traces are left out and
 the panel says how many. A category y axis is drawn as a strip, a row of marks per category (the NaN × and ±inf
-▲ ▼ marks under the Outputs plot), as tall as its rows need. Text uses a system font with µ × – − (DejaVu, Liberation or Arial); where none is
-found, Pillow's own font and the text in ASCII.
+▲ ▼ marks under the Outputs plot), as tall as its rows need. Text uses a system font with µ × – − (DejaVu,
+Liberation or Arial); where none is found, Pillow's own font and the text in ASCII.
 """
 
 from __future__ import annotations
